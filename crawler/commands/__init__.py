@@ -1,0 +1,1 @@
+"""Custom ``scrapy`` commands of the crawler."""

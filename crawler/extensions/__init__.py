@@ -1,0 +1,1 @@
+"""Scrapy extensions of the crawler (Prometheus metrics arrive in a later issue)."""

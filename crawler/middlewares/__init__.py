@@ -1,0 +1,1 @@
+"""Scrapy middlewares of the crawler, one policy per module."""

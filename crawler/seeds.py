@@ -1,0 +1,106 @@
+"""Reading seed lists: one URL per line, comments and blanks allowed.
+
+Seed files are written by people and exported from spreadsheets, so they carry
+BOMs, CRLF line ends, stray bytes and half-typed URLs. One bad line must never
+stop the crawl: it is reported once, with the file and line number, and the
+rest is read. Files are read as a stream, so a seed list of millions of lines
+costs no memory.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from crawler.urls import DEFAULT_STRIPPER, ParamStripper, canonical_url
+
+_MAX_LINE_BYTES = 16 * 1024  # a line longer than this is not a URL anyone meant
+
+
+@dataclass(frozen=True, slots=True)
+class Seed:
+    """A seed URL in canonical form, with where it came from."""
+
+    url: str
+    source: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class SeedError:
+    """A line that is not a usable seed, and why."""
+
+    source: str
+    line: int
+    text: str
+    reason: str
+
+    def __str__(self) -> str:
+        shown = self.text if len(self.text) <= 80 else self.text[:77] + "..."
+        return f"{self.source}:{self.line}: {self.reason}: {shown!r}"
+
+
+def parse_seed_line(
+    raw: bytes,
+    *,
+    source: str,
+    line: int,
+    add_scheme: bool = False,
+    stripper: ParamStripper = DEFAULT_STRIPPER,
+) -> Seed | SeedError | None:
+    """Parse one line; ``None`` for blank lines and ``#`` comments."""
+    if len(raw) > _MAX_LINE_BYTES:
+        return SeedError(source, line, raw[:80].decode("utf-8", "replace"), "line too long")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return SeedError(source, line, raw.decode("utf-8", "replace"), "not valid UTF-8")
+    text = text.removeprefix("\ufeff").strip()
+    if not text or text.startswith("#"):
+        return None
+    if any(c.isspace() for c in text):
+        return SeedError(source, line, text, "more than one field on the line")
+    if add_scheme and "://" not in text:
+        text = f"http://{text}"
+    url = canonical_url(text, stripper)
+    if url is None:
+        reason = "no http:// or https:// scheme" if "://" not in text else "not an http(s) URL"
+        return SeedError(source, line, text, reason)
+    return Seed(url, source, line)
+
+
+def parse_seed_lines(
+    lines: Iterable[bytes],
+    *,
+    source: str,
+    add_scheme: bool = False,
+    stripper: ParamStripper = DEFAULT_STRIPPER,
+) -> Iterator[Seed | SeedError]:
+    """Parse seed lines (bytes, as read from a file), skipping blanks and comments."""
+    for number, raw in enumerate(lines, start=1):
+        parsed = parse_seed_line(
+            raw.rstrip(b"\r\n"), source=source, line=number, add_scheme=add_scheme,
+            stripper=stripper,
+        )
+        if parsed is not None:
+            yield parsed
+
+
+def read_seeds(
+    path: str,
+    *,
+    add_scheme: bool = False,
+    stripper: ParamStripper = DEFAULT_STRIPPER,
+) -> Iterator[Seed | SeedError]:
+    """Stream seeds from a file, or from standard input when ``path`` is ``-``."""
+    if path == "-":
+        yield from parse_seed_lines(
+            sys.stdin.buffer, source="<stdin>", add_scheme=add_scheme, stripper=stripper
+        )
+        return
+    with Path(path).open("rb") as handle:
+        yield from parse_seed_lines(
+            handle, source=path, add_scheme=add_scheme, stripper=stripper
+        )

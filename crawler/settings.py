@@ -1,0 +1,149 @@
+"""Settings for a broad crawl: many hosts, each visited slowly.
+
+Scrapy's defaults suit one site crawled quickly. A broad crawl is the
+opposite: thousands of hosts at once, each one treated gently, run for days
+by an operator who reads logs, not tracebacks. Every value below says why it
+differs from Scrapy's default. Override any of them with ``-s NAME=VALUE`` or
+in ``custom_settings``.
+"""
+
+from crawler import __version__
+
+BOT_NAME = "broadcrawl"
+SPIDER_MODULES = ["crawler.spiders"]
+NEWSPIDER_MODULE = "crawler.spiders"
+
+# --- Identity ---------------------------------------------------------------
+# One product token names the crawler everywhere: robots.txt groups are matched
+# against it (RFC 9309 section 2.2.1: letters, "_" and "-" only) and it leads
+# the User-Agent, so a site owner who sees the User-Agent in a log knows which
+# robots.txt group applies. Operators: put YOUR contact URL or e-mail address
+# in USER_AGENT before crawling the real web.
+ROBOTSTXT_USER_AGENT = "BroadCrawl"
+USER_AGENT = f"{ROBOTSTXT_USER_AGENT}/{__version__} (+https://example.invalid/crawler-contact)"
+
+# --- Concurrency and politeness --------------------------------------------
+# Many hosts in parallel, few requests to any one of them: 64 in flight in all,
+# at most 4 per host, with a randomised delay between requests to one host
+# (0.5-1.5 x DOWNLOAD_DELAY). Robots Crawl-delay and Retry-After pacing arrive
+# with the frontier; until then this is the per-host floor.
+CONCURRENT_REQUESTS = 64
+CONCURRENT_REQUESTS_PER_DOMAIN = 4
+DOWNLOAD_DELAY = 1.0
+RANDOMIZE_DOWNLOAD_DELAY = True
+# AutoThrottle reacts to latency per host, which the frontier's pacing does
+# with the robots rules in view; leave it off so two controllers don't fight.
+AUTOTHROTTLE_ENABLED = False
+
+# --- Robots ----------------------------------------------------------------
+# Obey robots.txt. Scrapy's middleware (Protego parser) is the stand-in until
+# the RFC 9309 policy of the crawler replaces it.
+ROBOTSTXT_OBEY = True
+
+# --- Breadth-first order ----------------------------------------------------
+# Lower priority for deeper requests and FIFO queues: the crawl visits every
+# seed's front page before any host's deep pages, which spreads load across
+# hosts and reaches the most important pages of each host first.
+DEPTH_PRIORITY = 1
+SCHEDULER_DISK_QUEUE = "scrapy.squeues.PickleFifoDiskQueue"
+SCHEDULER_MEMORY_QUEUE = "scrapy.squeues.FifoMemoryQueue"
+# Fairness across hosts: the host with the fewest active downloads goes first.
+SCHEDULER_PRIORITY_QUEUE = "scrapy.pqueues.DownloaderAwarePriorityQueue"
+
+# --- Limits -----------------------------------------------------------------
+# Breadth over depth: a broad crawl wants many hosts' important pages, not one
+# host's archive. DEPTH_LIMIT counts links from a seed (seed = 0).
+DEPTH_LIMIT = 10
+DEPTH_STATS_VERBOSE = True
+# Longer URLs are almost always generated (session ids, filters); 2083 is the
+# historical browser limit that sites design for.
+URLLENGTH_LIMIT = 2083
+# Distinct URLs admitted per host (scheme://host:port); bounds traps and huge
+# sites so one host cannot eat the crawl. 0 = no cap.
+ADMISSION_MAX_PAGES_PER_HOST = 10_000
+# Trap heuristics (see crawler.admission.TrapRules); 0 switches a rule off.
+ADMISSION_TRAP_MAX_SEGMENTS = 24
+ADMISSION_TRAP_MAX_SEGMENT_REPEATS = 2
+ADMISSION_TRAP_YEARS_PAST = 25
+ADMISSION_TRAP_YEARS_FUTURE = 2
+ADMISSION_TRAP_MAX_QUERY_PARAMS = 16
+SPIDER_MIDDLEWARES = {
+    # After DepthMiddleware (900) on the way out, so depth-dropped links cost
+    # no host budget.
+    "crawler.middlewares.admission.AdmissionMiddleware": 850,
+}
+
+# --- The broad spider -------------------------------------------------------
+# Seed lines without a scheme are errors unless the operator asks for http://.
+BROAD_SEEDS_ADD_SCHEME = False
+# <link rel=...> values followed as links besides <a> and <area>.
+BROAD_LINK_RELS = ["canonical", "alternate"]
+# Links with these extensions are not followed. Empty: an archive wants PDFs and
+# other documents too; DOWNLOAD_MAXSIZE bounds what they cost.
+BROAD_DENY_EXTENSIONS: list[str] = []
+# Honour rel=nofollow and <meta name=robots content=nofollow>: site owners use
+# them to fence off generated or private areas.
+BROAD_OBEY_NOFOLLOW = True
+
+# --- URLs -------------------------------------------------------------------
+# One canonical form (crawler.urls) for dedup, robots and politeness. Tracking
+# parameters in URL_STRIP_PARAMS are removed; the default list is
+# crawler.urls.DEFAULT_STRIP_PARAMS. Add site-specific ones to the _EXTRA list.
+URL_STRIP_PARAMS_EXTRA: list[str] = []
+REQUEST_FINGERPRINTER_CLASS = "crawler.urls.CanonicalRequestFingerprinter"
+
+# --- Downloads --------------------------------------------------------------
+# A page that takes 30 s is a page of a broken host; Scrapy's 180 s default
+# lets a few hung hosts hold the whole crawl's concurrency.
+DOWNLOAD_TIMEOUT = 30
+# Bodies larger than 10 MiB are cut off (the response is dropped, counted as
+# an error): a broad crawl wants pages, not disk images.
+DOWNLOAD_MAXSIZE = 10 * 1024 * 1024
+DOWNLOAD_WARNSIZE = 4 * 1024 * 1024
+# Cookies tie requests to sessions: a broad crawl needs none and sites use them
+# to build endless session URLs.
+COOKIES_ENABLED = False
+# Few retries: in a broad crawl a failing page is better revisited later than
+# hammered now (backoff and dead letters arrive with the frontier).
+RETRY_ENABLED = True
+RETRY_TIMES = 2
+# Redirect chains longer than this are loops or traps.
+REDIRECT_MAX_TIMES = 10
+# Every status becomes an item (404s and 500s are part of the record of a
+# crawl); the spider follows links only on 2xx HTML.
+HTTPERROR_ALLOW_ALL = True
+
+# --- DNS --------------------------------------------------------------------
+# Thousands of hosts: cache many names, give up on slow resolvers quickly, and
+# size the reactor thread pool (which runs getaddrinfo) for many lookups at
+# once so DNS never becomes the bottleneck.
+DNSCACHE_ENABLED = True
+DNSCACHE_SIZE = 100_000
+DNS_TIMEOUT = 10
+REACTOR_THREADPOOL_MAXSIZE = 32
+
+# --- Safety -----------------------------------------------------------------
+# Scrapy 2.19 starts a remote-control endpoint that can run code; a crawler on
+# a server must not expose one. The telnet console is the same risk.
+REMOTE_CONTROL_ENABLED = False
+TELNETCONSOLE_ENABLED = False
+
+# --- Output -----------------------------------------------------------------
+# By default every page's metadata (not its body) is written as JSON lines
+# under output/. WARC files replace this once the WARC pipeline lands. Use
+# -O FILE / -o FILE to write elsewhere; -s FEEDS={} to turn it off.
+FEEDS = {
+    "output/%(name)s-%(time)s.jsonl": {
+        "format": "jsonlines",
+        "encoding": "utf-8",
+        "fields": [
+            "url", "final_url", "status", "content_type", "length", "fetched_at",
+            "depth", "referrer", "redirects", "headers",
+        ],
+    },
+}
+FEED_EXPORT_ENCODING = "utf-8"
+
+# --- Logs -------------------------------------------------------------------
+# DEBUG logs a line per request: unreadable at broad-crawl rates.
+LOG_LEVEL = "INFO"

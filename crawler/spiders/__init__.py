@@ -1,0 +1,1 @@
+"""Spiders of the crawler; ``broad`` is the one most users run."""

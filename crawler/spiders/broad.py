@@ -1,0 +1,166 @@
+"""The broad spider: crawl outward from a seed list, one item per page.
+
+Usage::
+
+    scrapy crawl broad -a seeds=seeds.txt
+    producer | scrapy crawl broad -a seeds=-
+
+The spider knows nothing of politeness, robots or storage: those are the
+frontier's, the middlewares' and the pipelines' concerns. It turns seed lines
+into requests, responses into :class:`~crawler.items.PageItem` and HTML links
+into more requests.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import AsyncIterator, Iterable, Iterator
+from typing import Any
+
+from scrapy import Request, Spider
+from scrapy.exceptions import NotConfigured
+from scrapy.http import HtmlResponse, Response
+from scrapy.linkextractors import LinkExtractor
+
+from crawler.items import PageItem
+from crawler.seeds import Seed, SeedError, read_seeds
+from crawler.urls import canonical_url, stripper_from_settings
+
+logger = logging.getLogger(__name__)
+
+_NOFOLLOW_META = "//meta[translate(@name, 'ROBTS', 'robts') = 'robots']/@content"
+
+
+class BroadSpider(Spider):
+    """Crawl every http(s) page reachable from the seeds, within the limits.
+
+    Spider arguments: ``seeds`` (a file path, or ``-`` for standard input).
+    Settings: ``BROAD_SEEDS_ADD_SCHEME`` (give ``http://`` to seed lines that
+    have no scheme), ``BROAD_LINK_RELS`` (``<link rel=...>`` values followed as
+    links), ``BROAD_DENY_EXTENSIONS`` (link extensions never followed) and
+    ``BROAD_OBEY_NOFOLLOW`` (skip ``rel=nofollow`` links and pages marked
+    ``<meta name=robots content=nofollow>``). Limits are the ``DEPTH_LIMIT``,
+    ``URLLENGTH_LIMIT`` and ``ADMISSION_*`` settings.
+    """
+
+    name = "broad"
+
+    def __init__(self, seeds: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.seeds_path = seeds
+
+    @classmethod
+    def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> BroadSpider:
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        spider._configure(crawler.settings)
+        return spider
+
+    def _configure(self, settings: Any) -> None:
+        if not self.seeds_path:
+            raise NotConfigured("the broad spider needs seeds: scrapy crawl broad -a seeds=FILE")
+        self.add_scheme = settings.getbool("BROAD_SEEDS_ADD_SCHEME", False)
+        self.link_rels = {r.lower() for r in settings.getlist("BROAD_LINK_RELS", [])}
+        self.obey_nofollow = settings.getbool("BROAD_OBEY_NOFOLLOW", True)
+        self.stripper = stripper_from_settings(settings)
+        self.link_extractor = LinkExtractor(
+            tags=("a", "area"),
+            attrs=("href",),
+            deny_extensions=settings.getlist("BROAD_DENY_EXTENSIONS", []),
+            unique=True,
+        )
+
+    async def start(self) -> AsyncIterator[Request]:
+        """Yield one request per valid seed; report each bad line once."""
+        for parsed in self._read_seeds():
+            if isinstance(parsed, SeedError):
+                self.crawler.stats.inc_value("seeds/malformed")
+                logger.warning("Skipping seed line %s", parsed, extra={"seed_line": parsed.line})
+                continue
+            self.crawler.stats.inc_value("seeds/loaded")
+            yield Request(parsed.url, callback=self.parse, errback=self.on_error)
+
+    def _read_seeds(self) -> Iterator[Seed | SeedError]:
+        assert self.seeds_path is not None
+        try:
+            yield from read_seeds(self.seeds_path, add_scheme=self.add_scheme,
+                                  stripper=self.stripper)
+        except OSError as exc:
+            logger.error("Cannot read seeds from %s: %s", self.seeds_path, exc)
+            self.crawler.stats.set_value("seeds/unreadable", 1)
+
+    def parse(self, response: Response, **kwargs: Any) -> Iterator[PageItem | Request]:
+        yield page_item(response)
+        if isinstance(response, HtmlResponse) and 200 <= response.status < 300:
+            for url in self.links(response):
+                yield Request(url, callback=self.parse, errback=self.on_error,
+                              meta={"referrer": response.url})
+
+    def links(self, response: HtmlResponse) -> list[str]:
+        """Canonical http(s) URLs this page links to, in page order, once each."""
+        if self.obey_nofollow and _meta_nofollow(response):
+            self.crawler.stats.inc_value("broad/nofollow_pages")
+            return []
+        found = [
+            link.url
+            for link in self.link_extractor.extract_links(response)
+            if not (self.obey_nofollow and link.nofollow)
+        ]
+        found += self._rel_links(response)
+        return _unique(canonical_url(u, self.stripper) for u in found)
+
+    def _rel_links(self, response: HtmlResponse) -> list[str]:
+        if not self.link_rels:
+            return []
+        urls = []
+        for link in response.css("link[rel][href]"):
+            rels = set((link.attrib.get("rel") or "").lower().split())
+            if rels & self.link_rels:
+                urls.append(response.urljoin(link.attrib["href"].strip()))
+        return urls
+
+    def on_error(self, failure: Any) -> None:
+        """Count download failures by type; the page has no item."""
+        name = type(failure.value).__name__
+        self.crawler.stats.inc_value(f"broad/download_error/{name}")
+        logger.info("Download failed: %s (%s)", failure.request.url, name,
+                    extra={"url": failure.request.url, "error": name})
+
+
+def _meta_nofollow(response: HtmlResponse) -> bool:
+    content = " ".join(response.xpath(_NOFOLLOW_META).getall()).lower()
+    return "nofollow" in content or "none" in content.split()
+
+
+def _unique(urls: Iterable[str | None]) -> list[str]:
+    seen: dict[str, None] = {}
+    for url in urls:
+        if url is not None:
+            seen.setdefault(url, None)
+    return list(seen)
+
+
+def page_item(response: Response) -> PageItem:
+    """Build the item of one response, with its redirect chain."""
+    chain = [*response.meta.get("redirect_urls", []), response.url]
+    content_type = response.headers.get(b"Content-Type")
+    return PageItem(
+        url=chain[0],
+        final_url=response.url,
+        status=response.status,
+        headers=_decode_headers(response),
+        body=response.body,
+        length=len(response.body),
+        content_type=content_type.decode("latin-1") if content_type else None,
+        fetched_at=dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+        depth=response.meta.get("depth", 0),
+        referrer=response.meta.get("referrer"),
+        redirects=chain if len(chain) > 1 else [],
+    )
+
+
+def _decode_headers(response: Response) -> dict[str, list[str]]:
+    return {
+        key.decode("latin-1"): [v.decode("latin-1") for v in values]
+        for key, values in response.headers.items()
+    }
