@@ -129,19 +129,10 @@ REMOTE_CONTROL_ENABLED = False
 TELNETCONSOLE_ENABLED = False
 
 # --- Output -----------------------------------------------------------------
-# By default every page's metadata (not its body) is written as JSON lines
-# under output/. WARC files replace this once the WARC pipeline lands. Use
-# -O FILE / -o FILE to write elsewhere; -s FEEDS={} to turn it off.
-FEEDS = {
-    "output/%(name)s-%(time)s.jsonl": {
-        "format": "jsonlines",
-        "encoding": "utf-8",
-        "fields": [
-            "url", "final_url", "status", "content_type", "length", "fetched_at",
-            "depth", "referrer", "redirects", "headers",
-        ],
-    },
-}
+# When no feed is configured (no -o/-O, no FEEDS), every page's metadata (not
+# its body) is written as JSON lines to this feed URI. WARC files replace this
+# once the WARC pipeline lands. An empty value turns the default feed off.
+BROAD_DEFAULT_FEED = "output/%(name)s-%(time)s.jsonl"
 FEED_EXPORT_ENCODING = "utf-8"
 
 # --- Logs -------------------------------------------------------------------

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
 from scrapy import Request, Spider
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import HtmlResponse, Response
 from scrapy.linkextractors import LinkExtractor
 
@@ -28,6 +28,16 @@ from crawler.seeds import Seed, SeedError, read_seeds
 from crawler.urls import canonical_url, stripper_from_settings
 
 logger = logging.getLogger(__name__)
+
+#: The default feed: page metadata as JSON lines, without the body.
+DEFAULT_FEED_OPTIONS = {
+    "format": "jsonlines",
+    "encoding": "utf-8",
+    "fields": [
+        "url", "final_url", "status", "content_type", "length", "fetched_at",
+        "depth", "referrer", "redirects", "headers",
+    ],
+}
 
 _NOFOLLOW_META = "//meta[translate(@name, 'ROBTS', 'robts') = 'robots']/@content"
 
@@ -45,6 +55,19 @@ class BroadSpider(Spider):
     """
 
     name = "broad"
+
+    @classmethod
+    def update_settings(cls, settings: Any) -> None:
+        """Add the default metadata feed unless the operator configured one.
+
+        Scrapy merges ``-o``/``-O`` into ``FEEDS``, so a feed in the project
+        settings would always be written too; adding it here, only when
+        ``FEEDS`` is empty, keeps ``-O pages.jsonl`` meaning "write there".
+        """
+        super().update_settings(settings)
+        uri = settings.get("BROAD_DEFAULT_FEED")
+        if uri and not settings.getdict("FEEDS"):
+            settings.set("FEEDS", {uri: dict(DEFAULT_FEED_OPTIONS)}, priority="spider")
 
     def __init__(self, seeds: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -121,6 +144,8 @@ class BroadSpider(Spider):
 
     def on_error(self, failure: Any) -> None:
         """Count download failures by type; the page has no item."""
+        if failure.check(IgnoreRequest):
+            return  # a policy said no (robots, limits); that policy counts and logs it
         name = type(failure.value).__name__
         self.crawler.stats.inc_value(f"broad/download_error/{name}")
         logger.info("Download failed: %s (%s)", failure.request.url, name,
