@@ -36,8 +36,9 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
-#: Query parameters that only track where a click came from. They never change
-#: the page served, so URLs differing only in them are one page. Patterns are
+#: Query parameters that only track where a click came from, or which session
+#: it belonged to. They never change the page served, so URLs differing only in
+#: them are one page. Patterns are
 #: shell-style globs matched case-insensitively against the parameter name.
 #: Setting: ``URL_STRIP_PARAMS`` (replace the list) / ``URL_STRIP_PARAMS_EXTRA`` (add).
 DEFAULT_STRIP_PARAMS: tuple[str, ...] = (
@@ -65,6 +66,17 @@ DEFAULT_STRIP_PARAMS: tuple[str, ...] = (
     "oly_enc_id",
     "vero_id",  # Vero
     "srsltid",  # Google Merchant Center
+    # Session ids: every visit mints a new one, so they turn one page into
+    # endless URLs (Heritrix strips the same ones). "sid" alone is left out:
+    # too many sites use it for a story or site id.
+    "jsessionid",
+    "phpsessid",
+    "aspsessionid*",
+    "sessionid",
+    "session_id",
+    "sessid",
+    "cfid",
+    "cftoken",
 )
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}

@@ -1,0 +1,205 @@
+"""Run the simulated web in a subprocess, for tests.
+
+A separate process keeps the server's event loop away from the crawler's
+(Twisted) reactor and from pytest, and lets tests kill it cleanly.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, Self
+
+from .ledger import Ledger
+from .model import Web
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class SimWebProcess:
+    """``python -m tests.simweb serve`` as a context manager.
+
+    >>> with SimWebProcess(seed=3, n_hosts=200, mix="clean") as sim:
+    ...     crawl(proxy=sim.proxy_url, seeds=sim.web.seed_urls(20))
+    ...     ledger = sim.ledger()
+    """
+
+    def __init__(
+        self,
+        seed: int = 1,
+        n_hosts: int = 100,
+        mix: str | Mapping[str, float] = "default",
+        *,
+        hang_max: float = 300.0,
+        startup_timeout: float = 15.0,
+    ) -> None:
+        self.seed = seed
+        self.n_hosts = n_hosts
+        self.mix = mix
+        self.hang_max = hang_max
+        self.startup_timeout = startup_timeout
+        self.web = Web(seed=seed, n_hosts=n_hosts, mix=mix)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
+        self._port: int | None = None
+
+    # ------------------------------------------------------------ lifecycle
+
+    def command(self) -> list[str]:
+        mix = self.mix if isinstance(self.mix, str) else json.dumps(dict(self.mix))
+        return [
+            sys.executable,
+            "-m",
+            "tests.simweb",
+            "serve",
+            "--port",
+            "0",
+            "--seed",
+            str(self.seed),
+            "--hosts",
+            str(self.n_hosts),
+            "--mix",
+            mix,
+            "--hang-max",
+            str(self.hang_max),
+        ]
+
+    def start(self) -> Self:
+        """Start the server and wait (bounded) for its ``READY`` line."""
+        if self._proc is not None:
+            return self
+        # Lives as long as the process (closed in stop()), so no ``with``.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
+        self._proc = subprocess.Popen(
+            self.command(),
+            cwd=REPO_ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+        )
+        try:
+            self._port = self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self) -> int:
+        assert self._proc is not None and self._proc.stdout is not None
+        deadline = time.monotonic() + self.startup_timeout
+        buffer = b""
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._proc.stdout, selectors.EVENT_READ)
+            while b"\n" not in buffer:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(
+                        f"simweb not ready after {self.startup_timeout}s{self._tail()}"
+                    )
+                if not sel.select(remaining):
+                    continue
+                data = os.read(self._proc.stdout.fileno(), 4096)
+                if not data:
+                    raise RuntimeError(f"simweb exited before READY{self._tail()}")
+                buffer += data
+        line = buffer.split(b"\n", 1)[0].decode().strip()
+        kind, _, address = line.partition(" ")
+        if kind != "READY":
+            raise RuntimeError(f"unexpected first line {line!r}{self._tail()}")
+        return int(address.rpartition(":")[2])
+
+    def _tail(self) -> str:
+        """Last lines of the server's stderr, for error messages."""
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        text = self._stderr.read().decode(errors="replace")[-3000:]
+        return f"\n--- simweb stderr ---\n{text}" if text else ""
+
+    def stderr_text(self) -> str:
+        return self._tail()
+
+    def stop(self, timeout: float = 5.0) -> int | None:
+        """Terminate (SIGTERM), then kill after ``timeout``; return the exit code."""
+        proc, self._proc = self._proc, None
+        code = None
+        if proc is not None:
+            if proc.poll() is None:
+                proc.terminate()
+            try:
+                code = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                code = proc.wait()
+            if proc.stdout is not None:
+                proc.stdout.close()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+        return code
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------- accessors
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("SimWebProcess not started")
+        return self._port
+
+    @property
+    def pid(self) -> int:
+        if self._proc is None:
+            raise RuntimeError("SimWebProcess not started")
+        return self._proc.pid
+
+    @property
+    def proxy_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def control(self, path: str, timeout: float = 30.0) -> Any:
+        """GET a control endpoint straight from 127.0.0.1 (``http.client``
+        ignores proxy environment variables, unlike ``urllib``)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request("GET", path, headers={"Connection": "close"})
+            resp = conn.getresponse()
+            body = resp.read()
+            if resp.status != 200:
+                raise RuntimeError(f"simweb {path} -> {resp.status}: {body[:200]!r}")
+            return json.loads(body)
+        finally:
+            conn.close()
+
+    def ledger(self) -> Ledger:
+        return Ledger(self.control("/_ledger"))
+
+    def reset(self) -> None:
+        """Clear the ledger and every page's first-request state."""
+        self.control("/_reset")
+
+    def health(self) -> dict[str, Any]:
+        return dict(self.control("/_health"))

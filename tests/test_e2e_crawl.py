@@ -1,0 +1,202 @@
+"""End to end: a real ``scrapy crawl broad`` against the simulated web.
+
+Assertions are on what the server received (its ledger), checked against the
+web model's ground truth, which knows every page, every link and every
+robots rule without using any crawler code.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.crawl_runner import CrawlResult, run_crawl
+from tests.simweb import SimWebProcess, Web
+from tests.simweb.ledger import Ledger
+
+pytestmark = pytest.mark.crawl
+
+USER_AGENT = "BroadCrawl"  # crawler.settings.ROBOTSTXT_USER_AGENT
+TRAP_MODES = ("trap-calendar", "trap-repeat")
+TRACKING = re.compile(r"[?&](utm_[a-z]+|gclid|fbclid|msclkid)=", re.I)
+DELAY = 0.05  # DOWNLOAD_DELAY of the test crawls: fast, but still paced
+SEEDS = 50
+# The full crawl caps hosts at 80 URLs: no well-behaved host of this web has
+# more than 45, and it keeps the session-id trap hosts (endless ?sid=) small.
+HOST_CAP = 80
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimWebProcess]:
+    # 120 hosts, of which the crawl is seeded with 50: links lead to the
+    # others, so "only hosts that were linked" is tested too.
+    with SimWebProcess(seed=11, n_hosts=120, mix="e2e") as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def full_crawl(sim: SimWebProcess, tmp_path_factory: pytest.TempPathFactory) -> CrawlResult:
+    sim.reset()
+    return run_crawl(
+        sim.proxy_url, sim.web.seed_urls(SEEDS), tmp_path_factory.mktemp("full"),
+        settings={"DOWNLOAD_DELAY": DELAY, "DEPTH_LIMIT": 0,
+                  "ADMISSION_MAX_PAGES_PER_HOST": HOST_CAP},
+    )
+
+
+@pytest.fixture(scope="module")
+def full_ledger(sim: SimWebProcess, full_crawl: CrawlResult) -> Ledger:
+    return sim.ledger()
+
+
+def _page_entries(ledger: Ledger) -> list[dict]:
+    return [e for e in ledger.entries if not e["path"].startswith("/robots.txt")]
+
+
+def _expected(web: Web, seeds: list[str]) -> dict[tuple[str, str], int]:
+    return web.reachable(seeds, user_agent=USER_AGENT)
+
+
+def _trap_hosts(web: Web) -> set[str]:
+    return {h.name for h in web.hosts_where(page=TRAP_MODES)}
+
+
+def test_crawl_finishes_cleanly(full_crawl: CrawlResult) -> None:
+    assert full_crawl.returncode == 0, full_crawl.log[-3000:]
+    assert "'finish_reason': 'finished'" in full_crawl.log
+    assert "Traceback" not in full_crawl.log
+    assert full_crawl.stat("seeds/loaded") == str(SEEDS)
+
+
+def test_every_reachable_page_fetched_exactly_once(
+    sim: SimWebProcess, full_ledger: Ledger
+) -> None:
+    web = sim.web
+    expected = _expected(web, web.seed_urls(SEEDS))
+    traps = _trap_hosts(web)
+    fetched = Counter(web.page_identity(e["host"], e["path"]) for e in _page_entries(full_ledger))
+
+    wanted = {ident for ident in expected if ident[0] not in traps}
+    assert len(wanted) > 500, "the web is too small to prove anything"
+    missed = sorted(wanted - set(fetched))
+    assert not missed, f"{len(missed)} reachable pages never fetched: {missed[:10]}"
+    twice = {ident: n for ident, n in fetched.items() if n > 1}
+    assert not twice, f"pages fetched more than once: {list(twice.items())[:10]}"
+    extra = sorted(i for i in fetched if i not in expected and i[0] not in traps)
+    assert not extra, f"fetched pages that no correct crawl reaches: {extra[:10]}"
+
+
+def test_only_seed_hosts_and_linked_hosts_are_visited(
+    sim: SimWebProcess, full_ledger: Ledger
+) -> None:
+    web = sim.web
+    expected_hosts = {host for host, _ in _expected(web, web.seed_urls(SEEDS))}
+    visited = set(full_ledger.hosts())
+    assert visited <= expected_hosts
+    assert len(visited) > SEEDS, "links to hosts beyond the seeds were not followed"
+    never_linked = {h.name for h in web.hosts} - expected_hosts
+    assert never_linked, "every host is linked: the web cannot show over-reach"
+    assert not visited & never_linked
+
+
+def test_tracking_and_fragment_duplicates_fetched_once(
+    sim: SimWebProcess, full_ledger: Ledger
+) -> None:
+    entries = _page_entries(full_ledger)
+    assert not [e["path"] for e in entries if TRACKING.search(e["path"])]
+    assert not [e["path"] for e in entries if "#" in e["path"]]
+    dup_heavy = {h.name for h in sim.web.hosts_where(page="dup-heavy")}
+    served = [e for e in entries if e["host"] in dup_heavy and e["status"] == 200]
+    assert served, "the web has no dup-heavy host in the crawl"
+
+
+def test_robots_rules_are_obeyed(sim: SimWebProcess, full_ledger: Ledger) -> None:
+    assert full_ledger.disallowed_fetches(sim.web, user_agent=USER_AGENT) == []
+    for host in full_ledger.hosts():
+        assert len(full_ledger.robots_fetches(host)) == 1, host
+
+
+def test_traps_are_cut(sim: SimWebProcess, full_ledger: Ledger) -> None:
+    for host in _trap_hosts(sim.web) & set(full_ledger.hosts()):
+        paths = [e["path"] for e in _page_entries(full_ledger) if e["host"] == host]
+        assert len(paths) <= HOST_CAP, (host, len(paths))
+        assert not [p for p in paths if "/a/b/a/b/a" in p or "/b/a/b/a/b" in p]
+
+
+def test_per_host_concurrency(sim: SimWebProcess, full_ledger: Ledger) -> None:
+    # CONCURRENT_REQUESTS_PER_DOMAIN=4. (The gap between requests to one host
+    # is not asserted yet: Scrapy's downloader lets two requests start a few
+    # ms apart despite DOWNLOAD_DELAY; the frontier's pacing owns that.)
+    for host in full_ledger.hosts():
+        assert full_ledger.max_in_flight(host) <= 4, host
+
+
+def test_items_describe_the_pages(sim: SimWebProcess, full_crawl: CrawlResult) -> None:
+    items = full_crawl.items
+    assert items
+    by_url = {item["url"]: item for item in items}
+    home = by_url["http://h00000.test/"]
+    assert home["status"] == 200 and home["depth"] == 0 and home["referrer"] is None
+    assert home["content_type"].startswith("text/html")
+    deeper = [i for i in items if i["depth"] == 2]
+    assert deeper and all(i["referrer"] for i in deeper)
+    redirected = [i for i in items if i["redirects"]]
+    assert redirected, "the web has redirects: some items must show their chain"
+    for item in redirected:
+        assert item["redirects"][0] == item["url"] and item["redirects"][-1] == item["final_url"]
+    assert all(item["fetched_at"].endswith("+00:00") for item in items)
+
+
+@pytest.fixture(scope="module")
+def limited(sim: SimWebProcess, tmp_path_factory: pytest.TempPathFactory,
+            full_ledger: Ledger) -> tuple[CrawlResult, Ledger]:
+    sim.reset()
+    result = run_crawl(
+        sim.proxy_url, sim.web.seed_urls(40), tmp_path_factory.mktemp("limited"),
+        settings={"DOWNLOAD_DELAY": DELAY, "DEPTH_LIMIT": 2,
+                  "ADMISSION_MAX_PAGES_PER_HOST": 5, "URLLENGTH_LIMIT": 26},
+    )
+    return result, sim.ledger()
+
+
+def test_limits_are_respected(sim: SimWebProcess, limited: tuple[CrawlResult, Ledger]) -> None:
+    result, ledger = limited
+    assert result.returncode == 0, result.log[-3000:]
+    web = sim.web
+    depths = _expected(web, web.seed_urls(40))
+    entries = _page_entries(ledger)
+    assert entries
+    redirecting = {h.name for h in web.hosts_where(page="redirects")}
+    for host in ledger.hosts():
+        fetches = [e for e in entries if e["host"] == host]
+        # Redirect targets are not admitted again (the frontier will charge
+        # them); on other hosts every fetch is an admitted URL.
+        cap = 10 if host in redirecting else 5
+        assert len(fetches) <= cap, (host, [e["path"] for e in fetches])
+    for e in entries:
+        ident = web.page_identity(e["host"], e["path"])
+        assert depths.get(ident, 99) <= 2, (ident, depths.get(ident))
+        assert len(f"http://{e['host']}{e['path']}") <= 26, e["path"]
+    assert all(item["depth"] <= 2 for item in result.items)
+    assert int(result.stat("urllength/request_ignored_count") or 0) > 0
+    assert int(result.stat("admission/refused/host-budget") or 0) > 0
+
+
+def test_bad_seed_lines_are_reported_and_skipped(
+    sim: SimWebProcess, tmp_path: Path
+) -> None:
+    sim.reset()
+    seeds = ["http://h00001.test/", "not a url", "h00002.test/", "http://h00003.test/"]
+    result = run_crawl(sim.proxy_url, seeds, tmp_path,
+                       settings={"DOWNLOAD_DELAY": DELAY, "DEPTH_LIMIT": 0,
+                                 "ADMISSION_MAX_PAGES_PER_HOST": 1})
+    assert result.returncode == 0
+    assert "seeds.txt:2: more than one field on the line: 'not a url'" in result.log
+    assert "seeds.txt:3: no http:// or https:// scheme: 'h00002.test/'" in result.log
+    fetched = {(e["host"], e["path"]) for e in _page_entries(sim.ledger())}
+    assert ("h00001.test", "/") in fetched and ("h00003.test", "/") in fetched
+    assert result.stat("seeds/malformed") == "2"
