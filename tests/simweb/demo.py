@@ -32,8 +32,8 @@ def register(subparsers: Any) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     # Imported here: `serve` imports this module too and needs none of it.
-    from tests.crawl_runner import crawl_command, proxy_env  # noqa: PLC0415
-    from tests.simweb.process import SimWebProcess  # noqa: PLC0415
+    from tests.crawl_runner import crawl_command, proxy_env
+    from tests.simweb.process import SimWebProcess
 
     out: Path = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
