@@ -74,6 +74,7 @@ def run_crawl(
     workdir: Path,
     settings: dict[str, Any] | None = None,
     timeout: float = 300,
+    env: dict[str, str] | None = None,
 ) -> CrawlResult:
     """Crawl ``seeds`` through the proxy; return when the crawl finishes."""
     workdir.mkdir(parents=True, exist_ok=True)
@@ -83,7 +84,7 @@ def run_crawl(
     started = time.monotonic()
     proc = subprocess.run(
         crawl_command(seeds_path, items_path, settings or {}),
-        cwd=REPO, env=proxy_env(proxy_url), capture_output=True, text=True,
+        cwd=REPO, env={**proxy_env(proxy_url), **(env or {})}, capture_output=True, text=True,
         timeout=timeout, check=False,
     )
     seconds = time.monotonic() - started

@@ -82,10 +82,10 @@ def test_every_reachable_page_fetched_exactly_once(
 
     wanted = {ident for ident in expected if ident[0] not in traps}
     assert len(wanted) > 500, "the web is too small to prove anything"
-    missed = sorted(wanted - set(fetched))
-    assert not missed, f"{len(missed)} reachable pages never fetched: {missed[:10]}"
     twice = {ident: n for ident, n in fetched.items() if n > 1}
     assert not twice, f"pages fetched more than once: {list(twice.items())[:10]}"
+    missed = sorted(wanted - set(fetched))
+    assert not missed, f"{len(missed)} reachable pages never fetched: {missed[:10]}"
     extra = sorted(i for i in fetched if i not in expected and i[0] not in traps)
     assert not extra, f"fetched pages that no correct crawl reaches: {extra[:10]}"
 
@@ -200,3 +200,18 @@ def test_bad_seed_lines_are_reported_and_skipped(
     fetched = {(e["host"], e["path"]) for e in _page_entries(sim.ledger())}
     assert ("h00001.test", "/") in fetched and ("h00003.test", "/") in fetched
     assert result.stat("seeds/malformed") == "2"
+
+
+def test_no_proxy_is_honoured(sim: SimWebProcess, tmp_path: Path) -> None:
+    # h00001.test bypasses the proxy; the test resolver sends it to 127.0.0.1:80
+    # (nothing leaves loopback), where the simulated web is not listening.
+    sim.reset()
+    result = run_crawl(
+        sim.proxy_url, ["http://h00001.test/", "http://h00002.test/"], tmp_path,
+        settings={"DOWNLOAD_DELAY": DELAY, "DEPTH_LIMIT": 0, "RETRY_ENABLED": False},
+        env={"no_proxy": "h00001.test"},
+    )
+    assert result.returncode == 0, result.log[-3000:]
+    hosts = sim.ledger().hosts()
+    assert "h00002.test" in hosts
+    assert "h00001.test" not in hosts
