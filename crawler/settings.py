@@ -25,12 +25,13 @@ USER_AGENT = f"{ROBOTSTXT_USER_AGENT}/{__version__} (+https://example.invalid/cr
 # --- Concurrency and politeness --------------------------------------------
 # Many hosts in parallel, few requests to any one of them: 64 in flight in all,
 # at most 4 per host, with a randomised delay between requests to one host
-# (0.5-1.5 x DOWNLOAD_DELAY). Robots Crawl-delay and Retry-After pacing arrive
-# with the frontier; until then this is the per-host floor.
+# (0.5-1.5 x DOWNLOAD_DELAY, so requests don't arrive in lock-step). Robots
+# Crawl-delay and Retry-After pacing arrive with the frontier; until then this
+# is the per-host floor.
 CONCURRENT_REQUESTS = 64
 CONCURRENT_REQUESTS_PER_DOMAIN = 4
 DOWNLOAD_DELAY = 1.0
-RANDOMIZE_DOWNLOAD_DELAY = True
+DOWNLOAD_DELAY_JITTER = 0.5
 # AutoThrottle reacts to latency per host, which the frontier's pacing does
 # with the robots rules in view; leave it off so two controllers don't fight.
 AUTOTHROTTLE_ENABLED = False
