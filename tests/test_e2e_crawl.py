@@ -69,6 +69,7 @@ def test_crawl_finishes_cleanly(full_crawl: CrawlResult) -> None:
     assert full_crawl.returncode == 0, full_crawl.log[-3000:]
     assert "'finish_reason': 'finished'" in full_crawl.log
     assert "Traceback" not in full_crawl.log
+    assert "DeprecationWarning" not in full_crawl.log
     assert full_crawl.stat("seeds/loaded") == str(SEEDS)
 
 

@@ -1,0 +1,93 @@
+"""Where the frontier keeps things in Redis, and which partition owns a host.
+
+Hosts are spread over ``partitions`` by a stable hash of their host key
+(``scheme://host:port``). Every key of a partition carries the same hash tag
+(``{ns/p3}``), so on a Redis Cluster a partition lives in one slot and each
+Lua script, which only touches one partition, runs on one node. The same
+:func:`partition_of` splits seed files (``scrapy partition``), so a worker's
+seeds and its share of the frontier agree.
+
+Layout of partition ``P`` (``PP`` is its prefix ``{ns/pP}``):
+
+==================  =========  ===============================================
+key                 type       holds
+==================  =========  ===============================================
+``PP:n``            hash       counts: queued, leased, delayed, done, dead,
+                               dup, refused, expired, hosts
+``PP:ready``        zset       hosts that may be claimed, by next-allowed ms
+``PP:h:HOST``       hash       host: n queued, i in flight, t next-allowed ms,
+                               a admitted, c concurrency, dl delay ms
+``PP:q:HOST``       zset       the host's queue: 16-byte fingerprint + record,
+                               by (-priority, enqueue time)
+``PP:leased``       zset       leased fingerprints by lease expiry ms
+``PP:ld``           hash       fingerprint -> host, score, worker, entry
+``PP:delayed``      zset       delayed fingerprints by not-before ms
+``PP:dd``           hash       fingerprint -> host, score, entry
+``PP:dead``         hash       fingerprint -> host, reason, entry
+``PP:s:BUCKET``     set        seen fingerprints (64-bit integers: intsets)
+==================  =========  ===============================================
+
+Global keys (no hash tag, never touched by scripts): ``ns:workers``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+
+#: The hash that places a host in a partition. Never change it: frontiers,
+#: seed files split by ``scrapy partition`` and running workers must agree.
+def host_hash(host: str) -> int:
+    """A stable 64-bit hash of a host key (same on every machine and Python)."""
+    return int.from_bytes(hashlib.blake2b(host.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def partition_of(host: str, partitions: int) -> int:
+    """The partition that owns ``host``."""
+    return host_hash(host) % partitions
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """Key names of one frontier (namespace) with ``partitions`` partitions."""
+
+    namespace: str
+    partitions: int
+    seen_buckets: int = 4096
+
+    def prefix(self, partition: int) -> str:
+        return f"{{{self.namespace}/p{partition}}}"
+
+    def counts(self, partition: int) -> str:
+        return f"{self.prefix(partition)}:n"
+
+    def ready(self, partition: int) -> str:
+        return f"{self.prefix(partition)}:ready"
+
+    def host(self, partition: int, host: str) -> str:
+        return f"{self.prefix(partition)}:h:{host}"
+
+    def queue(self, partition: int, host: str) -> str:
+        return f"{self.prefix(partition)}:q:{host}"
+
+    def leased(self, partition: int) -> str:
+        return f"{self.prefix(partition)}:leased"
+
+    def dead(self, partition: int) -> str:
+        return f"{self.prefix(partition)}:dead"
+
+    def workers(self) -> str:
+        return f"{self.namespace}:workers"
+
+    def seen_slot(self, fingerprint: bytes) -> tuple[int, str]:
+        """The seen-set bucket and member of a 16-byte fingerprint.
+
+        Members are signed 64-bit integers so that Redis stores each bucket
+        as an intset: 8 bytes a URL instead of ~60 in a hash table. The
+        bucket comes from other bits of the fingerprint, so together they
+        keep 64 + log2(buckets) bits: no false duplicates in practice.
+        """
+        bucket = int.from_bytes(fingerprint[8:12], "big") % self.seen_buckets
+        member = int.from_bytes(fingerprint[:8], "big", signed=True)
+        return bucket, str(member)

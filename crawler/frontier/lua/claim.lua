@@ -1,0 +1,125 @@
+-- Claim up to N URLs of one partition for a worker, politely.
+--
+-- First returns expired leases to their queues (a dead worker's work) and
+-- moves due delayed URLs back to their queues. Then takes, one URL at a time,
+-- the host with the earliest next-allowed time that is due: pops its queue
+-- head, leases it and pushes the host's next-allowed time by its delay (with
+-- jitter). A host is in the ready set only while it has queued URLs and fewer
+-- in flight than its concurrency, so each step is O(log hosts).
+--
+-- KEYS[1]  the partition's counts hash
+-- ARGV[1]  prefix, ARGV[2] N, ARGV[3] lease ms, ARGV[4] worker id,
+-- ARGV[5]  random number in [0, 1) for jitter, ARGV[6] jitter (0..1),
+-- ARGV[7]  how many expired leases / due delayed URLs to move at most
+-- Returns {now_ms, next_ready_ms or -1, host1, entry1, host2, entry2, ...}.
+local p = ARGV[1]
+local want, lease_ms, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
+local rnd, jitter, move_max = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ready = p .. ':ready'
+
+local function refresh(host)
+  local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'i', 'c', 't')
+  if tonumber(st[1]) > 0 and tonumber(st[2]) < tonumber(st[3]) then
+    redis.call('ZADD', ready, st[4], host)
+  else
+    redis.call('ZREM', ready, host)
+  end
+end
+
+-- host \n score \n rest
+local function split3(data)
+  local a = string.find(data, '\n', 1, true)
+  local b = string.find(data, '\n', a + 1, true)
+  return string.sub(data, 1, a - 1), string.sub(data, a + 1, b - 1), string.sub(data, b + 1)
+end
+
+local function requeue(host, score, entry)
+  redis.call('ZADD', p .. ':q:' .. host, score, entry)
+  redis.call('HINCRBY', p .. ':h:' .. host, 'n', 1)
+end
+
+-- 1. Expired leases go back to their queues.
+local expired = redis.call('ZRANGEBYSCORE', p .. ':leased', '-inf', now, 'LIMIT', 0, move_max)
+for _, fp in ipairs(expired) do
+  local data = redis.call('HGET', p .. ':ld', fp)
+  redis.call('ZREM', p .. ':leased', fp)
+  redis.call('HDEL', p .. ':ld', fp)
+  if data then
+    local host, score, rest = split3(data)  -- rest: worker \n entry
+    requeue(host, score, string.sub(rest, string.find(rest, '\n', 1, true) + 1))
+    redis.call('HINCRBY', p .. ':h:' .. host, 'i', -1)
+    refresh(host)
+  end
+end
+if #expired > 0 then
+  redis.call('HINCRBY', KEYS[1], 'leased', -#expired)
+  redis.call('HINCRBY', KEYS[1], 'queued', #expired)
+  redis.call('HINCRBY', KEYS[1], 'expired', #expired)
+end
+
+-- 2. Due delayed URLs go back to their queues.
+local due = redis.call('ZRANGEBYSCORE', p .. ':delayed', '-inf', now, 'LIMIT', 0, move_max)
+for _, fp in ipairs(due) do
+  local data = redis.call('HGET', p .. ':dd', fp)
+  redis.call('ZREM', p .. ':delayed', fp)
+  redis.call('HDEL', p .. ':dd', fp)
+  if data then
+    local host, score, entry = split3(data)
+    requeue(host, score, entry)
+    refresh(host)
+  end
+end
+if #due > 0 then
+  redis.call('HINCRBY', KEYS[1], 'delayed', -#due)
+  redis.call('HINCRBY', KEYS[1], 'queued', #due)
+end
+
+-- 3. Claim.
+local out = {}
+local got = 0
+while got < want do
+  local h = redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, 1)
+  if #h == 0 then break end
+  local host = h[1]
+  local hk = p .. ':h:' .. host
+  local popped = redis.call('ZPOPMIN', p .. ':q:' .. host)
+  if #popped == 0 then
+    redis.call('HSET', hk, 'n', 0)  -- repair: a host without a queue is not ready
+    redis.call('ZREM', ready, host)
+  else
+    local entry, score = popped[1], popped[2]
+    local fp = string.sub(entry, 1, 16)
+    redis.call('ZADD', p .. ':leased', now + lease_ms, fp)
+    redis.call('HSET', p .. ':ld', fp, host .. '\n' .. score .. '\n' .. worker .. '\n' .. entry)
+    local delay = tonumber(redis.call('HGET', hk, 'dl'))
+    local r = (rnd + got * 0.6180339887) % 1
+    local next_t = now + math.floor(delay * (1 - jitter + 2 * jitter * r))
+    redis.call('HINCRBY', hk, 'n', -1)
+    redis.call('HINCRBY', hk, 'i', 1)
+    redis.call('HSET', hk, 't', next_t)
+    refresh(host)
+    out[#out + 1] = host
+    out[#out + 1] = entry
+    got = got + 1
+  end
+end
+if got > 0 then
+  redis.call('HINCRBY', KEYS[1], 'leased', got)
+  redis.call('HINCRBY', KEYS[1], 'queued', -got)
+end
+
+-- 4. When is the next thing due here? (ready host, delayed URL, lease expiry)
+local next_ms = -1
+for _, key in ipairs({ready, p .. ':delayed', p .. ':leased'}) do
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if #first > 0 then
+    local s = tonumber(first[2])
+    if next_ms < 0 or s < next_ms then next_ms = s end
+  end
+end
+
+local result = {now, next_ms}
+for _, v in ipairs(out) do result[#result + 1] = v end
+return result

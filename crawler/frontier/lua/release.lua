@@ -1,0 +1,77 @@
+-- Release leases of one partition: each exactly once, whatever happened.
+--
+-- A lease that is no longer held (it expired and went back to its queue, or
+-- was released already) is left alone and counted as stale, so a late or
+-- repeated release can never double-count or resurrect a URL.
+--
+-- KEYS[1]  the partition's counts hash
+-- ARGV[1]  prefix, ARGV[2] worker id (only its own leases are released)
+-- then 4 values per lease: fingerprint (16 bytes), op, arg, entry
+--   op "done":   the URL is finished
+--   op "return": back to the head of its host's queue (graceful stop)
+--   op "retry":  delayed by arg ms, with entry as its new record (if not "")
+--   op "dead":   dead letter; arg is the JSON reason
+-- Returns {released, stale}.
+local p, worker = ARGV[1], ARGV[2]
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ready = p .. ':ready'
+local released, stale = 0, 0
+local counts = {done = 0, queued = 0, delayed = 0, dead = 0}
+
+local function refresh(host)
+  local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'i', 'c', 't')
+  if tonumber(st[1]) > 0 and tonumber(st[2]) < tonumber(st[3]) then
+    redis.call('ZADD', ready, st[4], host)
+  else
+    redis.call('ZREM', ready, host)
+  end
+end
+
+-- host \n score \n worker \n entry
+local function split_lease(data)
+  local a = string.find(data, '\n', 1, true)
+  local b = string.find(data, '\n', a + 1, true)
+  local c = string.find(data, '\n', b + 1, true)
+  return string.sub(data, 1, a - 1), string.sub(data, a + 1, b - 1),
+    string.sub(data, b + 1, c - 1), string.sub(data, c + 1)
+end
+
+for i = 3, #ARGV, 4 do
+  local fp, op, arg, new_entry = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local data = redis.call('HGET', p .. ':ld', fp)
+  local host, score, holder, entry
+  if data then host, score, holder, entry = split_lease(data) end
+  if data and holder == worker then
+    redis.call('ZREM', p .. ':leased', fp)
+    redis.call('HDEL', p .. ':ld', fp)
+    if new_entry ~= '' then entry = new_entry end
+    local hk = p .. ':h:' .. host
+    redis.call('HINCRBY', hk, 'i', -1)
+    if op == 'done' then
+      counts.done = counts.done + 1
+    elseif op == 'return' then
+      redis.call('ZADD', p .. ':q:' .. host, score, entry)
+      redis.call('HINCRBY', hk, 'n', 1)
+      counts.queued = counts.queued + 1
+    elseif op == 'retry' then
+      redis.call('ZADD', p .. ':delayed', now + tonumber(arg), fp)
+      redis.call('HSET', p .. ':dd', fp, host .. '\n' .. score .. '\n' .. entry)
+      counts.delayed = counts.delayed + 1
+    else
+      redis.call('HSET', p .. ':dead', fp, host .. '\n' .. arg .. '\n' .. entry)
+      counts.dead = counts.dead + 1
+    end
+    refresh(host)
+    released = released + 1
+  else
+    stale = stale + 1
+  end
+end
+
+if released > 0 then redis.call('HINCRBY', KEYS[1], 'leased', -released) end
+for name, n in pairs(counts) do
+  if n > 0 then redis.call('HINCRBY', KEYS[1], name, n) end
+end
+if stale > 0 then redis.call('HINCRBY', KEYS[1], 'stale', stale) end
+return {released, stale}

@@ -1,0 +1,104 @@
+"""Requests as they cross Redis: a small JSON record, never pickle.
+
+A record is a JSON object with short keys::
+
+    {"u": "http://a.test/p/1",   # canonical URL
+     "d": 2,                     # depth
+     "p": -2,                    # priority (omitted when 0)
+     "cb": "parse",              # spider method for the callback (omitted: parse)
+     "eb": "on_error",           # spider method for the errback (omitted: none)
+     "k": {...},                 # cb_kwargs (omitted when empty)
+     "m": {...}}                 # whitelisted meta (FRONTIER_META_KEYS)
+
+What a user gives up against an in-memory scheduler: callbacks must be
+methods of the spider (no lambdas or functions of other objects), only
+GET requests without a body, no per-request headers or cookies, and only the
+meta keys listed in ``FRONTIER_META_KEYS`` survive, with JSON values. A request
+that breaks one of these is refused with an error that names the field.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from scrapy import Request, Spider
+
+#: Meta keys that survive the trip through Redis by default.
+DEFAULT_META_KEYS: tuple[str, ...] = (
+    "depth",
+    "referrer",
+    "retry_times",
+    "download_timeout",
+    "dont_redirect",
+    "dont_retry",
+    "handle_httpstatus_list",
+    "handle_httpstatus_all",
+    "dont_obey_robotstxt",
+    "max_retry_times",
+    "redirect_times",
+    "redirect_urls",
+    "redirect_reasons",
+)
+
+
+class RecordError(ValueError):
+    """A request that cannot cross Redis; the message names the field."""
+
+
+def to_record(request: Request, url: str, spider: Spider, meta_keys: Iterable[str]) -> str:
+    """Serialize ``request`` (with its canonical ``url``) to a JSON record."""
+    if request.method != "GET":
+        raise RecordError(f"field 'method': only GET requests can be queued, not {request.method}")
+    if request.body:
+        raise RecordError("field 'body': requests with a body cannot be queued")
+    record: dict[str, Any] = {"u": url, "d": int(request.meta.get("depth", 0))}
+    if request.priority:
+        record["p"] = int(request.priority)
+    _add_callback(record, "cb", request.callback, spider, default="parse")
+    _add_callback(record, "eb", request.errback, spider, default=None)
+    if request.cb_kwargs:
+        record["k"] = _jsonable("cb_kwargs", request.cb_kwargs)
+    meta = {k: request.meta[k] for k in meta_keys if k in request.meta and k != "depth"}
+    if meta:
+        record["m"] = {k: _jsonable(f"meta[{k!r}]", v) for k, v in meta.items()}
+    return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
+
+
+def _add_callback(
+    record: dict[str, Any], key: str, func: Any, spider: Spider, default: str | None
+) -> None:
+    if func is None:
+        return
+    name = getattr(func, "__name__", None)
+    if getattr(func, "__self__", None) is not spider or name is None:
+        field = "callback" if key == "cb" else "errback"
+        raise RecordError(f"field '{field}': {func!r} is not a method of the spider")
+    if name != default:
+        record[key] = name
+
+
+def _jsonable(field: str, value: Any) -> Any:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise RecordError(f"field '{field}': not JSON-serializable ({exc})") from None
+    return value
+
+
+def from_record(record: str, spider: Spider) -> Request:
+    """Rebuild the request of a record (callbacks looked up on the spider)."""
+    data = json.loads(record)
+    meta = dict(data.get("m", {}))
+    meta["depth"] = data.get("d", 0)
+    errback = getattr(spider, data["eb"]) if "eb" in data else None
+    return Request(
+        data["u"],
+        callback=getattr(spider, data.get("cb", "parse")),
+        errback=errback,
+        priority=data.get("p", 0),
+        meta=meta,
+        cb_kwargs=data.get("k"),
+        dont_filter=True,  # the frontier deduplicated it already
+    )

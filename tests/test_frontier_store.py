@@ -1,0 +1,175 @@
+"""The frontier's Redis operations against a real Redis, under a private namespace."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+from redis.asyncio import Redis
+
+from crawler.frontier.keys import Keys
+from crawler.frontier.store import Admission, Frontier, Limits, Release
+from crawler.urls import canonical_url, host_key, url_fingerprint
+
+
+def _admission(url: str, priority: int = 0) -> Admission:
+    canon = canonical_url(url)
+    assert canon
+    host = host_key(canon)
+    assert host
+    return Admission(canon, host, url_fingerprint(canon), f'{{"u":"{canon}"}}', priority)
+
+
+class Harness:
+    """Runs frontier coroutines on one event loop with one async client."""
+
+    def __init__(self, url: str, namespace: str, **limits: int | float) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.client = Redis.from_url(url)
+        self.keys = Keys(namespace, partitions=4, seen_buckets=64)
+        self.frontier = Frontier(self.client, self.keys, Limits(**limits))  # type: ignore[arg-type]
+
+    def run(self, coro):
+        return self.loop.run_until_complete(coro)
+
+    def close(self) -> None:
+        self.run(self.client.aclose())
+        self.loop.close()
+
+
+@pytest.fixture
+def harness(redis_url: str, redis_prefix: str) -> Iterator[Harness]:
+    h = Harness(redis_url, redis_prefix + "f", concurrency=2, delay_ms=0, lease_ms=60_000)
+    yield h
+    h.close()
+
+
+def test_admit_dedups_in_one_step(harness: Harness) -> None:
+    f = harness.frontier
+    urls = [_admission(f"http://h{i % 5}.test/p/{i}") for i in range(20)]
+    result = harness.run(f.admit(urls + urls[:7]))
+    assert (result.added, result.duplicates) == (20, 7)
+    again = harness.run(f.admit(urls))
+    assert (again.added, again.duplicates) == (0, 20)
+    counts = harness.run(f.counts())
+    assert counts["queued"] == 20 and counts["hosts"] == 5 and counts["dup"] == 27
+
+
+def test_claim_respects_host_concurrency_and_releases_once(harness: Harness) -> None:
+    f = harness.frontier
+    harness.run(f.admit([_admission(f"http://one.test/p/{i}") for i in range(5)]))
+    first = harness.run(f.claim(10, "w1"))
+    assert len(first.leases) == 2  # concurrency 2 for the only host
+    assert harness.run(f.claim(10, "w2")).leases == []
+    done = Release(first.leases[0].host, first.leases[0].fingerprint, "done")
+    assert harness.run(f.release([done, done], "w1")) == (1, 1)  # the repeat is stale
+    assert len(harness.run(f.claim(10, "w2")).leases) == 1
+    counts = harness.run(f.counts())
+    assert (counts["queued"], counts["leased"], counts["done"]) == (2, 2, 1)
+
+
+def test_release_of_another_workers_lease_is_stale(harness: Harness) -> None:
+    f = harness.frontier
+    harness.run(f.admit([_admission("http://a.test/")]))
+    lease = harness.run(f.claim(1, "w1")).leases[0]
+    assert harness.run(f.release([Release(lease.host, lease.fingerprint, "done")], "w2")) == (0, 1)
+    assert harness.run(f.counts())["leased"] == 1
+
+
+def test_fifo_within_host_and_priority_first(harness: Harness) -> None:
+    f = harness.frontier
+    harness.run(f.admit([_admission(f"http://a.test/{i}") for i in range(3)]))
+    harness.run(f.admit([_admission("http://a.test/urgent", priority=5)]))
+    order = []
+    for _ in range(4):
+        (lease,) = harness.run(f.claim(1, "w")).leases
+        order.append(lease.record)
+        harness.run(f.release([Release(lease.host, lease.fingerprint, "done")], "w"))
+    assert order == [f'{{"u":"http://a.test/{p}"}}' for p in ("urgent", "0", "1", "2")]
+
+
+def test_delay_between_claims_of_one_host(redis_url: str, redis_prefix: str) -> None:
+    h = Harness(redis_url, redis_prefix + "d", concurrency=4, delay_ms=300, jitter=0)
+    try:
+        h.run(h.frontier.admit([_admission(f"http://slow.test/{i}") for i in range(3)]
+                               + [_admission("http://other.test/")]))
+        first = h.run(h.frontier.claim(10, "w"))
+        assert sorted(lease.host for lease in first.leases) == [
+            "http://other.test:80", "http://slow.test:80"]
+        assert first.next_ready_ms is not None
+        assert 250 <= first.next_ready_ms - first.server_ms <= 300
+        assert h.run(h.frontier.claim(10, "w")).leases == []
+        time.sleep(0.32)
+        assert len(h.run(h.frontier.claim(10, "w")).leases) == 1
+    finally:
+        h.close()
+
+
+def test_expired_lease_returns_to_queue(redis_url: str, redis_prefix: str) -> None:
+    h = Harness(redis_url, redis_prefix + "e", concurrency=1, delay_ms=0, lease_ms=200)
+    try:
+        h.run(h.frontier.admit([_admission("http://a.test/x")]))
+        lease = h.run(h.frontier.claim(1, "dead-worker")).leases[0]
+        assert h.run(h.frontier.claim(1, "w2")).leases == []
+        time.sleep(0.25)
+        again = h.run(h.frontier.claim(1, "w2")).leases
+        assert [x.fingerprint for x in again] == [lease.fingerprint]
+        # the dead worker's late release is stale and changes nothing
+        stale = Release(lease.host, lease.fingerprint, "done")
+        assert h.run(h.frontier.release([stale], "dead-worker")) == (0, 1)
+        assert h.run(h.frontier.counts())["expired"] == 1
+    finally:
+        h.close()
+
+
+def test_renew_keeps_a_lease_alive(redis_url: str, redis_prefix: str) -> None:
+    h = Harness(redis_url, redis_prefix + "r", concurrency=1, delay_ms=0, lease_ms=300)
+    try:
+        h.run(h.frontier.admit([_admission("http://a.test/x")]))
+        lease = h.run(h.frontier.claim(1, "w1")).leases[0]
+        for _ in range(3):
+            time.sleep(0.15)
+            assert h.run(h.frontier.renew([lease], "w1")) == 1
+        assert h.run(h.frontier.claim(1, "w2")).leases == []
+        assert h.run(h.frontier.renew([lease], "w2")) == 0
+    finally:
+        h.close()
+
+
+def test_retry_dead_and_return(harness: Harness, redis_url: str) -> None:
+    f = harness.frontier
+    harness.run(f.admit([_admission(f"http://h{i}.test/") for i in range(3)]))
+    a, b, c = harness.run(f.claim(3, "w")).leases
+    harness.run(f.release([
+        Release(a.host, a.fingerprint, "retry", "100", '{"u":"retried"}'),
+        Release(b.host, b.fingerprint, "dead", '{"reason":"http-404"}'),
+        Release(c.host, c.fingerprint, "return"),
+    ], "w"))
+    counts = harness.run(f.counts())
+    assert (counts["delayed"], counts["dead"], counts["queued"], counts["leased"]) == (1, 1, 1, 0)
+    assert [x.host for x in harness.run(f.claim(3, "w")).leases] == [c.host]
+    time.sleep(0.12)
+    (retried,) = harness.run(f.claim(3, "w")).leases
+    assert retried.record == '{"u":"retried"}'
+    dead = redis.Redis.from_url(redis_url).hgetall(harness.keys.dead(f.partition(b.host)))
+    assert b'"reason":"http-404"' in dead[b.fingerprint]
+
+
+def test_budget_refuses_and_marks_seen(redis_url: str, redis_prefix: str) -> None:
+    h = Harness(redis_url, redis_prefix + "b", concurrency=1, delay_ms=0, budget=2)
+    try:
+        res = h.run(h.frontier.admit([_admission(f"http://a.test/{i}") for i in range(4)]))
+        assert (res.added, res.refused) == (2, 2)
+    finally:
+        h.close()
+
+
+def test_seen_buckets_are_intsets(harness: Harness, redis_url: str) -> None:
+    harness.run(harness.frontier.admit([_admission(f"http://a.test/{i}") for i in range(200)]))
+    client = redis.Redis.from_url(redis_url)
+    keys = list(client.scan_iter(match=f"{harness.keys.prefix(0)[:-3]}*:s:*"))
+    assert keys
+    assert {client.object("encoding", k) for k in keys} == {b"intset"}
