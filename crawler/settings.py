@@ -41,14 +41,40 @@ AUTOTHROTTLE_ENABLED = False
 # the RFC 9309 policy of the crawler replaces it.
 ROBOTSTXT_OBEY = True
 
+# --- The frontier -------------------------------------------------------------
+# All crawl state (queues, dedup, leases, per-host politeness) lives in Redis,
+# shared by every worker (crawler/frontier). With REDIS_URL unset, an embedded
+# Redis keeps it in JOBDIR/frontier (or .scrapy/frontier/<spider> without a
+# JOBDIR), so a stopped or killed crawl resumes on the next `scrapy crawl`.
+# CONCURRENT_REQUESTS_PER_DOMAIN, DOWNLOAD_DELAY, DOWNLOAD_DELAY_JITTER and
+# DOWNLOAD_SLOTS keep their meaning, but are enforced by the frontier across
+# all workers.
+SCHEDULER = "crawler.frontier.scheduler.FrontierScheduler"
+# REDIS_URL = "redis://127.0.0.1:6379/0"   # shared frontier (scrapy-redis's name)
+# Keys of one crawl start with this (%(spider)s is the spider's name).
+FRONTIER_NAMESPACE = "frontier:%(spider)s"
+# Hosts are spread over this many partitions (hash-tagged for Redis Cluster).
+# All workers of a frontier must use the same value.
+FRONTIER_PARTITIONS = 16
+# A claimed URL is leased for this long; the worker renews it while it works.
+# After a crash the URL returns to its queue within this time.
+FRONTIER_LEASE_SECONDS = 60
+# Keep a worker alive this long with an empty frontier, for shared crawls fed
+# from outside (0: close as soon as nothing is queued, leased or delayed).
+FRONTIER_IDLE_WAIT = 0
+DOWNLOADER_MIDDLEWARES = {
+    # Next to the downloader, so it sees every download error first.
+    "crawler.frontier.scheduler.FrontierOutcomeMiddleware": 950,
+}
+
 # --- Breadth-first order ----------------------------------------------------
-# Lower priority for deeper requests and FIFO queues: the crawl visits every
-# seed's front page before any host's deep pages, which spreads load across
-# hosts and reaches the most important pages of each host first.
+# Lower priority for deeper requests, FIFO within a priority: each host's
+# queue is breadth-first, and the frontier serves hosts in turn by their
+# next-allowed time. (The SCHEDULER_* queue settings below apply only if you
+# switch back to Scrapy's own scheduler.)
 DEPTH_PRIORITY = 1
 SCHEDULER_DISK_QUEUE = "scrapy.squeues.PickleFifoDiskQueue"
 SCHEDULER_MEMORY_QUEUE = "scrapy.squeues.FifoMemoryQueue"
-# Fairness across hosts: the host with the fewest active downloads goes first.
 SCHEDULER_PRIORITY_QUEUE = "scrapy.pqueues.DownloaderAwarePriorityQueue"
 
 # --- Limits -----------------------------------------------------------------
@@ -68,11 +94,9 @@ ADMISSION_TRAP_MAX_SEGMENT_REPEATS = 2
 ADMISSION_TRAP_YEARS_PAST = 25
 ADMISSION_TRAP_YEARS_FUTURE = 2
 ADMISSION_TRAP_MAX_QUERY_PARAMS = 16
-SPIDER_MIDDLEWARES = {
-    # After DepthMiddleware (900) on the way out, so depth-dropped links cost
-    # no host budget.
-    "crawler.middlewares.admission.AdmissionMiddleware": 850,
-}
+# The frontier applies the trap rules and the host budget (for all workers).
+# With Scrapy's own scheduler, enable crawler.middlewares.admission.
+# AdmissionMiddleware (at 850) to apply them in the process.
 
 # --- The broad spider -------------------------------------------------------
 # Seed lines without a scheme are errors unless the operator asks for http://.

@@ -81,9 +81,10 @@ def run_crawl(
     seeds_path = workdir / "seeds.txt"
     seeds_path.write_text("".join(f"{s}\n" for s in seeds))
     items_path = workdir / "items.jsonl"
+    settings = {"JOBDIR": str(workdir / "job"), **(settings or {})}
     started = time.monotonic()
     proc = subprocess.run(
-        crawl_command(seeds_path, items_path, settings or {}),
+        crawl_command(seeds_path, items_path, settings),
         cwd=REPO, env={**proxy_env(proxy_url), **(env or {})}, capture_output=True, text=True,
         timeout=timeout, check=False,
     )

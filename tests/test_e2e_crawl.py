@@ -23,7 +23,7 @@ pytestmark = pytest.mark.crawl
 USER_AGENT = "BroadCrawl"  # crawler.settings.ROBOTSTXT_USER_AGENT
 TRAP_MODES = ("trap-calendar", "trap-repeat")
 TRACKING = re.compile(r"[?&](utm_[a-z]+|gclid|fbclid|msclkid)=", re.I)
-DELAY = 0.05  # DOWNLOAD_DELAY of the test crawls: fast, but still paced
+DELAY = 0.2  # DOWNLOAD_DELAY of the test crawls: fast, but paced well above event-loop lag
 SEEDS = 50
 # The full crawl caps hosts at 80 URLs: no well-behaved host of this web has
 # more than 45, and it keeps the session-id trap hosts (endless ?sid=) small.
@@ -128,12 +128,16 @@ def test_traps_are_cut(sim: SimWebProcess, full_ledger: Ledger) -> None:
         assert not [p for p in paths if "/a/b/a/b/a" in p or "/b/a/b/a/b" in p]
 
 
-def test_per_host_concurrency(sim: SimWebProcess, full_ledger: Ledger) -> None:
-    # CONCURRENT_REQUESTS_PER_DOMAIN=4. (The gap between requests to one host
-    # is not asserted yet: Scrapy's downloader lets two requests start a few
-    # ms apart despite DOWNLOAD_DELAY; the frontier's pacing owns that.)
+def test_per_host_politeness(sim: SimWebProcess, full_ledger: Ledger) -> None:
+    # The frontier allows CONCURRENT_REQUESTS_PER_DOMAIN=4 in flight and starts
+    # requests to one host at least 0.5 x DOWNLOAD_DELAY apart (jitter 0.5).
+    # Asserted with half of that as slack: the crawler's reactor and the
+    # server's loop each add tens of ms of lag on a loaded 2-core machine,
+    # while a host without pacing shows gaps of a few ms.
     for host in full_ledger.hosts():
         assert full_ledger.max_in_flight(host) <= 4, host
+        gap = full_ledger.min_gap(host)
+        assert gap is None or gap >= DELAY * 0.5 * 0.5, (host, gap)
 
 
 def test_items_describe_the_pages(sim: SimWebProcess, full_crawl: CrawlResult) -> None:
@@ -184,7 +188,7 @@ def test_limits_are_respected(sim: SimWebProcess, limited: tuple[CrawlResult, Le
         assert len(f"http://{e['host']}{e['path']}") <= 26, e["path"]
     assert all(item["depth"] <= 2 for item in result.items)
     assert int(result.stat("urllength/request_ignored_count") or 0) > 0
-    assert int(result.stat("admission/refused/host-budget") or 0) > 0
+    assert int(result.stat("frontier/refused/host-budget") or 0) > 0
 
 
 def test_bad_seed_lines_are_reported_and_skipped(

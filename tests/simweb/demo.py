@@ -9,6 +9,7 @@ whether any robots rule or page was broken. Nothing leaves 127.0.0.1.
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -37,13 +38,16 @@ def run_demo(args: argparse.Namespace) -> int:
 
     out: Path = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    jobdir = out / "job"  # the frontier's embedded Redis; a demo always starts afresh
+    shutil.rmtree(jobdir, ignore_errors=True)
     with SimWebProcess(seed=args.seed, n_hosts=args.hosts, mix=args.mix, hang_max=60) as sim:
         seeds = out / "seeds.txt"
         seeds.write_text("".join(f"{u}\n" for u in sim.web.seed_urls(args.seeds)))
         print(f"Simulated web: {args.hosts} hosts on {sim.proxy_url} (an HTTP proxy); "
               f"crawling from {args.seeds} seeds in {seeds}\n", flush=True)
         settings = {"DEPTH_LIMIT": args.depth, "DOWNLOAD_DELAY": args.delay,
-                    "DOWNLOAD_TIMEOUT": args.timeout, "LOGSTATS_INTERVAL": 10}
+                    "DOWNLOAD_TIMEOUT": args.timeout, "LOGSTATS_INTERVAL": 10,
+                    "JOBDIR": str(jobdir)}
         command = crawl_command(seeds, out / "pages.jsonl", settings)
         started = time.monotonic()
         code = subprocess.run(command, env=proxy_env(sim.proxy_url), check=False).returncode

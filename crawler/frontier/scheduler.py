@@ -1,0 +1,529 @@
+"""The Scrapy scheduler on top of the Redis frontier.
+
+``SCHEDULER = "crawler.frontier.scheduler.FrontierScheduler"``.
+
+The engine talks to a scheduler synchronously (``enqueue_request`` and
+``next_request`` return at once), so nothing here waits for Redis on the
+reactor thread: requests to admit and leases to release are batched and
+flushed by a background task, and claimed URLs wait in a small local buffer
+sized to the free download slots. Per-host politeness lives in Redis, so the
+limits hold across every worker; Scrapy's own download slots are made
+pass-through so they neither add a second delay nor hold requests that
+another host could use.
+
+Lease life cycle: a claimed URL's lease is released exactly once, when the
+engine is done with the request it became (response parsed and its links
+queued, or failure handled): ``done``, ``dead`` (a download error) or, on
+shutdown, ``return``. A retry of the same URL releases it as ``retry``
+(delayed by the host's delay); a redirect to another URL admits the new URL
+and the old lease ends as ``done``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+import time
+from collections import deque
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+from scrapy import Request, Spider, signals
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.project import data_path
+from scrapy.utils.reactor import is_asyncio_reactor_installed
+
+from crawler.admission import TrapRules
+from crawler.frontier.embedded import EmbeddedRedis
+from crawler.frontier.keys import Keys
+from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, from_record, to_record
+from crawler.frontier.store import Admission, Frontier, Lease, Limits, Release
+from crawler.urls import canonical_url, host_key, stripper_from_settings, url_fingerprint
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from twisted.internet.defer import Deferred
+
+logger = logging.getLogger(__name__)
+
+LEASE_META = "_frontier_lease"
+ERROR_META = "_frontier_error"
+
+
+def worker_identity(settings: Any) -> str:
+    """``FRONTIER_WORKER_ID``, else ``hostname:pid``: unique per live process."""
+    return settings.get("FRONTIER_WORKER_ID") or f"{socket.gethostname()}:{os.getpid()}"
+
+
+class FrontierScheduler:
+    """A Scrapy scheduler whose queues, dedup and politeness live in Redis."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        if not is_asyncio_reactor_installed():
+            raise NotConfigured("the frontier scheduler needs Scrapy's asyncio reactor")
+        self.crawler = crawler
+        self.stats = crawler.stats
+        s = crawler.settings
+        self.worker = worker_identity(s)
+        self.redis_url: str | None = s.get("REDIS_URL")
+        self.redis_params: dict[str, Any] = s.getdict("REDIS_PARAMS")
+        self.partitions = s.getint("FRONTIER_PARTITIONS", 16)
+        self.seen_buckets = s.getint("FRONTIER_SEEN_BUCKETS", 4096)
+        self.namespace_template = s.get("FRONTIER_NAMESPACE", "frontier:%(spider)s")
+        self.idle_wait = s.getfloat("FRONTIER_IDLE_WAIT", 0.0)
+        self.meta_keys = tuple(s.getlist("FRONTIER_META_KEYS", list(DEFAULT_META_KEYS)))
+        self.concurrency = s.getint("CONCURRENT_REQUESTS")
+        self.limits = Limits(
+            concurrency=s.getint("CONCURRENT_REQUESTS_PER_DOMAIN"),
+            delay_ms=round(s.getfloat("DOWNLOAD_DELAY") * 1000),
+            jitter=s.getfloat("DOWNLOAD_DELAY_JITTER", 0.5),
+            budget=s.getint("ADMISSION_MAX_PAGES_PER_HOST", 0),
+            lease_ms=round(s.getfloat("FRONTIER_LEASE_SECONDS", 60) * 1000),
+        )
+        self.slot_settings: dict[str, dict[str, Any]] = s.getdict("DOWNLOAD_SLOTS")
+        self.traps = TrapRules.from_settings(s)
+        self.stripper = stripper_from_settings(s)
+        self.jobdir = s.get("JOBDIR")
+        self.embedded: EmbeddedRedis | None = None
+        self.frontier: Frontier | None = None
+        self.spider: Spider | None = None
+        self.buffer: deque[Request] = deque()
+        self.held: dict[str, tuple[Lease, str]] = {}  # token -> (lease, canonical url)
+        self.transferred: set[str] = set()
+        self.pending_admissions: list[Admission] = []
+        self.pending_releases: list[Release] = []
+        self.counts: dict[str, int] | None = None
+        self._counts_epoch = -1
+        self._flush_epoch = 0
+        self._idle_since: float | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._flushing = self._claiming = self._closing = False
+        # False once a claim found nothing due and nothing pending: claiming
+        # again is pointless until something is admitted, released or due.
+        self._claimable = True
+        self._wakeup: asyncio.TimerHandle | None = None
+        self._redis_down_since: float | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
+        scheduler = cls(crawler)
+        crawler.signals.connect(scheduler._reached_downloader,
+                                signal=signals.request_reached_downloader)
+        return scheduler
+
+    # ------------------------------------------------------------------ open / close
+
+    def open(self, spider: Spider) -> Deferred[None]:
+        self.spider = spider
+        return deferred_from_coro(self._open())
+
+    async def _open(self) -> None:
+        assert self.spider is not None
+        url = self.redis_url or self._start_embedded()
+        self.client = Redis.from_url(url, **self.redis_params)
+        namespace = self.namespace_template % {"spider": self.spider.name}
+        keys = Keys(namespace, self.partitions, self.seen_buckets)
+        await self._check_layout(keys)
+        self.frontier = Frontier(self.client, keys, self.limits)
+        self._install_engine_hooks()
+        self._spawn(self._heartbeat_loop())
+        counts = await self.frontier.counts()
+        logger.info(
+            "Frontier %s on %s: %s queued, %s leased, %s delayed, %s done, %s dead; worker %s",
+            namespace, _safe_url(url), counts["queued"], counts["leased"], counts["delayed"],
+            counts["done"], counts["dead"], self.worker,
+            extra={"worker": self.worker, "namespace": namespace},
+        )
+
+    def _start_embedded(self) -> str:
+        assert self.spider is not None
+        folder = Path(self.jobdir) / "frontier" if self.jobdir else Path(
+            data_path(f"frontier/{self.spider.name}", createdir=True))
+        self.embedded = EmbeddedRedis(folder)
+        return self.embedded.start()
+
+    async def _check_layout(self, keys: Keys) -> None:
+        """All workers of a frontier must agree on its partitioning."""
+        meta_key = f"{keys.namespace}:layout"
+        layout = json.dumps({"partitions": keys.partitions, "seen_buckets": keys.seen_buckets})
+        await self.client.set(meta_key, layout, nx=True)
+        stored = (await self.client.get(meta_key) or b"").decode()
+        if stored != layout:
+            raise NotConfigured(
+                f"frontier {keys.namespace} was created with {stored}; this worker has {layout}"
+            )
+
+    def _install_engine_hooks(self) -> None:
+        """Hook the two engine internals the frontier needs (checked, not assumed).
+
+        - ``engine._slot.remove_request(request)`` runs once per scheduled
+          request, after its response or failure was fully processed: the
+          moment its lease can end.
+        - ``engine._slot.nextcall.schedule()`` wakes the engine when claimed
+          URLs arrive, instead of waiting for its 5 s heartbeat.
+        The frontier paces hosts for all workers, at claim time. Scrapy's
+        download slots stay as a local guard with the *smallest* gap the
+        frontier may produce (``DOWNLOAD_DELAY x (1 - jitter)``, no jitter of
+        their own): a claimed URL that waited locally (behind robots.txt, or a
+        busy reactor) still cannot start closer than that to the previous
+        request to its host. In the normal case the frontier's spacing is
+        wider and the slot never holds a request.
+        """
+        engine = self.crawler.engine
+        slot = getattr(engine, "_slot", None)
+        if slot is None or not hasattr(slot, "remove_request") or not hasattr(slot, "nextcall"):
+            raise RuntimeError("this Scrapy version's engine lacks the hooks the frontier uses")
+        original = slot.remove_request
+
+        def remove_request(request: Request) -> None:
+            original(request)
+            self._finished(request)
+
+        slot.remove_request = remove_request
+        self._nextcall = slot.nextcall
+        downloader = engine.downloader
+        downloader._delay = self.limits.delay_ms * (1 - self.limits.jitter) / 1000
+        downloader._jitter = 0.0
+
+    def _reached_downloader(self, request: Request, spider: Spider) -> None:
+        claimed = request.meta.get("_frontier_claimed")
+        if claimed is not None:
+            ms = round((time.monotonic() - claimed) * 1000)
+            self.stats.max_value("frontier/claim_to_download_ms/max", ms)
+            if ms > 20:
+                self.stats.inc_value("frontier/claim_to_download_ms/over_20")
+
+    def close(self, reason: str) -> Deferred[None]:
+        return deferred_from_coro(self._close(reason))
+
+    async def _close(self, reason: str) -> None:
+        self._closing = True
+        if self._wakeup:
+            self._wakeup.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        returned = [Release(lease.host, lease.fingerprint, "return")
+                    for lease, _ in self.held.values()]
+        self.held.clear()
+        self.buffer.clear()
+        self.pending_releases += returned
+        if self.frontier is not None:
+            try:
+                await asyncio.wait_for(self._flush_all(), timeout=30)
+                await self.client.hdel(self.frontier.keys.workers(), self.worker)
+            except (RedisError, OSError, TimeoutError) as exc:
+                logger.error("Frontier: could not save the last changes on close: %s", exc)
+            await self.client.aclose()
+        if returned:
+            self.stats.inc_value("frontier/leases/returned", len(returned))
+        if self.embedded is not None:
+            self.embedded.stop()
+        logger.info("Frontier closed (%s)", reason)
+
+    # ------------------------------------------------------------------ scheduler API
+
+    def enqueue_request(self, request: Request) -> bool:
+        canon = canonical_url(request.url, self.stripper)
+        token = request.meta.pop(LEASE_META, None)
+        if token is not None and token in self.held and self.held[token][1] == canon:
+            return self._retry(request, token, canon)
+        if canon is None:
+            return self._refuse(request, "not-http-url")
+        trap = self.traps.check(canon)
+        if trap is not None:
+            return self._refuse(request, trap)
+        assert self.spider is not None
+        try:
+            record = to_record(request, canon, self.spider, self.meta_keys)
+        except RecordError as exc:
+            logger.error("Frontier refused %s: %s", request.url, exc)
+            return self._refuse(request, "unserializable")
+        host = host_key(canon) or ""
+        self.pending_admissions.append(Admission(
+            canon, host, url_fingerprint(canon), record, request.priority,
+            self._host_config(request),
+        ))
+        self.stats.inc_value("frontier/offered")
+        self._schedule_flush()
+        return True
+
+    def _retry(self, request: Request, token: str, canon: str | None) -> bool:
+        """The same URL again (a retry): release its lease as delayed."""
+        lease, _ = self.held.pop(token)
+        self.transferred.add(token)
+        assert self.spider is not None and canon is not None
+        try:
+            record = to_record(request, canon, self.spider, self.meta_keys)
+        except RecordError:
+            record = ""
+        self.pending_releases.append(
+            Release(lease.host, lease.fingerprint, "retry", str(self.limits.delay_ms), record))
+        self.stats.inc_value("frontier/leases/retried")
+        self._schedule_flush()
+        return True
+
+    def _refuse(self, request: Request, reason: str) -> bool:
+        self.stats.inc_value(f"frontier/refused/{reason}")
+        logger.debug("Frontier refused (%s): %s", reason, request.url)
+        return False
+
+    def _host_config(self, request: Request) -> str:
+        if not self.slot_settings:
+            return ""
+        slot = self.slot_settings.get(request.meta.get("download_slot") or _hostname(request))
+        if not slot:
+            return ""
+        conc = int(slot.get("concurrency", self.limits.concurrency))
+        delay = round(float(slot.get("delay", self.limits.delay_ms / 1000)) * 1000)
+        return f"{conc}:{delay}"
+
+    def next_request(self) -> Request | None:
+        if not self.buffer:
+            self._want_claim()
+            return None
+        request = self.buffer.popleft()
+        if len(self.buffer) < self.concurrency // 4:
+            self._want_claim()
+        return request
+
+    def has_pending_requests(self) -> bool:
+        if self.buffer or self.pending_admissions or self.pending_releases or self.held:
+            self._idle_since = None
+            return True
+        if self._flushing or self._claiming or self._counts_epoch != self._flush_epoch:
+            self._refresh_counts()
+            return True
+        c = self.counts or {}
+        if c.get("queued", 0) + c.get("leased", 0) + c.get("delayed", 0) > 0:
+            self._idle_since = None
+            self._refresh_counts()
+            return True
+        now = time.monotonic()
+        self._idle_since = self._idle_since or now
+        if now - self._idle_since < self.idle_wait:
+            self._refresh_counts()
+            return True
+        return False
+
+    def __len__(self) -> int:
+        return len(self.buffer) + (self.counts or {}).get("queued", 0)
+
+    # ------------------------------------------------------------------ lease endings
+
+    def _finished(self, request: Request) -> None:
+        token = request.meta.get(LEASE_META)
+        if token is None:
+            return
+        if token in self.transferred:
+            self.transferred.discard(token)
+            return
+        held = self.held.pop(token, None)
+        if held is None:
+            return
+        lease, _ = held
+        error = request.meta.get(ERROR_META)
+        if error is None:
+            release = Release(lease.host, lease.fingerprint, "done")
+            self.stats.inc_value("frontier/leases/done")
+        else:
+            reason = json.dumps({"reason": "download-error", "error": error,
+                                 "t": round(time.time())})
+            release = Release(lease.host, lease.fingerprint, "dead", reason)
+            self.stats.inc_value("frontier/leases/dead")
+        self.pending_releases.append(release)
+        self._schedule_flush()
+
+    # ------------------------------------------------------------------ background work
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _schedule_flush(self) -> None:
+        if not self._flushing and not self._closing:
+            self._flushing = True
+            self._spawn(self._flush_loop())
+
+    async def _flush_loop(self) -> None:
+        try:
+            await asyncio.sleep(0)  # let the engine queue the rest of this page's links
+            await self._flush_all()
+        finally:
+            self._flushing = False
+        self._wake()
+        self._want_claim()
+        self._refresh_counts()
+
+    async def _flush_all(self) -> None:
+        """Send pending admissions, then pending releases, until none is left.
+
+        Admissions go first so that a page's links are in Redis before its
+        lease ends: a crash in between refetches the page instead of losing
+        its links. Both steps are idempotent, so a failed batch is retried
+        whole after Redis comes back.
+        """
+        assert self.frontier is not None
+        delay = 0.2
+        while self.pending_admissions or self.pending_releases:
+            admissions, self.pending_admissions = self.pending_admissions, []
+            releases, self.pending_releases = self.pending_releases, []
+            try:
+                result = await self.frontier.admit(admissions)
+                _, stale = await self.frontier.release(releases, self.worker)
+            except (RedisError, OSError) as exc:
+                self.pending_admissions[:0] = admissions
+                self.pending_releases[:0] = releases
+                self._redis_trouble(exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            self._redis_ok()
+            self._flush_epoch += 1
+            if result.added or releases:
+                self._claimable = True
+            self.stats.inc_value("frontier/admitted", result.added)
+            self.stats.inc_value("frontier/duplicates", result.duplicates)
+            if result.refused:
+                self.stats.inc_value("frontier/refused/host-budget", result.refused)
+            if stale:
+                self.stats.inc_value("frontier/leases/stale", stale)
+
+    def _want_claim(self) -> None:
+        if self._claiming or self._closing or self.frontier is None or not self._claimable:
+            return
+        active = len(self.crawler.engine.downloader.active)
+        free = self.concurrency - active - len(self.buffer)
+        if free > 0:
+            self._claiming = True
+            self._spawn(self._claim(free))
+
+    async def _claim(self, n: int) -> None:
+        assert self.frontier is not None and self.spider is not None
+        try:
+            result = await self.frontier.claim(n, self.worker)
+        except (RedisError, OSError) as exc:
+            self._redis_trouble(exc)
+            self._claiming = False
+            self._schedule_wakeup(1.0)
+            return
+        self._redis_ok()
+        self._claiming = False
+        for lease in result.leases:
+            request = from_record(lease.record, self.spider)
+            request.meta[LEASE_META] = lease.token
+            request.meta["_frontier_claimed"] = time.monotonic()
+            self.held[lease.token] = (lease, request.url)
+            self.buffer.append(request)
+        if result.leases:
+            self.stats.inc_value("frontier/leases/claimed", len(result.leases))
+            self._wake()
+        elif result.next_ready_ms is not None:
+            self._schedule_wakeup((result.next_ready_ms - result.server_ms) / 1000)
+        else:
+            self._claimable = False
+            self._refresh_counts()
+
+    def _schedule_wakeup(self, seconds: float) -> None:
+        if self._closing:
+            return
+        if self._wakeup:
+            self._wakeup.cancel()
+        delay = min(max(seconds, 0.005), 1.0)
+        self._wakeup = asyncio.get_event_loop().call_later(delay, self._on_wakeup)
+
+    def _on_wakeup(self) -> None:
+        self._wakeup = None
+        self._claimable = True
+        self._want_claim()
+        self._wake()
+
+    def _wake(self) -> None:
+        if not self._closing:
+            self._nextcall.schedule()
+
+    def _refresh_counts(self) -> None:
+        if self._closing or self.frontier is None or getattr(self, "_counting", False):
+            return
+        self._counting = True
+        self._spawn(self._count())
+
+    async def _count(self) -> None:
+        assert self.frontier is not None
+        epoch = self._flush_epoch
+        try:
+            self.counts = await self.frontier.counts()
+            if self.counts["queued"] + self.counts["delayed"] > 0:
+                self._claimable = True
+            if not self._flushing and not self.pending_admissions and not self.pending_releases:
+                self._counts_epoch = epoch
+        except (RedisError, OSError) as exc:
+            self._redis_trouble(exc)
+        finally:
+            self._counting = False
+        self._wake()
+
+    async def _heartbeat_loop(self) -> None:
+        """Renew held leases and announce this worker, a few times per lease."""
+        assert self.frontier is not None
+        interval = max(self.limits.lease_ms / 3000, 0.2)
+        while not self._closing:
+            await asyncio.sleep(interval)
+            try:
+                leases = [lease for lease, _ in self.held.values()]
+                renewed = await self.frontier.renew(leases, self.worker)
+                if renewed < len(leases):
+                    self.stats.inc_value("frontier/leases/lost", len(leases) - renewed)
+                await self.client.hset(self.frontier.keys.workers(), self.worker, json.dumps({
+                    "seen": time.time(), "held": len(self.held), "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                }))
+                self._redis_ok()
+            except (RedisError, OSError) as exc:
+                self._redis_trouble(exc)
+
+    def _redis_trouble(self, exc: Exception) -> None:
+        self.stats.inc_value("frontier/redis_errors")
+        if self._redis_down_since is None:
+            self._redis_down_since = time.monotonic()
+            logger.warning("Frontier: Redis unreachable (%s); waiting for it", exc)
+
+    def _redis_ok(self) -> None:
+        if self._redis_down_since is not None:
+            down = time.monotonic() - self._redis_down_since
+            logger.warning("Frontier: Redis is back after %.1f s", down)
+            self._redis_down_since = None
+
+
+class FrontierOutcomeMiddleware:
+    """Downloader middleware that notes a request's download error for its lease.
+
+    Placed next to the downloader, its ``process_exception`` sees every
+    exception first (before retries turn it into a new request). An
+    ``IgnoreRequest`` (robots, limits) is a decision, not an error: the lease
+    ends as done.
+    """
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        if not isinstance(exception, IgnoreRequest):
+            request.meta[ERROR_META] = type(exception).__name__
+
+
+def _hostname(request: Request) -> str:
+    from scrapy.utils.httpobj import urlparse_cached
+
+    return urlparse_cached(request).hostname or ""
+
+
+def _safe_url(url: str) -> str:
+    """A Redis URL without its password, for logs."""
+    if "@" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    return f"{scheme}://***@{rest.split('@', 1)[1]}"
