@@ -65,6 +65,8 @@ FRONTIER_IDLE_WAIT = 0
 DOWNLOADER_MIDDLEWARES = {
     # Next to the downloader, so it sees every download error first.
     "crawler.frontier.scheduler.FrontierOutcomeMiddleware": 950,
+    # The last gate before a request leaves: spaces starts per host across workers.
+    "crawler.frontier.pacing.FrontierPacingMiddleware": 960,
 }
 
 # --- Breadth-first order ----------------------------------------------------

@@ -24,7 +24,8 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
     prefix = f"test:{uuid.uuid4().hex[:12]}:"
     yield prefix
     client = redis.Redis.from_url(redis_url)
-    keys = list(client.scan_iter(match=f"{prefix}*", count=1000))
+    # The frontier's keys put the prefix inside a hash tag: "{test:abc:f/p3}:...".
+    keys = list(client.scan_iter(match=f"*{prefix}*", count=1000))
     if keys:
         client.delete(*keys)
     client.close()

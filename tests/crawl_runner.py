@@ -68,6 +68,49 @@ def crawl_command(seeds: Path, items: Path, settings: dict[str, Any]) -> list[st
     return command
 
 
+def start_crawl(
+    proxy_url: str,
+    seeds: list[str],
+    workdir: Path,
+    settings: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.Popen[str]:
+    """Start ``scrapy crawl broad`` in the background (its log goes to workdir/crawl.log).
+
+    Without a ``JOBDIR`` in ``settings`` the crawl gets a fresh one in
+    ``workdir``, so its embedded frontier starts empty.
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    seeds_path = workdir / "seeds.txt"
+    seeds_path.write_text("".join(f"{s}\n" for s in seeds))
+    settings = {"JOBDIR": str(workdir / "job"), **(settings or {})}
+    log = (workdir / "crawl.log").open("w")
+    try:
+        return subprocess.Popen(
+            crawl_command(seeds_path, workdir / "items.jsonl", settings),
+            cwd=REPO, env={**proxy_env(proxy_url), **(env or {})},
+            stdout=subprocess.DEVNULL, stderr=log, text=True,
+        )
+    finally:
+        log.close()
+
+
+def finish_crawl(proc: subprocess.Popen[str], workdir: Path, started: float,
+                 timeout: float = 300) -> CrawlResult:
+    """Wait for a crawl started by :func:`start_crawl` and collect what it left."""
+    try:
+        proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    items_path = workdir / "items.jsonl"
+    items = [json.loads(line) for line in items_path.read_text().splitlines()] \
+        if items_path.exists() else []
+    log = (workdir / "crawl.log").read_text()
+    return CrawlResult(proc.returncode, log, items, time.monotonic() - started)
+
+
 def run_crawl(
     proxy_url: str,
     seeds: list[str],
@@ -77,19 +120,6 @@ def run_crawl(
     env: dict[str, str] | None = None,
 ) -> CrawlResult:
     """Crawl ``seeds`` through the proxy; return when the crawl finishes."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    seeds_path = workdir / "seeds.txt"
-    seeds_path.write_text("".join(f"{s}\n" for s in seeds))
-    items_path = workdir / "items.jsonl"
-    settings = {"JOBDIR": str(workdir / "job"), **(settings or {})}
     started = time.monotonic()
-    proc = subprocess.run(
-        crawl_command(seeds_path, items_path, settings),
-        cwd=REPO, env={**proxy_env(proxy_url), **(env or {})}, capture_output=True, text=True,
-        timeout=timeout, check=False,
-    )
-    seconds = time.monotonic() - started
-    (workdir / "crawl.log").write_text(proc.stderr)
-    items = [json.loads(line) for line in items_path.read_text().splitlines()] \
-        if items_path.exists() else []
-    return CrawlResult(proc.returncode, proc.stderr, items, seconds)
+    proc = start_crawl(proxy_url, seeds, workdir, settings, env)
+    return finish_crawl(proc, workdir, started, timeout)

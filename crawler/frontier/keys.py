@@ -15,8 +15,9 @@ key                 type       holds
 ``PP:n``            hash       counts: queued, leased, delayed, done, dead,
                                dup, refused, expired, hosts
 ``PP:ready``        zset       hosts that may be claimed, by next-allowed ms
-``PP:h:HOST``       hash       host: n queued, i in flight, t next-allowed ms,
-                               a admitted, c concurrency, dl delay ms
+``PP:h:HOST``       hash       host: n queued, i in flight, t next claim ms,
+                               s next start ms, a admitted, c concurrency,
+                               dl delay ms
 ``PP:q:HOST``       zset       the host's queue: 16-byte fingerprint + record,
                                by (-priority, enqueue time)
 ``PP:leased``       zset       leased fingerprints by lease expiry ms

@@ -27,6 +27,7 @@ import logging
 import os
 import socket
 import time
+import weakref
 from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +55,13 @@ logger = logging.getLogger(__name__)
 
 LEASE_META = "_frontier_lease"
 ERROR_META = "_frontier_error"
+
+_SCHEDULERS: weakref.WeakKeyDictionary[Any, FrontierScheduler] = weakref.WeakKeyDictionary()
+
+
+def scheduler_of(crawler: Crawler) -> FrontierScheduler | None:
+    """The frontier scheduler of a crawl (for its middlewares), if it uses one."""
+    return _SCHEDULERS.get(crawler)
 
 
 def worker_identity(settings: Any) -> str:
@@ -113,6 +121,7 @@ class FrontierScheduler:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
         scheduler = cls(crawler)
+        _SCHEDULERS[crawler] = scheduler
         crawler.signals.connect(scheduler._reached_downloader,
                                 signal=signals.request_reached_downloader)
         return scheduler
@@ -167,13 +176,10 @@ class FrontierScheduler:
           moment its lease can end.
         - ``engine._slot.nextcall.schedule()`` wakes the engine when claimed
           URLs arrive, instead of waiting for its 5 s heartbeat.
-        The frontier paces hosts for all workers, at claim time. Scrapy's
-        download slots stay as a local guard with the *smallest* gap the
-        frontier may produce (``DOWNLOAD_DELAY x (1 - jitter)``, no jitter of
-        their own): a claimed URL that waited locally (behind robots.txt, or a
-        busy reactor) still cannot start closer than that to the previous
-        request to its host. In the normal case the frontier's spacing is
-        wider and the slot never holds a request.
+        The frontier paces hosts for all workers (claims here, starts in
+        :mod:`crawler.frontier.pacing`), so Scrapy's per-slot delay is set to
+        0: a request the frontier handed out never waits in a download slot
+        while another host could use it.
         """
         engine = self.crawler.engine
         slot = getattr(engine, "_slot", None)
@@ -191,6 +197,11 @@ class FrontierScheduler:
         downloader._delay = self.limits.delay_ms * (1 - self.limits.jitter) / 1000
         downloader._jitter = 0.0
 
+    def host_of(self, token: str) -> str | None:
+        """The host key of a lease this worker holds."""
+        held = self.held.get(token)
+        return held[0].host if held else None
+
     def _reached_downloader(self, request: Request, spider: Spider) -> None:
         claimed = request.meta.get("_frontier_claimed")
         if claimed is not None:
@@ -206,8 +217,12 @@ class FrontierScheduler:
         self._closing = True
         if self._wakeup:
             self._wakeup.cancel()
+        flushes = [t for t in self._tasks if getattr(t, "flush", False)]
         for task in list(self._tasks):
-            task.cancel()
+            if task not in flushes:
+                task.cancel()
+        if flushes:  # let a flush under way finish: it holds releases in hand
+            await asyncio.wait(flushes, timeout=30)
         returned = [Release(lease.host, lease.fingerprint, "return")
                     for lease, _ in self.held.values()]
         self.held.clear()
@@ -341,15 +356,16 @@ class FrontierScheduler:
 
     # ------------------------------------------------------------------ background work
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Any, *, flush: bool = False) -> None:
         task = asyncio.ensure_future(coro)
+        task.flush = flush  # type: ignore[attr-defined]
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     def _schedule_flush(self) -> None:
         if not self._flushing and not self._closing:
             self._flushing = True
-            self._spawn(self._flush_loop())
+            self._spawn(self._flush_loop(), flush=True)
 
     async def _flush_loop(self) -> None:
         try:
@@ -377,6 +393,10 @@ class FrontierScheduler:
             try:
                 result = await self.frontier.admit(admissions)
                 _, stale = await self.frontier.release(releases, self.worker)
+            except asyncio.CancelledError:
+                self.pending_admissions[:0] = admissions
+                self.pending_releases[:0] = releases
+                raise
             except (RedisError, OSError) as exc:
                 self.pending_admissions[:0] = admissions
                 self.pending_releases[:0] = releases

@@ -102,6 +102,7 @@ class Frontier:
         self._claim = client.register_script(_script("claim"))
         self._release = client.register_script(_script("release"))
         self._renew = client.register_script(_script("renew"))
+        self._start = client.register_script(_script("start"))
         self._next_partition = random.randrange(keys.partitions)
 
     def partition(self, host: str) -> int:
@@ -208,6 +209,11 @@ class Frontier:
                               args=[self.keys.prefix(part), worker, self.limits.lease_ms, *fps],
                               client=pipe)
         return sum(await pipe.execute())
+
+    async def start_gate(self, host: str) -> int:
+        """0 if a request to ``host`` may start now, else the ms to wait first."""
+        key = self.keys.host(self.partition(host), host)
+        return int(await self._start(keys=[key], args=[self.limits.jitter]))
 
     async def counts(self) -> dict[str, int]:
         """Counts per state (and dup, refused, expired, hosts), summed over partitions."""

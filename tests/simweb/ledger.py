@@ -86,9 +86,11 @@ class Ledger:
             best = max(best, current)
         return best
 
-    def min_gap(self, host: str) -> float | None:
-        """Smallest time between successive arrivals at ``host``."""
-        arrivals = sorted(e["arrival"] for e in self.for_host(host))
+    def min_gap(self, host: str, *, pages_only: bool = False) -> float | None:
+        """Smallest time between successive arrivals at ``host`` (robots.txt
+        fetches left out with ``pages_only``)."""
+        arrivals = sorted(e["arrival"] for e in self.for_host(host)
+                          if not (pages_only and is_robots_path(e["path"])))
         if len(arrivals) < 2:
             return None
         return min(b - a for a, b in pairwise(arrivals))

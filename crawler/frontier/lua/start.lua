@@ -1,0 +1,16 @@
+-- May a request to this host start now? The last gate before the download.
+--
+-- Claims are spaced by the host's delay, but a claimed URL can wait in a
+-- worker (a busy reactor, a middleware) before it is sent, and two workers'
+-- waits differ. This gate spaces the actual starts, for all workers, by the
+-- smallest gap the delay allows: delay x (1 - jitter).
+--
+-- KEYS[1]  the host hash; ARGV[1] jitter (0..1)
+-- Returns 0 (start now; the gate is moved on) or the ms to wait.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local st = redis.call('HMGET', KEYS[1], 's', 'dl')
+local gate, delay = tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0
+if now < gate then return gate - now end
+redis.call('HSET', KEYS[1], 's', now + math.floor(delay * (1 - tonumber(ARGV[1]))))
+return 0

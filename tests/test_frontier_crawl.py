@@ -1,0 +1,148 @@
+"""The frontier in real crawls: shared by workers, surviving kills and restarts.
+
+Every check is on what the simulated web's server received (its ledger).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.crawl_runner import finish_crawl, run_crawl, start_crawl
+from tests.simweb import SimWebProcess, Web
+from tests.simweb.ledger import Ledger
+
+pytestmark = pytest.mark.crawl
+
+DELAY = 0.5  # well above the tens of ms of reactor lag of three busy processes on 2 cores
+HOSTS = 220
+# These tests are about the frontier, so Scrapy's per-process robots.txt
+# middleware (fetches outside the frontier's pacing, once per worker) is off;
+# the robots policy has its own tests. A short lease brings a killed worker's
+# URLs back quickly; few partitions keep the test Redis small.
+SHARED = {"DOWNLOAD_DELAY": DELAY, "DEPTH_LIMIT": 0, "ROBOTSTXT_OBEY": False,
+          "FRONTIER_PARTITIONS": 4, "FRONTIER_SEEN_BUCKETS": 256, "FRONTIER_LEASE_SECONDS": 3}
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimWebProcess]:
+    with SimWebProcess(seed=23, n_hosts=HOSTS, mix="clean") as process:
+        yield process
+
+
+def _page_counts(web: Web, ledger: Ledger) -> Counter[tuple[str, str]]:
+    return Counter(web.page_identity(e["host"], e["path"]) for e in ledger.entries
+                   if not e["path"].startswith("/robots.txt"))
+
+
+def _expected(web: Web, seeds: list[str] | None = None) -> set[tuple[str, str]]:
+    return set(web.reachable(seeds or web.seed_urls(), obey_robots=False))
+
+
+def _assert_polite(ledger: Ledger, concurrency: int) -> None:
+    for host in ledger.hosts():
+        assert ledger.max_in_flight(host) <= concurrency, host
+        gap = ledger.min_gap(host)
+        assert gap is None or gap >= DELAY * 0.5 * 0.5, (host, gap)
+
+
+def _shared_settings(redis_url: str, namespace: str, **extra: object) -> dict[str, object]:
+    return {**SHARED, "REDIS_URL": redis_url, "FRONTIER_NAMESPACE": namespace, **extra}
+
+
+def test_two_workers_share_one_frontier(
+    sim: SimWebProcess, redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    sim.reset()
+    web = sim.web
+    settings = _shared_settings(redis_url, redis_prefix + "two")
+    started = time.monotonic()
+    procs = [
+        start_crawl(sim.proxy_url, web.seed_urls(), tmp_path / f"w{i}",
+                    {**settings, "FRONTIER_WORKER_ID": f"w{i}"})
+        for i in range(2)
+    ]
+    results = [finish_crawl(p, tmp_path / f"w{i}", started) for i, p in enumerate(procs)]
+    for result in results:
+        assert result.returncode == 0, result.log[-3000:]
+    ledger = sim.ledger()
+    fetched = _page_counts(web, ledger)
+    expected = _expected(web)
+    assert len(expected) > 2000
+    assert {k: n for k, n in fetched.items() if n > 1} == {}
+    assert expected - set(fetched) == set()
+    assert set(fetched) <= expected
+    # Both workers did real work, and the per-host limits held across them.
+    per_worker = [int(r.stat("frontier/leases/done") or 0) for r in results]
+    assert min(per_worker) > 200, per_worker
+    _assert_polite(ledger, concurrency=4)
+
+
+def test_killed_worker_loses_nothing(
+    sim: SimWebProcess, redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    sim.reset()
+    web = sim.web
+    namespace = redis_prefix + "kill"
+    settings = _shared_settings(redis_url, namespace)
+    started = time.monotonic()
+    victim = start_crawl(sim.proxy_url, web.seed_urls(), tmp_path / "victim", settings)
+    client = redis.Redis.from_url(redis_url)
+    done_key = [f"{{{namespace}/p{p}}}:n" for p in range(4)]
+    deadline = time.monotonic() + 60
+    while sum(int(client.hget(k, "done") or 0) for k in done_key) < 600:
+        assert time.monotonic() < deadline, "the crawl made no progress"
+        assert victim.poll() is None, (tmp_path / "victim" / "crawl.log").read_text()[-3000:]
+        time.sleep(0.1)
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait()
+    leased_at_kill = sum(int(client.hget(k, "leased") or 0) for k in done_key)
+    survivor = finish_crawl(
+        start_crawl(sim.proxy_url, web.seed_urls(), tmp_path / "survivor", settings),
+        tmp_path / "survivor", started)
+    assert survivor.returncode == 0, survivor.log[-3000:]
+
+    fetched = _page_counts(web, sim.ledger())
+    assert _expected(web) - set(fetched) == set(), "pages lost with the killed worker"
+    twice = sum(n - 1 for n in fetched.values() if n > 1)
+    assert twice <= leased_at_kill, (twice, leased_at_kill)
+    assert int(survivor.stat("frontier/leases/claimed") or 0) > 0
+    counts = Counter()
+    for key in done_key:
+        counts.update({k.decode(): int(v) for k, v in client.hgetall(key).items()})
+    assert counts["queued"] == counts["leased"] == counts["delayed"] == 0
+    assert counts["expired"] >= leased_at_kill
+
+
+def test_embedded_frontier_resumes_after_sigint(sim: SimWebProcess, tmp_path: Path) -> None:
+    sim.reset()
+    web = sim.web
+    seeds = web.seed_urls(80)
+    settings = {"DOWNLOAD_DELAY": 0.1, "DEPTH_LIMIT": 0, "ROBOTSTXT_OBEY": False,
+                "JOBDIR": str(tmp_path / "job")}
+    started = time.monotonic()
+    first = start_crawl(sim.proxy_url, seeds, tmp_path / "first", settings)
+    deadline = time.monotonic() + 60
+    while len([e for e in sim.ledger().entries if e["status"] == 200]) < 300:
+        assert time.monotonic() < deadline and first.poll() is None
+        time.sleep(0.1)
+    first.send_signal(signal.SIGINT)
+    interrupted = finish_crawl(first, tmp_path / "first", started, timeout=60)
+    assert "'finish_reason': 'shutdown'" in interrupted.log
+    fetched_first = len(sim.ledger().entries)
+
+    second = run_crawl(sim.proxy_url, seeds, tmp_path / "second", settings)
+    assert second.returncode == 0, second.log[-3000:]
+    assert "'finish_reason': 'finished'" in second.log
+    assert int(second.stat("frontier/duplicates") or 0) >= len(seeds)  # seeds seen before
+    fetched = _page_counts(web, sim.ledger())
+    assert _expected(web, seeds) - set(fetched) == set()
+    assert {k: n for k, n in fetched.items() if n > 1} == {}, "pages refetched on resume"
+    assert len(sim.ledger().entries) > fetched_first
