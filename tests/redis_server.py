@@ -49,27 +49,46 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@contextmanager
-def started_redis() -> Iterator[str]:
-    """Run a throw-away redis-server on a free loopback port; yield its URL."""
-    port = free_port()
-    workdir = tempfile.mkdtemp(prefix="crawler-test-redis-")
-    proc = subprocess.Popen(
-        [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1",
-         "--save", "", "--appendonly", "no", "--dir", workdir],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
+class RedisServer:
+    """A redis-server process on a loopback port, restartable on the same files."""
+
+    def __init__(self, port: int, workdir: str, appendonly: bool) -> None:
+        self.port = port
+        self.workdir = workdir
+        self.appendonly = appendonly
+        self.url = f"redis://127.0.0.1:{port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "yes" if self.appendonly else "no",
+             "--dir", self.workdir],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 15
-        while not answers(url):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"redis-server did not start on port {port}")
+        while not answers(self.url):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"redis-server did not start on port {self.port}")
             time.sleep(0.05)
-        yield url
+
+    def stop(self) -> None:
+        """SIGTERM: Redis writes its append-only file and exits."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+
+
+@contextmanager
+def started_redis(appendonly: bool = False) -> Iterator[RedisServer]:
+    """Run a throw-away redis-server on a free loopback port."""
+    workdir = tempfile.mkdtemp(prefix="crawler-test-redis-")
+    server = RedisServer(free_port(), workdir, appendonly)
+    try:
+        server.start()
+        yield server
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -82,5 +101,5 @@ def redis_for_tests() -> Iterator[str]:
     elif answers(DEFAULT_URL):
         yield DEFAULT_URL
     else:
-        with started_redis() as url:
-            yield url
+        with started_redis() as server:
+            yield server.url

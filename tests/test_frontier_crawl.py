@@ -16,6 +16,7 @@ import pytest
 import redis
 
 from tests.crawl_runner import finish_crawl, run_crawl, start_crawl
+from tests.redis_server import started_redis
 from tests.simweb import SimWebProcess, Web
 from tests.simweb.ledger import Ledger
 
@@ -119,6 +120,34 @@ def test_killed_worker_loses_nothing(
         counts.update({k.decode(): int(v) for k, v in client.hgetall(key).items()})
     assert counts["queued"] == counts["leased"] == counts["delayed"] == 0
     assert counts["expired"] >= leased_at_kill
+
+
+def test_redis_restart_loses_nothing(sim: SimWebProcess, tmp_path: Path) -> None:
+    sim.reset()
+    web = sim.web
+    with started_redis(appendonly=True) as server:
+        # Leases outlive the outage (renewals fail while Redis is down): no
+        # URL may be handed to anyone else meanwhile.
+        settings = _shared_settings(server.url, "restart", FRONTIER_LEASE_SECONDS=30)
+        started = time.monotonic()
+        worker = start_crawl(sim.proxy_url, web.seed_urls(), tmp_path / "w", settings)
+        client = redis.Redis.from_url(server.url)
+        counts = [f"{{restart/p{p}}}:n" for p in range(4)]
+        deadline = time.monotonic() + 60
+        while sum(int(client.hget(k, "done") or 0) for k in counts) < 500:
+            assert time.monotonic() < deadline and worker.poll() is None
+            time.sleep(0.1)
+        client.close()
+        server.stop()
+        time.sleep(2)  # the worker keeps downloading what it holds and must wait
+        assert worker.poll() is None, "the worker died with Redis"
+        server.start()
+        result = finish_crawl(worker, tmp_path / "w", started)
+    assert result.returncode == 0, result.log[-3000:]
+    assert "Redis unreachable" in result.log and "Redis is back" in result.log
+    fetched = _page_counts(web, sim.ledger())
+    assert _expected(web) - set(fetched) == set(), "pages lost across the Redis restart"
+    assert {k: n for k, n in fetched.items() if n > 1} == {}
 
 
 def test_embedded_frontier_resumes_after_sigint(sim: SimWebProcess, tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ def test_fixture_redis_is_real_and_prefixed(redis_url: str, redis_prefix: str) -
 
 
 def test_can_start_a_private_redis_server() -> None:
-    with started_redis() as url:
-        assert url.startswith("redis://127.0.0.1:")
-        assert redis.Redis.from_url(url).ping()
-    assert not answers(url)
+    with started_redis() as server:
+        assert server.url.startswith("redis://127.0.0.1:")
+        assert redis.Redis.from_url(server.url).ping()
+    assert not answers(server.url)
