@@ -175,3 +175,32 @@ def test_embedded_frontier_resumes_after_sigint(sim: SimWebProcess, tmp_path: Pa
     assert _expected(web, seeds) - set(fetched) == set()
     assert {k: n for k, n in fetched.items() if n > 1} == {}, "pages refetched on resume"
     assert len(sim.ledger().entries) > fetched_first
+
+
+def test_slow_host_first_blocks_nobody(tmp_path: Path) -> None:
+    # One host answering in 2 s listed first, 50 instant hosts, 8 pages each,
+    # 16 requests in flight in all and 2 per host (the head-of-line scenario).
+    with SimWebProcess(seed=5, n_hosts=51, mix={"robots:allow-all": 1, "page:normal": 1},
+                       pinned={0: "slow"}) as slow_web:
+        result = run_crawl(
+            slow_web.proxy_url, slow_web.web.seed_urls(), tmp_path,
+            settings={"CONCURRENT_REQUESTS": 16, "CONCURRENT_REQUESTS_PER_DOMAIN": 2,
+                      "DOWNLOAD_DELAY": 0, "ROBOTSTXT_OBEY": False, "DEPTH_LIMIT": 0,
+                      "ADMISSION_MAX_PAGES_PER_HOST": 8},
+        )
+        ledger = slow_web.ledger()
+    assert result.returncode == 0, result.log[-3000:]
+    slow, fast = "h00000.test", [h for h in ledger.hosts() if h != "h00000.test"]
+    assert len(fast) == 50
+    assert ledger.max_in_flight(slow) <= 2
+    assert all(ledger.max_in_flight(h) <= 2 for h in fast)
+    slow_done = sorted(e["done"] for e in ledger.for_host(slow))
+    assert len(slow_done) == 8
+    fast_entries = [e for h in fast for e in ledger.for_host(h)]
+    reachable = slow_web.web.reachable(slow_web.web.seed_urls(), obey_robots=False)
+    for host in fast:
+        own = sum(1 for h, _ in reachable if h == host)
+        assert len(ledger.for_host(host)) == min(8, own), host
+    # Every fast page was served while the slow host had done at most half of
+    # its pages: no slow request held a download slot a fast host could use.
+    assert max(e["done"] for e in fast_entries) < slow_done[3], "fast hosts waited on the slow one"

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +97,10 @@ class EmbeddedRedis:
     def stop(self) -> None:
         """Shut the server down (its append-only file keeps the crawl)."""
         try:
-            client = redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5)
+            # No retries: SHUTDOWN answers by closing the connection, which a
+            # retrying client would take for a fault and retry for seconds.
+            client = redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5,
+                                 retry=Retry(NoBackoff(), 0))
             client.shutdown()
         except (redis.ConnectionError, OSError):
             pass  # already gone: SHUTDOWN closes the connection it came on

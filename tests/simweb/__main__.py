@@ -51,10 +51,20 @@ def add_web_arguments(parser: argparse.ArgumentParser) -> None:
         default="default",
         help=f"one of {sorted(MIXES)} or a JSON object of 'robots:<mode>'/'page:<mode>' weights",
     )
+    parser.add_argument("--pin", type=parse_pin, action="append", default=[],
+                        help="INDEX=MODE: pin a host's page mode (e.g. 0=slow); repeatable")
+
+
+def parse_pin(text: str) -> tuple[int, str]:
+    """``--pin INDEX=MODE``: give host INDEX that page mode (e.g. ``0=slow``)."""
+    index, _, mode = text.partition("=")
+    if not index.isdigit() or not mode:
+        raise argparse.ArgumentTypeError("--pin takes INDEX=MODE, e.g. 0=slow")
+    return int(index), mode
 
 
 def web_from_args(args: argparse.Namespace) -> Web:
-    return Web(seed=args.seed, n_hosts=args.hosts, mix=args.mix)
+    return Web(seed=args.seed, n_hosts=args.hosts, mix=args.mix, pinned=dict(args.pin))
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

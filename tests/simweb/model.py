@@ -73,6 +73,11 @@ PAGE_MODES: tuple[str, ...] = (
     "dup-heavy",
 )
 
+#: Page modes that only appear when pinned to a host (never drawn by a mix):
+#: ``slow`` answers every page after ``SLOW_SECONDS``.
+EXTRA_PAGE_MODES: tuple[str, ...] = ("slow",)
+SLOW_SECONDS = 2.0
+
 #: Robots modes whose (final) robots.txt body carries the ``/private/`` rule.
 #: Such hosts also link to ``/private/1`` and ``/private/2`` (which serve 200)
 #: so that a crawler ignoring the rules leaves a visible trace in the ledger.
@@ -384,13 +389,20 @@ class Web:
         seed: int = 1,
         n_hosts: int = 100,
         mix: str | Mapping[str, float] = "default",
+        pinned: Mapping[int, str] | None = None,
     ) -> None:
+        """``pinned`` sets the page mode of chosen hosts (index -> mode), e.g.
+        ``{0: "slow"}`` for a head-of-line scenario; the rest are drawn."""
         if n_hosts < 1:
             raise ValueError("n_hosts must be >= 1")
         self.seed = seed
         self.n_hosts = n_hosts
         self.mix: str | dict[str, float] = mix if isinstance(mix, str) else dict(mix)
         robots_w, page_w = _normalise_mix(mix)
+        self.pinned = dict(pinned or {})
+        for mode in self.pinned.values():
+            if mode not in PAGE_MODES and mode not in EXTRA_PAGE_MODES:
+                raise ValueError(f"unknown page mode {mode!r}")
         self.hosts: list[HostSpec] = [self._draw_host(i, robots_w, page_w) for i in range(n_hosts)]
         self._by_name = {h.name: h for h in self.hosts}
         # Per-instance caches (bound wrappers, so they die with the instance).
@@ -404,6 +416,7 @@ class Web:
         page = _weighted(rng, page_w)
         n_pages = 3 + _below(rng, 23)  # 3..25
         crawl_delay = _pick(rng, CRAWL_DELAYS)
+        page = self.pinned.get(i, page)
         return HostSpec(i, host_name(i), robots, page, n_pages, crawl_delay)
 
     def __repr__(self) -> str:
@@ -780,6 +793,8 @@ class Web:
             return replace(res, fail_first=n, fail_status=status, retry_after=retry)
         if spec.page == "trickle":
             return replace(res, action="trickle")
+        if spec.page == "slow":
+            return replace(res, action="slow")
         return res
 
     # -------------------------------------------------------------- robots

@@ -39,6 +39,7 @@ class SimWebProcess:
         n_hosts: int = 100,
         mix: str | Mapping[str, float] = "default",
         *,
+        pinned: Mapping[int, str] | None = None,
         hang_max: float = 300.0,
         startup_timeout: float = 15.0,
     ) -> None:
@@ -47,7 +48,8 @@ class SimWebProcess:
         self.mix = mix
         self.hang_max = hang_max
         self.startup_timeout = startup_timeout
-        self.web = Web(seed=seed, n_hosts=n_hosts, mix=mix)
+        self.pinned = dict(pinned or {})
+        self.web = Web(seed=seed, n_hosts=n_hosts, mix=mix, pinned=self.pinned)
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
         self._port: int | None = None
@@ -71,6 +73,7 @@ class SimWebProcess:
             mix,
             "--hang-max",
             str(self.hang_max),
+            *[f"--pin={i}={mode}" for i, mode in self.pinned.items()],
         ]
 
     def start(self) -> Self:

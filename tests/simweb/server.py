@@ -32,7 +32,7 @@ from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
 
-from .model import Resource, Web
+from .model import SLOW_SECONDS, Resource, Web
 from .urls import canonical_path, split_host
 
 MAX_LINE = 8 * 1024
@@ -376,6 +376,8 @@ class SimWebServer:
             self._reset(writer, entry)
             return False
         res = self._flaky(target, res)
+        if res.action == "slow":
+            await asyncio.sleep(SLOW_SECONDS)
         if res.action == "trickle" and req.method == "GET":
             return await self._trickle(writer, entry, res, keep)
         return await self._respond(writer, entry, res, head_only=req.method == "HEAD", keep=keep)
