@@ -10,6 +10,7 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Iterator
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,18 @@ def test_slow_host_first_blocks_nobody(tmp_path: Path) -> None:
     # Every fast page was served while the slow host had done at most half of
     # its pages: no slow request held a download slot a fast host could use.
     assert max(e["done"] for e in fast_entries) < slow_done[3], "fast hosts waited on the slow one"
+
+
+def test_no_idle_stalls_between_paced_requests(tmp_path: Path) -> None:
+    # One host, a 0.3 s delay: the crawl must go on as soon as the host is
+    # allowed again, not at Scrapy's 5 s engine heartbeat.
+    with SimWebProcess(seed=3, n_hosts=1, mix={"robots:allow-all": 1, "page:normal": 1}) as one:
+        result = run_crawl(one.proxy_url, one.web.seed_urls(), tmp_path,
+                           settings={"DOWNLOAD_DELAY": 0.3, "DOWNLOAD_DELAY_JITTER": 0,
+                                     "ROBOTSTXT_OBEY": False, "DEPTH_LIMIT": 0})
+        arrivals = sorted(e["arrival"] for e in one.ledger().entries)
+    assert result.returncode == 0, result.log[-3000:]
+    assert len(arrivals) >= 3
+    gaps = [b - a for a, b in pairwise(arrivals)]
+    assert min(gaps) >= 0.3 * 0.8, gaps
+    assert max(gaps) < 1.0, gaps  # the last response's links are claimed ~0.3 s later
