@@ -22,10 +22,15 @@ from crawler.frontier.keys import Keys, partition_of
 STATES = ("queued", "leased", "delayed", "done", "dead")
 
 
-def _script(name: str) -> str:
+def _lua(name: str) -> str:
     data = pkgutil.get_data("crawler.frontier", f"lua/{name}.lua")
     assert data is not None, name
     return data.decode("utf-8")
+
+
+def _script(name: str) -> str:
+    """A script's source with the shared helpers (lua/common.lua) in front."""
+    return _lua("common") + _lua(name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,25 +15,8 @@
 local p = ARGV[1]
 local want, lease_ms, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local rnd, jitter, move_max = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local ready = p .. ':ready'
-
-local function refresh(host)
-  local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'i', 'c', 't')
-  if tonumber(st[1]) > 0 and tonumber(st[2]) < tonumber(st[3]) then
-    redis.call('ZADD', ready, st[4], host)
-  else
-    redis.call('ZREM', ready, host)
-  end
-end
-
--- host \n score \n rest
-local function split3(data)
-  local a = string.find(data, '\n', 1, true)
-  local b = string.find(data, '\n', a + 1, true)
-  return string.sub(data, 1, a - 1), string.sub(data, a + 1, b - 1), string.sub(data, b + 1)
-end
 
 local function requeue(host, score, entry)
   redis.call('ZADD', p .. ':q:' .. host, score, entry)
@@ -47,10 +30,10 @@ for _, fp in ipairs(expired) do
   redis.call('ZREM', p .. ':leased', fp)
   redis.call('HDEL', p .. ':ld', fp)
   if data then
-    local host, score, rest = split3(data)  -- rest: worker \n entry
-    requeue(host, score, string.sub(rest, string.find(rest, '\n', 1, true) + 1))
+    local host, score, _, entry = split_fields(data, 4)  -- host, score, worker, entry
+    requeue(host, score, entry)
     redis.call('HINCRBY', p .. ':h:' .. host, 'i', -1)
-    refresh(host)
+    refresh_host(p, host)
   end
 end
 if #expired > 0 then
@@ -66,9 +49,9 @@ for _, fp in ipairs(due) do
   redis.call('ZREM', p .. ':delayed', fp)
   redis.call('HDEL', p .. ':dd', fp)
   if data then
-    local host, score, entry = split3(data)
+    local host, score, entry = split_fields(data, 3)
     requeue(host, score, entry)
-    refresh(host)
+    refresh_host(p, host)
   end
 end
 if #due > 0 then
@@ -99,7 +82,7 @@ while got < want do
     redis.call('HINCRBY', hk, 'n', -1)
     redis.call('HINCRBY', hk, 'i', 1)
     redis.call('HSET', hk, 't', next_t)
-    refresh(host)
+    refresh_host(p, host)
     out[#out + 1] = host
     out[#out + 1] = entry
     got = got + 1

@@ -13,35 +13,15 @@
 --   op "dead":   dead letter; arg is the JSON reason
 -- Returns {released, stale}.
 local p, worker = ARGV[1], ARGV[2]
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ready = p .. ':ready'
+local now = now_ms()
 local released, stale = 0, 0
 local counts = {done = 0, queued = 0, delayed = 0, dead = 0}
-
-local function refresh(host)
-  local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'i', 'c', 't')
-  if tonumber(st[1]) > 0 and tonumber(st[2]) < tonumber(st[3]) then
-    redis.call('ZADD', ready, st[4], host)
-  else
-    redis.call('ZREM', ready, host)
-  end
-end
-
--- host \n score \n worker \n entry
-local function split_lease(data)
-  local a = string.find(data, '\n', 1, true)
-  local b = string.find(data, '\n', a + 1, true)
-  local c = string.find(data, '\n', b + 1, true)
-  return string.sub(data, 1, a - 1), string.sub(data, a + 1, b - 1),
-    string.sub(data, b + 1, c - 1), string.sub(data, c + 1)
-end
 
 for i = 3, #ARGV, 4 do
   local fp, op, arg, new_entry = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local data = redis.call('HGET', p .. ':ld', fp)
   local host, score, holder, entry
-  if data then host, score, holder, entry = split_lease(data) end
+  if data then host, score, holder, entry = split_fields(data, 4) end
   if data and holder == worker then
     redis.call('ZREM', p .. ':leased', fp)
     redis.call('HDEL', p .. ':ld', fp)
@@ -62,7 +42,7 @@ for i = 3, #ARGV, 4 do
       redis.call('HSET', p .. ':dead', fp, host .. '\n' .. arg .. '\n' .. entry)
       counts.dead = counts.dead + 1
     end
-    refresh(host)
+    refresh_host(p, host)
     released = released + 1
   else
     stale = stale + 1

@@ -5,8 +5,7 @@
 -- Returns how many were renewed; the others expired and may now belong to
 -- another worker, whose lease is left alone.
 local p, worker = ARGV[1], ARGV[2]
-local t = redis.call('TIME')
-local expiry = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[3])
+local expiry = now_ms() + tonumber(ARGV[3])
 local renewed = 0
 local tag = '\n' .. worker .. '\n'
 for i = 4, #ARGV do

@@ -7,8 +7,7 @@
 --
 -- KEYS[1]  the host hash; ARGV[1] jitter (0..1)
 -- Returns 0 (start now; the gate is moved on) or the ms to wait.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now = now_ms()
 local st = redis.call('HMGET', KEYS[1], 's', 'dl')
 local gate, delay = tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0
 if now < gate then return gate - now end

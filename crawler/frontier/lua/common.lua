@@ -1,0 +1,33 @@
+-- Helpers shared by the frontier's scripts: store.py prepends this file to
+-- each script when it loads it (Redis scripts cannot import one another).
+
+-- The server's clock in ms: every worker sees the same time.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- A host belongs in its partition's ready set, scored by its next-allowed
+-- time, exactly while it has queued URLs and room for one more in flight.
+local function refresh_host(p, host)
+  local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'i', 'c', 't')
+  if tonumber(st[1]) > 0 and tonumber(st[2]) < tonumber(st[3]) then
+    redis.call('ZADD', p .. ':ready', st[4], host)
+  else
+    redis.call('ZREM', p .. ':ready', host)
+  end
+end
+
+-- Split "f1 \n f2 \n ... \n rest" into n fields; the last one keeps any
+-- newlines (an entry starts with a binary fingerprint).
+local function split_fields(data, n)
+  local out, pos = {}, 1
+  for _ = 1, n - 1 do
+    local cut = string.find(data, '\n', pos, true)
+    out[#out + 1] = string.sub(data, pos, cut - 1)
+    pos = cut + 1
+  end
+  out[#out + 1] = string.sub(data, pos)
+  return unpack(out)
+end
+
