@@ -12,6 +12,8 @@ from crawler import __version__
 BOT_NAME = "broadcrawl"
 SPIDER_MODULES = ["crawler.spiders"]
 NEWSPIDER_MODULE = "crawler.spiders"
+# Our own commands: `scrapy frontier status|dead|requeue|drop-host`.
+COMMANDS_MODULE = "crawler.commands"
 
 # --- Identity ---------------------------------------------------------------
 # One product token names the crawler everywhere: robots.txt groups are matched

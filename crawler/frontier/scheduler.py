@@ -41,6 +41,7 @@ from scrapy.utils.project import data_path
 from scrapy.utils.reactor import is_asyncio_reactor_installed
 
 from crawler.admission import TrapRules
+from crawler.frontier.admin import safe_url
 from crawler.frontier.embedded import EmbeddedRedis
 from crawler.frontier.keys import Keys
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, from_record, to_record
@@ -145,7 +146,7 @@ class FrontierScheduler:
         counts = await self.frontier.counts()
         logger.info(
             "Frontier %s on %s: %s queued, %s leased, %s delayed, %s done, %s dead; worker %s",
-            namespace, _safe_url(url), counts["queued"], counts["leased"], counts["delayed"],
+            namespace, safe_url(url), counts["queued"], counts["leased"], counts["delayed"],
             counts["done"], counts["dead"], self.worker,
             extra={"worker": self.worker, "namespace": namespace},
         )
@@ -539,11 +540,3 @@ def _hostname(request: Request) -> str:
     from scrapy.utils.httpobj import urlparse_cached
 
     return urlparse_cached(request).hostname or ""
-
-
-def _safe_url(url: str) -> str:
-    """A Redis URL without its password, for logs."""
-    if "@" not in url:
-        return url
-    scheme, rest = url.split("://", 1)
-    return f"{scheme}://***@{rest.split('@', 1)[1]}"

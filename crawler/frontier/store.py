@@ -28,7 +28,7 @@ def _lua(name: str) -> str:
     return data.decode("utf-8")
 
 
-def _script(name: str) -> str:
+def script_source(name: str) -> str:
     """A script's source with the shared helpers (lua/common.lua) in front."""
     return _lua("common") + _lua(name)
 
@@ -103,11 +103,11 @@ class Frontier:
         self.client = client
         self.keys = keys
         self.limits = limits
-        self._admit = client.register_script(_script("admit"))
-        self._claim = client.register_script(_script("claim"))
-        self._release = client.register_script(_script("release"))
-        self._renew = client.register_script(_script("renew"))
-        self._start = client.register_script(_script("start"))
+        self._admit = client.register_script(script_source("admit"))
+        self._claim = client.register_script(script_source("claim"))
+        self._release = client.register_script(script_source("release"))
+        self._renew = client.register_script(script_source("renew"))
+        self._start = client.register_script(script_source("start"))
         self._next_partition = random.randrange(keys.partitions)
 
     def partition(self, host: str) -> int:

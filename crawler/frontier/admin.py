@@ -1,0 +1,486 @@
+"""Operators' actions on a frontier: status, dead letters, requeue, drop a host.
+
+These back ``scrapy frontier`` (:mod:`crawler.commands.frontier`). They use
+the synchronous Redis client: the command runs outside Scrapy's reactor and
+each action is a handful of round trips, so asyncio would only add ceremony.
+
+Changes go through Lua scripts (``lua/requeue.lua``, ``lua/drop_host.lua``)
+in bounded batches of one partition: each batch is atomic, so the counts
+always agree with the queues even while workers crawl, and no batch holds
+Redis (and with it every worker) for long.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from crawler.frontier.embedded import EmbeddedRedis
+from crawler.frontier.keys import Keys, partition_of
+from crawler.frontier.store import STATES, script_source
+from crawler.urls import host_key
+
+#: Counters shown besides the states, in this order.
+EXTRA_COUNTS = ("dup", "refused", "expired", "hosts")
+#: A worker whose last heartbeat is older than this is shown as gone. Workers
+#: beat every FRONTIER_LEASE_SECONDS / 3 (20 s by default): three missed beats.
+ALIVE_SECONDS = 60.0
+#: URLs moved by one script call: small enough that Redis never stalls.
+BATCH = 500
+DROPPED = "dropped"
+
+
+class AdminError(Exception):
+    """A problem the operator can act on: printed as one line, exit code 1."""
+
+
+class RedisUnreachable(AdminError):
+    """Redis did not answer; the message names the URL without its password."""
+
+    def __init__(self, url: str, error: BaseException, secret: str | None = None) -> None:
+        message = " ".join(str(error).split()) or type(error).__name__
+        if secret:
+            message = message.replace(secret, "***")
+        super().__init__(f"cannot reach Redis at {safe_url(url)}: {message}")
+
+
+def safe_url(url: str) -> str:
+    """``url`` for display: any password (userinfo or ``?password=``) masked.
+
+    A userinfo without ``:`` is masked whole, as some write the password there.
+    """
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, hostport = netloc.rsplit("@", 1)
+        user, sep, _ = userinfo.partition(":")
+        netloc = f"{user}:***@{hostport}" if sep and user else f"***@{hostport}"
+    query = urlencode([(k, "***" if k.lower() == "password" else v)
+                       for k, v in parse_qsl(parts.query, keep_blank_values=True)], safe="*/")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def url_password(url: str) -> str | None:
+    """The password in a Redis URL, to scrub it from error messages."""
+    parts = urlsplit(url)
+    for key, value in parse_qsl(parts.query):
+        if key.lower() == "password" and value:
+            return value
+    return parts.password or parts.username or None
+
+
+def parse_host(text: str) -> str:
+    """The host key (``scheme://host:port``) of what an operator typed."""
+    url = text if "://" in text else f"http://{text}/"
+    key = host_key(url)
+    if key is None:
+        raise AdminError(f"not a host: {text!r} (use example.com or https://example.com:8443)")
+    return key
+
+
+def _answers(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+def _probe(server: EmbeddedRedis) -> redis.Redis:
+    """A client for one quick question: no retries, as a stale socket of a killed
+    server would otherwise cost seconds of backoff."""
+    return redis.Redis(unix_socket_path=str(server.socket), socket_timeout=2,
+                       retry=Retry(NoBackoff(), 0))
+
+
+def _embedded_running(server: EmbeddedRedis) -> bool:
+    """Is a server answering on the folder's socket? (Checked before starting it.)"""
+    if not server.socket.exists():
+        return False
+    client = _probe(server)
+    try:
+        return _answers(client)
+    finally:
+        client.close()
+
+
+def _other_clients(server: EmbeddedRedis) -> int:
+    """Connections to the embedded server besides the one asking."""
+    client = _probe(server)
+    try:
+        return max(0, len(client.client_list()) - 1)
+    except (redis.RedisError, OSError):
+        return 0
+    finally:
+        client.close()
+
+
+@dataclass(slots=True)
+class Connection:
+    """A client on the frontier's Redis, and how to describe it to the operator."""
+
+    client: redis.Redis
+    url: str  # safe to print
+    embedded: Path | None = None  # the folder, when it is the embedded server
+    started: bool = False  # this command started the embedded server
+
+
+@contextmanager
+def connect(
+    redis_url: str | None,
+    embedded_dir: Path | None,
+    params: dict[str, Any] | None = None,
+    notice: Callable[[str], None] = print,
+) -> Iterator[Connection]:
+    """A pinged client on ``redis_url``, else on the embedded Redis of a folder.
+
+    An embedded server that is not running is started for the duration and
+    stopped afterwards, but only if this call started it, and only if no
+    one else connected meanwhile (a crawl that started during ``--watch``
+    adopted it; stopping it would pull Redis from under that crawl).
+    """
+    options: dict[str, Any] = {"socket_connect_timeout": 5, "socket_timeout": 30}
+    options.update(params or {})
+    if redis_url:
+        client = redis.Redis.from_url(redis_url, **options)
+        try:
+            client.ping()
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+            client.close()
+            raise RedisUnreachable(redis_url, exc, url_password(redis_url)) from None
+        try:
+            yield Connection(client, safe_url(redis_url))
+        finally:
+            client.close()
+        return
+
+    assert embedded_dir is not None
+    if not embedded_dir.is_dir():
+        raise AdminError(
+            f"no frontier in {embedded_dir}: no crawl ran there (set JOBDIR or --spider "
+            "to the crawl's, or --redis-url for a shared frontier)")
+    server = EmbeddedRedis(embedded_dir)
+    started = False
+    if not _embedded_running(server):
+        try:
+            server.start()
+        except (OSError, RuntimeError, ImportError, subprocess.SubprocessError) as exc:
+            raise AdminError(f"could not start the embedded Redis in {embedded_dir}: "
+                             + " ".join(str(exc).split())) from None
+        started = True
+    client = redis.Redis.from_url(server.url, **options)
+    try:
+        try:
+            client.ping()
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+            raise RedisUnreachable(server.url, exc) from None
+        yield Connection(client, server.url, embedded_dir, started)
+    finally:
+        client.close()
+        if started:
+            others = _other_clients(server)
+            if others:
+                notice(f"leaving the embedded Redis in {embedded_dir} running: "
+                       f"{others} other client(s) connected to it meanwhile")
+            else:
+                server.stop()
+
+
+def frontier_keys(
+    client: redis.Redis, namespace: str, partitions: int, seen_buckets: int = 4096
+) -> tuple[Keys, bool]:
+    """The frontier's keys, with the layout its crawls stored if there is one.
+
+    Workers store ``<namespace>:layout`` when they open a frontier; it wins
+    over the settings, so a wrong FRONTIER_PARTITIONS here cannot hide half
+    the frontier. Returns the keys and whether a layout was found.
+    """
+    raw = client.get(f"{namespace}:layout")
+    if raw:
+        try:
+            layout = json.loads(raw)
+            return Keys(namespace, int(layout["partitions"]),
+                        int(layout.get("seen_buckets", seen_buckets))), True
+        except (ValueError, KeyError, TypeError):
+            pass
+    return Keys(namespace, partitions, seen_buckets), False
+
+
+# ---------------------------------------------------------------------- results
+
+
+@dataclass(slots=True)
+class Worker:
+    """A worker's last heartbeat (``<namespace>:workers``)."""
+
+    id: str
+    state: str  # "alive", "gone" or "?" (unreadable heartbeat)
+    seen_ago: float | None
+    held: int | None
+    pid: int | None
+    host: str | None
+
+
+@dataclass(slots=True)
+class Status:
+    """A snapshot of a frontier, cheap enough to refresh every second."""
+
+    namespace: str
+    partitions: int
+    layout_found: bool
+    counts: dict[str, int]
+    hosts: dict[str, int]
+    workers: list[Worker] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class DeadLetter:
+    """One dead URL and why it died."""
+
+    fingerprint: bytes
+    host: str
+    url: str
+    reason: str
+    error: str
+    time: int | None
+    record: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"url": self.url, "host": self.host, "reason": self.reason, "error": self.error,
+                "time": self.time, "fingerprint": self.fingerprint.hex()}
+
+
+@dataclass(slots=True)
+class DropResult:
+    """What ``drop_host`` did to a host."""
+
+    host: str
+    queued: int = 0  # queued URLs now dead
+    delayed: int = 0  # delayed (retrying) URLs now dead
+    in_flight: int = 0  # leased URLs left to their workers
+
+
+def parse_dead(fingerprint: bytes, value: bytes) -> DeadLetter:
+    """Decode a ``PP:dead`` value: host, reason JSON, entry (fingerprint + record).
+
+    The entry starts with raw fingerprint bytes, which may contain newlines,
+    so only the first two separators count.
+    """
+    parts = value.split(b"\n", 2)
+    if len(parts) < 3:
+        return DeadLetter(fingerprint, "", "", "?", "unreadable dead letter", None, "")
+    host, reason_raw, entry = parts
+    record = entry[16:].decode("utf-8", "replace")
+    try:
+        url = str(json.loads(record).get("u", ""))
+    except (ValueError, AttributeError):
+        url = ""
+    text = reason_raw.decode("utf-8", "replace")
+    try:
+        reason = json.loads(text)
+    except ValueError:
+        reason = None
+    if isinstance(reason, dict):
+        t = reason.get("t")
+        return DeadLetter(fingerprint, host.decode(), url, str(reason.get("reason", "?")),
+                          str(reason.get("error", "")), t if isinstance(t, int) else None,
+                          record)
+    return DeadLetter(fingerprint, host.decode(), url, text, "", None, record)
+
+
+def _priority(record: str) -> int:
+    try:
+        return int(json.loads(record).get("p", 0))
+    except (ValueError, AttributeError, TypeError):
+        return 0
+
+
+# ---------------------------------------------------------------------- actions
+
+
+class FrontierAdmin:
+    """Admin operations on the frontier of one namespace."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        *,
+        concurrency: int = 4,
+        delay_ms: int = 1000,
+        alive_seconds: float = ALIVE_SECONDS,
+        layout_found: bool = True,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.concurrency = concurrency  # for a requeued URL whose host hash is gone
+        self.delay_ms = delay_ms
+        self.alive_seconds = alive_seconds
+        self.layout_found = layout_found
+        self._requeue = client.register_script(script_source("requeue"))
+        self._drop = client.register_script(script_source("drop_host"))
+
+    def partition(self, host: str) -> int:
+        return partition_of(host, self.keys.partitions)
+
+    def _partitions(self, host: str | None) -> range | list[int]:
+        """Only the host's partition holds its URLs: scan just that one."""
+        return [self.partition(host)] if host else range(self.keys.partitions)
+
+    # --- status
+
+    def status(self) -> Status:
+        """Counts, hosts by state and workers, in two round trips.
+
+        The age of the oldest queued URL is not shown: records carry no
+        enqueue time and queue scores are sequence numbers, so it would
+        need a full scan of every host queue.
+        """
+        sec, usec = self.client.time()
+        now_ms = sec * 1000 + usec // 1000
+        pipe = self.client.pipeline(transaction=False)
+        for part in range(self.keys.partitions):
+            ready = self.keys.ready(part)
+            pipe.hgetall(self.keys.counts(part))
+            pipe.zcount(ready, "-inf", now_ms)
+            pipe.zcount(ready, f"({now_ms}", "+inf")
+        pipe.hgetall(self.keys.workers())
+        replies = pipe.execute()
+        counts: dict[str, int] = dict.fromkeys((*STATES, *EXTRA_COUNTS), 0)
+        ready_now = paced = 0
+        for i in range(self.keys.partitions):
+            for key, value in replies[3 * i].items():
+                name = key.decode()
+                if name != "seq":
+                    counts[name] = counts.get(name, 0) + int(value)
+            ready_now += int(replies[3 * i + 1])
+            paced += int(replies[3 * i + 2])
+        hosts = {"total": counts["hosts"], "ready_now": ready_now, "paced": paced,
+                 "other": max(0, counts["hosts"] - ready_now - paced)}
+        return Status(self.keys.namespace, self.keys.partitions, self.layout_found, counts,
+                      hosts, self._workers(replies[-1]))
+
+    def _workers(self, raw: dict[bytes, bytes]) -> list[Worker]:
+        now = time.time()
+        workers = []
+        for key, value in raw.items():
+            wid = key.decode("utf-8", "replace")
+            try:
+                beat = json.loads(value)
+                seen_ago = max(0.0, now - float(beat["seen"]))
+            except (ValueError, KeyError, TypeError):
+                workers.append(Worker(wid, "?", None, None, None, None))
+                continue
+            state = "alive" if seen_ago < self.alive_seconds else "gone"
+            workers.append(Worker(wid, state, round(seen_ago, 1), _int(beat.get("held")),
+                                  _int(beat.get("pid")), beat.get("host")))
+        order = {"alive": 0, "gone": 1}
+        workers.sort(key=lambda w: (order.get(w.state, 2), w.seen_ago or 0.0, w.id))
+        return workers
+
+    # --- dead letters
+
+    def iter_dead(self, reason: str | None = None, host: str | None = None
+                  ) -> Iterator[DeadLetter]:
+        """Dead letters matching ``reason`` and ``host`` (a host key), streamed."""
+        for part in self._partitions(host):
+            yield from self._iter_part(part, reason, host)
+
+    def _iter_part(self, part: int, reason: str | None, host: str | None
+                   ) -> Iterator[DeadLetter]:
+        for fp, value in self.client.hscan_iter(self.keys.dead(part), count=BATCH):
+            letter = parse_dead(fp, value)
+            if (reason is None or letter.reason == reason) and (
+                    host is None or letter.host == host):
+                yield letter
+
+    def dead(self, reason: str | None = None, host: str | None = None, limit: int = 0
+             ) -> list[DeadLetter]:
+        """Up to ``limit`` matching dead letters (0: all)."""
+        out = []
+        for letter in self.iter_dead(reason, host):
+            out.append(letter)
+            if limit and len(out) >= limit:
+                break
+        return out
+
+    def requeue(self, reason: str | None = None, host: str | None = None,
+                front: bool = False) -> int:
+        """Move matching dead letters back to their hosts' queues; how many moved.
+
+        By default a URL goes back in admission order with its record's
+        priority (behind what is queued now, as if newly found); ``front``
+        puts it ahead of every queued URL of priority 0 or less. Scanning a
+        hash while the script deletes from it is safe: HSCAN still returns
+        every field that was there all along, and the script skips a
+        fingerprint that is no longer dead.
+        """
+        moved = 0
+        for part in self._partitions(host):
+            batch: list[bytes | int] = []
+            for letter in self._iter_part(part, reason, host):
+                batch += [letter.fingerprint, _priority(letter.record)]
+                if len(batch) >= 2 * BATCH:
+                    moved += self._requeue_batch(part, batch, front)
+                    batch = []
+            if batch:
+                moved += self._requeue_batch(part, batch, front)
+        return moved
+
+    def _requeue_batch(self, part: int, batch: list[bytes | int], front: bool) -> int:
+        args = [self.keys.prefix(part), int(front), self.concurrency, self.delay_ms, *batch]
+        moved, _ = self._requeue(keys=[self.keys.counts(part)], args=args)
+        return int(moved)
+
+    # --- dropping a host
+
+    def known_host(self, host: str) -> bool:
+        return bool(self.client.exists(self.keys.host(self.partition(host), host)))
+
+    def drop_host(self, host: str) -> DropResult:
+        """Make a host's queued and delayed URLs dead letters (reason "dropped").
+
+        URLs in flight finish with their workers. Links to the host found
+        later are admitted again: the frontier has no block list yet.
+        """
+        if not self.known_host(host):
+            raise AdminError(f"host {host} is not in the frontier {self.keys.namespace}")
+        part = self.partition(host)
+        prefix = self.keys.prefix(part)
+        dd = f"{prefix}:dd"
+        tag = host.encode() + b"\n"
+        delayed = [fp for fp, value in self.client.hscan_iter(dd, count=BATCH)
+                   if value.startswith(tag)]
+        reason = json.dumps({"reason": DROPPED, "t": round(time.time())})
+        result = DropResult(host)
+        while True:
+            extra, delayed = delayed[:BATCH], delayed[BATCH:]
+            queued, moved_delayed, left = self._drop(
+                keys=[self.keys.counts(part)], args=[prefix, host, reason, BATCH, *extra])
+            result.queued += int(queued)
+            result.delayed += int(moved_delayed)
+            if (not queued or not left) and not delayed:
+                break
+        in_flight = self.client.hget(self.keys.host(part, host), "i")
+        result.in_flight = int(in_flight or 0)
+        return result
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,49 @@
+-- Drop a host: its queued (and given delayed) URLs become dead letters.
+-- (common.lua is prepended: split_fields, refresh_host.)
+--
+-- Called repeatedly until it returns no more queued URLs: each call moves at
+-- most ARGV[4] URLs, so a host with a huge queue never holds Redis (and every
+-- worker) for long, and each call is atomic, so the counts always agree with
+-- the queues. URLs in flight are left to their workers; the dead letters keep
+-- their entries, so `scrapy frontier requeue --reason dropped` undoes a drop.
+--
+-- KEYS[1]  the partition's counts hash
+-- ARGV[1]  prefix, ARGV[2] host key, ARGV[3] the dead reason (JSON),
+-- ARGV[4]  how many queued URLs to move at most in this call
+-- then fingerprints of the host's delayed URLs to drop too (the client finds
+-- them; each is checked here to be still delayed and of this host)
+-- Returns {queued moved, delayed moved, still queued}.
+local p, host, reason, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local hk, qk = p .. ':h:' .. host, p .. ':q:' .. host
+if redis.call('EXISTS', hk) == 0 then return {0, 0, 0} end
+
+local popped = redis.call('ZPOPMIN', qk, max)
+local queued = #popped / 2
+for i = 1, #popped, 2 do
+  local entry = popped[i]
+  redis.call('HSET', p .. ':dead', string.sub(entry, 1, 16), host .. '\n' .. reason .. '\n' .. entry)
+end
+
+local delayed = 0
+local tag = host .. '\n'
+for i = 5, #ARGV do
+  local fp = ARGV[i]
+  local data = redis.call('HGET', p .. ':dd', fp)
+  if data and string.sub(data, 1, #tag) == tag then
+    local _, _, entry = split_fields(data, 3)  -- host \n score \n entry
+    redis.call('ZREM', p .. ':delayed', fp)
+    redis.call('HDEL', p .. ':dd', fp)
+    redis.call('HSET', p .. ':dead', fp, host .. '\n' .. reason .. '\n' .. entry)
+    delayed = delayed + 1
+  end
+end
+
+-- The queue length is the truth for n; a host with nothing queued is not ready.
+local left = redis.call('ZCARD', qk)
+redis.call('HSET', hk, 'n', left)
+refresh_host(p, host)
+
+if queued > 0 then redis.call('HINCRBY', KEYS[1], 'queued', -queued) end
+if delayed > 0 then redis.call('HINCRBY', KEYS[1], 'delayed', -delayed) end
+if queued + delayed > 0 then redis.call('HINCRBY', KEYS[1], 'dead', queued + delayed) end
+return {queued, delayed, left}

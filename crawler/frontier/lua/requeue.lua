@@ -1,0 +1,57 @@
+-- Move dead letters of one partition back to their hosts' queues.
+-- (common.lua is prepended: split_fields.)
+--
+-- The client picks the dead letters (it scans and filters the dead hash by
+-- reason and host) and sends them in bounded batches, so no call holds Redis,
+-- and with it every worker, for long. Each call is atomic: a URL is either
+-- still dead or queued again, never both, and the counts move with it. A
+-- fingerprint that is no longer dead (requeued by someone else meanwhile) is
+-- skipped, so running two requeues at once cannot queue a URL twice.
+--
+-- KEYS[1]  the partition's counts hash
+-- ARGV[1]  prefix, ARGV[2] "1": to the front of the queue (score 0),
+--          "0": in admission order (the same score as admit.lua)
+-- ARGV[3]  default per-host concurrency, ARGV[4] default delay ms (only for a
+--          host whose hash is gone, which the frontier never does itself)
+-- then 2 values per URL: fingerprint (16 bytes), priority of its record
+-- Returns {moved, skipped}.
+local p, front = ARGV[1], ARGV[2] == '1'
+local conc0, delay0 = tonumber(ARGV[3]), tonumber(ARGV[4])
+local seq = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
+local moved, skipped, hosts = 0, 0, 0
+
+for i = 5, #ARGV, 2 do
+  local fp, prio = ARGV[i], tonumber(ARGV[i + 1])
+  local data = redis.call('HGET', p .. ':dead', fp)
+  if not data then
+    skipped = skipped + 1
+  else
+    local host, _, entry = split_fields(data, 3)  -- host \n reason \n entry
+    local hk = p .. ':h:' .. host
+    if redis.call('EXISTS', hk) == 0 then
+      redis.call('HSET', hk, 'n', 0, 'i', 0, 't', 0, 'a', 0, 'c', conc0, 'dl', delay0)
+      hosts = hosts + 1
+    end
+    local score = 0
+    if not front then
+      seq = seq + 1
+      score = -prio * 4294967296 + seq % 4294967296
+    end
+    redis.call('HDEL', p .. ':dead', fp)
+    redis.call('ZADD', p .. ':q:' .. host, score, entry)
+    redis.call('HINCRBY', hk, 'n', 1)
+    local st = redis.call('HMGET', hk, 'i', 't', 'c')
+    if tonumber(st[1]) < tonumber(st[3]) then
+      redis.call('ZADD', p .. ':ready', 'NX', st[2], host)
+    end
+    moved = moved + 1
+  end
+end
+
+if moved > 0 then
+  redis.call('HINCRBY', KEYS[1], 'dead', -moved)
+  redis.call('HINCRBY', KEYS[1], 'queued', moved)
+  if not front then redis.call('HSET', KEYS[1], 'seq', seq) end
+end
+if hosts > 0 then redis.call('HINCRBY', KEYS[1], 'hosts', hosts) end
+return {moved, skipped}
