@@ -12,8 +12,6 @@
 local p = ARGV[1]
 local conc0, delay0, budget = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local added, dups, refused, hosts = 0, 0, 0, 0
--- Queue order: higher priority first, then first come first served. The
--- partition's sequence number breaks ties (a double holds it exactly).
 local seq = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
 
 for i = 5, #ARGV, 6 do
@@ -32,17 +30,12 @@ for i = 5, #ARGV, 6 do
       redis.call('HSET', hk, 'n', 0, 'i', 0, 't', 0, 'a', 0, 'c', c, 'dl', d)
       hosts = hosts + 1
     end
-    local st = redis.call('HMGET', hk, 'i', 't', 'a', 'c')
-    if budget > 0 and tonumber(st[3]) >= budget then
+    if budget > 0 and tonumber(redis.call('HGET', hk, 'a')) >= budget then
       refused = refused + 1
     else
       seq = seq + 1
-      redis.call('ZADD', p .. ':q:' .. host, -tonumber(prio) * 4294967296 + seq % 4294967296, entry)
-      redis.call('HINCRBY', hk, 'n', 1)
       redis.call('HINCRBY', hk, 'a', 1)
-      if tonumber(st[1]) < tonumber(st[4]) then
-        redis.call('ZADD', p .. ':ready', 'NX', st[2], host)
-      end
+      push_url(p, host, queue_score(prio, seq), entry)
       added = added + 1
     end
   end

@@ -18,10 +18,6 @@ local rnd, jitter, move_max = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARG
 local now = now_ms()
 local ready = p .. ':ready'
 
-local function requeue(host, score, entry)
-  redis.call('ZADD', p .. ':q:' .. host, score, entry)
-  redis.call('HINCRBY', p .. ':h:' .. host, 'n', 1)
-end
 
 -- 1. Expired leases go back to their queues.
 local expired = redis.call('ZRANGEBYSCORE', p .. ':leased', '-inf', now, 'LIMIT', 0, move_max)
@@ -31,9 +27,8 @@ for _, fp in ipairs(expired) do
   redis.call('HDEL', p .. ':ld', fp)
   if data then
     local host, score, _, entry = split_fields(data, 4)  -- host, score, worker, entry
-    requeue(host, score, entry)
     redis.call('HINCRBY', p .. ':h:' .. host, 'i', -1)
-    refresh_host(p, host)
+    push_url(p, host, score, entry)
   end
 end
 if #expired > 0 then
@@ -50,8 +45,7 @@ for _, fp in ipairs(due) do
   redis.call('HDEL', p .. ':dd', fp)
   if data then
     local host, score, entry = split_fields(data, 3)
-    requeue(host, score, entry)
-    refresh_host(p, host)
+    push_url(p, host, score, entry)
   end
 end
 if #due > 0 then

@@ -18,6 +18,19 @@ local function refresh_host(p, host)
   end
 end
 
+-- Queue order: higher priority first, then first come first served; the
+-- partition's sequence number breaks ties (a double holds both exactly).
+local function queue_score(prio, seq)
+  return -tonumber(prio) * 4294967296 + seq % 4294967296
+end
+
+-- Put an entry in its host's queue and keep the ready set right.
+local function push_url(p, host, score, entry)
+  redis.call('ZADD', p .. ':q:' .. host, score, entry)
+  redis.call('HINCRBY', p .. ':h:' .. host, 'n', 1)
+  refresh_host(p, host)
+end
+
 -- Split "f1 \n f2 \n ... \n rest" into n fields; the last one keeps any
 -- newlines (an entry starts with a binary fingerprint).
 local function split_fields(data, n)

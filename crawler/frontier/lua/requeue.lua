@@ -35,15 +35,10 @@ for i = 5, #ARGV, 2 do
     local score = 0
     if not front then
       seq = seq + 1
-      score = -prio * 4294967296 + seq % 4294967296
+      score = queue_score(prio, seq)
     end
     redis.call('HDEL', p .. ':dead', fp)
-    redis.call('ZADD', p .. ':q:' .. host, score, entry)
-    redis.call('HINCRBY', hk, 'n', 1)
-    local st = redis.call('HMGET', hk, 'i', 't', 'c')
-    if tonumber(st[1]) < tonumber(st[3]) then
-      redis.call('ZADD', p .. ':ready', 'NX', st[2], host)
-    end
+    push_url(p, host, score, entry)
     moved = moved + 1
   end
 end
