@@ -173,3 +173,12 @@ def test_seen_buckets_are_intsets(harness: Harness, redis_url: str) -> None:
     keys = list(client.scan_iter(match=f"{harness.keys.prefix(0)[:-3]}*:s:*"))
     assert keys
     assert {client.object("encoding", k) for k in keys} == {b"intset"}
+
+
+def test_claim_never_leases_more_than_asked(harness: Harness) -> None:
+    f = harness.frontier
+    harness.run(f.admit([_admission(f"http://h{i}.test/") for i in range(50)]))
+    for n in (1, 2, 16):
+        assert len(harness.run(f.claim(n, "w")).leases) == n
+    # the rest are still claimable, wherever their partitions are
+    assert len(harness.run(f.claim(100, "w")).leases) == 50 - 19

@@ -41,6 +41,8 @@ class FrontierPacingMiddleware:
         scheduler = scheduler_of(self.crawler)
         if token is None or scheduler is None or scheduler.frontier is None:
             return
+        if not scheduler.may_gate:
+            return  # no delay anywhere: the gate could only ever say "now"
         host = scheduler.host_of(token)
         if host is None:
             return

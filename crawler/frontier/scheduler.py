@@ -198,6 +198,11 @@ class FrontierScheduler:
         downloader._delay = self.limits.delay_ms * (1 - self.limits.jitter) / 1000
         downloader._jitter = 0.0
 
+    @property
+    def may_gate(self) -> bool:
+        """Whether any host can have a gap between requests (else no gate needed)."""
+        return self.limits.delay_ms * (1 - self.limits.jitter) > 0 or bool(self.slot_settings)
+
     def host_of(self, token: str) -> str | None:
         """The host key of a lease this worker holds."""
         held = self.held.get(token)

@@ -139,35 +139,40 @@ class Frontier:
     async def claim(self, n: int, worker: str) -> ClaimResult:
         """Lease up to ``n`` URLs whose hosts may be contacted now.
 
-        The claim is spread over the partitions in one pipelined round trip;
-        partitions that gave all they were asked for are asked again for what
-        is missing (at most a few rounds), so a crawl whose ready hosts sit in
-        one partition is not starved.
+        The claim is spread over the partitions (starting at a rotating one)
+        in one pipelined round trip; what is missing is asked again of the
+        partitions that gave all they were asked for and of those not asked
+        yet (at most four rounds), so a crawl whose ready hosts sit in one
+        partition is not starved, and never more than ``n`` are leased.
         """
         parts = self.keys.partitions
         start = self._next_partition
         self._next_partition = (start + 1) % parts
         candidates = [(start + i) % parts for i in range(parts)]
         result = ClaimResult([], 0, None)
-        for _ in range(3):
+        for _ in range(4):
             missing = n - len(result.leases)
             if missing <= 0 or not candidates:
                 break
-            want = max(1, -(-missing // len(candidates)))
-            full = await self._claim_round(candidates, want, worker, result)
-            candidates = full
+            # Exactly ``missing`` in all: never lease more than the caller can
+            # start, or the extras would hold their hosts' slots while waiting.
+            q, r = divmod(missing, len(candidates))
+            asks = [(part, q + (i < r)) for i, part in enumerate(candidates)]
+            full = await self._claim_round([a for a in asks if a[1] > 0], worker, result)
+            candidates = full + [part for part, want in asks if want == 0]
         return result
 
     async def _claim_round(
-        self, partitions: list[int], want: int, worker: str, result: ClaimResult
+        self, asks: list[tuple[int, int]], worker: str, result: ClaimResult
     ) -> list[int]:
+        """One pipelined round; returns the partitions that gave all they were asked."""
         pipe = self.client.pipeline(transaction=False)
-        for part in partitions:
+        for part, want in asks:
             args = [self.keys.prefix(part), want, self.limits.lease_ms, worker,
                     random.random(), self.limits.jitter, self.limits.move_max]
             await self._claim(keys=[self.keys.counts(part)], args=args, client=pipe)
         full = []
-        for part, reply in zip(partitions, await pipe.execute(), strict=True):
+        for (part, want), reply in zip(asks, await pipe.execute(), strict=True):
             result.server_ms = max(result.server_ms, int(reply[0]))
             nxt = int(reply[1])
             if nxt >= 0:
