@@ -181,12 +181,14 @@ def host_key(url: str) -> str | None:
     written, so ``http://a/`` and ``http://a:80/`` share one key.
     """
     canon = canonical_url(url)
-    if canon is None:
-        return None
+    return None if canon is None else canonical_host_key(canon)
+
+
+def canonical_host_key(canon: str) -> str:
+    """:func:`host_key` of a URL already in canonical form, without redoing it."""
     parts = urlsplit(canon)
-    scheme = parts.scheme
-    port = parts.port or _DEFAULT_PORTS[scheme]
-    return f"{scheme}://{_netloc(parts.hostname or '', port)}"
+    port = parts.port or _DEFAULT_PORTS[parts.scheme]
+    return f"{parts.scheme}://{_netloc(parts.hostname or '', port)}"
 
 
 def url_fingerprint(canonical: str) -> bytes:

@@ -46,7 +46,7 @@ from crawler.frontier.embedded import EmbeddedRedis
 from crawler.frontier.keys import Keys
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, from_record, to_record
 from crawler.frontier.store import Admission, Frontier, Lease, Limits, Release
-from crawler.urls import canonical_url, host_key, stripper_from_settings, url_fingerprint
+from crawler.urls import canonical_host_key, canonical_url, stripper_from_settings, url_fingerprint
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -265,7 +265,7 @@ class FrontierScheduler:
         except RecordError as exc:
             logger.error("Frontier refused %s: %s", request.url, exc)
             return self._refuse(request, "unserializable")
-        host = host_key(canon) or ""
+        host = canonical_host_key(canon)
         self.pending_admissions.append(Admission(
             canon, host, url_fingerprint(canon), record, request.priority,
             self._host_config(request),

@@ -18,7 +18,7 @@ from scrapy.exceptions import NotConfigured
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
 from crawler.admission import TrapRules
-from crawler.urls import canonical_url, host_key, stripper_from_settings, url_fingerprint
+from crawler.urls import canonical_host_key, canonical_url, stripper_from_settings, url_fingerprint
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -77,7 +77,7 @@ class AdmissionMiddleware(BaseSpiderMiddleware):
     def _charge_host(self, canon: str) -> str | None:
         if not self.max_pages:
             return None
-        host = host_key(canon) or ""
+        host = canonical_host_key(canon)
         seen = self._admitted.setdefault(host, set())
         fingerprint = url_fingerprint(canon)
         if fingerprint in seen:
