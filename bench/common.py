@@ -281,3 +281,11 @@ def child_cpu_seconds() -> float:
 
 def python() -> str:
     return sys.executable
+
+
+#: The baseline: Scrapy's own scheduler (DownloaderAwarePriorityQueue), with
+#: the admission middleware the project's settings ask for in that case.
+SCRAPY_SCHEDULER: dict[str, Any] = {
+    "SCHEDULER": "scrapy.core.scheduler.Scheduler",
+    "SPIDER_MIDDLEWARES": {"crawler.middlewares.admission.AdmissionMiddleware": 850},
+}

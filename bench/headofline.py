@@ -36,7 +36,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.common import Check, Report, Table, finish, median, parse_args, spread
+from bench.common import (
+    SCRAPY_SCHEDULER,
+    Check,
+    Report,
+    Table,
+    finish,
+    median,
+    parse_args,
+    spread,
+)
 from bench.holweb import SLOW_HOST, HolWeb, max_in_flight
 from tests.crawl_runner import run_crawl
 
@@ -46,20 +55,16 @@ COMMON: dict[str, Any] = {
     "DOWNLOAD_DELAY": 0,
     "ROBOTSTXT_OBEY": False,
 }
-SCRAPY: dict[str, Any] = {
-    "SCHEDULER": "scrapy.core.scheduler.Scheduler",
-    "SPIDER_MIDDLEWARES": {"crawler.middlewares.admission.AdmissionMiddleware": 850},
-}
 SCHEDULERS: dict[str, dict[str, Any]] = {
     "frontier": {},
-    "scrapy": SCRAPY,
+    "scrapy": SCRAPY_SCHEDULER,
     # With DOWNLOAD_DELAY=0 Scrapy 2.19's downloader sends every request
     # queued in a slot at once (Downloader._process_queue counts a request as
     # transferring only when its task starts), so the slow host gets all its
     # pages in flight and never waits in the slot. A 1 ms delay takes the
     # other branch, which keeps CONCURRENT_REQUESTS_PER_DOMAIN: that is the
     # head-of-line blocking of a Scrapy crawl with any politeness delay.
-    "scrapy-1ms": {**SCRAPY, "DOWNLOAD_DELAY": 0.001},
+    "scrapy-1ms": {**SCRAPY_SCHEDULER, "DOWNLOAD_DELAY": 0.001},
 }
 TARGET_OURS = 1.1
 ISSUE_SCRAPY = 2.7

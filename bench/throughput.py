@@ -38,6 +38,7 @@ from typing import Any
 import redis
 
 from bench.common import (
+    SCRAPY_SCHEDULER,
     Check,
     Report,
     Table,
@@ -57,14 +58,10 @@ COMMON: dict[str, Any] = {
     "DOWNLOAD_DELAY": 0.05,
     "CONCURRENT_REQUESTS": 64,
 }
-SCRAPY: dict[str, Any] = {
-    "SCHEDULER": "scrapy.core.scheduler.Scheduler",
-    "SPIDER_MIDDLEWARES": {"crawler.middlewares.admission.AdmissionMiddleware": 850},
-}
 VARIANTS: dict[str, dict[str, Any]] = {
     "frontier": {},
-    "scrapy": SCRAPY,
-    "scrapy-mem": {**SCRAPY, "JOBDIR": ""},
+    "scrapy": SCRAPY_SCHEDULER,
+    "scrapy-mem": {**SCRAPY_SCHEDULER, "JOBDIR": ""},
 }
 
 
