@@ -191,6 +191,17 @@ def canonical_host_key(canon: str) -> str:
     return f"{parts.scheme}://{_netloc(parts.hostname or '', port)}"
 
 
+def host_origin(host: str) -> str:
+    """The origin a canonical URL of ``host`` (a host key) starts with.
+
+    Canonical URLs leave the default port out, host keys always write it:
+    ``http://a.test:80`` -> ``http://a.test``.
+    """
+    scheme, _, netloc = host.partition("://")
+    default = f":{_DEFAULT_PORTS.get(scheme, 0)}"
+    return f"{scheme}://{netloc.removesuffix(default)}"
+
+
 def url_fingerprint(canonical: str) -> bytes:
     """A stable 16-byte digest of a canonical URL (same on every machine).
 

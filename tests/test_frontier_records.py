@@ -9,6 +9,7 @@ import pytest
 from scrapy import Request, Spider
 
 from crawler.frontier.records import RecordError, from_record, to_record
+from crawler.spiders.broad import BroadSpider
 
 
 class _Spider(Spider):
@@ -65,3 +66,59 @@ def test_default_callback_is_left_out() -> None:
 def test_unserializable_requests_name_the_field(kwargs: dict, field: str) -> None:
     with pytest.raises(RecordError, match=re.escape(f"field '{field}'")):
         to_record(Request("http://a.test/", **kwargs), "http://a.test/", _Spider(), KEYS)
+
+
+@pytest.mark.parametrize(
+    ("url", "host", "stored"),
+    [
+        ("http://a.test/p/1?q=2", "http://a.test:80", "/p/1?q=2"),
+        ("https://a.test/", "https://a.test:443", "/"),
+        ("http://a.test:8080/x", "http://a.test:8080", "/x"),
+        ("http://[::1]:8080/x", "http://[::1]:8080", "/x"),
+        # Another origin (never the case in the frontier) stays absolute.
+        ("http://b.test/x", "http://a.test:80", "http://b.test/x"),
+    ],
+)
+def test_records_stored_with_their_host_leave_the_origin_out(
+    url: str, host: str, stored: str
+) -> None:
+    spider = _Spider()
+    request = Request(url, callback=spider.parse,
+                      meta={"referrer": url.rsplit("/", 1)[0] + "/", "depth": 1})
+    record = to_record(request, url, spider, KEYS, host)
+    data = json.loads(record)
+    assert data["u"] == stored
+    back = from_record(record, spider, host)
+    assert back.url == url
+    assert back.meta["referrer"] == request.meta["referrer"]
+
+
+def test_relative_record_without_its_host_is_an_error() -> None:
+    spider = _Spider()
+    record = to_record(Request("http://a.test/x"), "http://a.test/x", spider, KEYS,
+                       "http://a.test:80")
+    with pytest.raises(RecordError, match="'u'"):
+        from_record(record, spider)
+
+
+def test_a_link_record_fits_a_compact_sorted_set_member() -> None:
+    # What the broad spider queues for a link: 16 fingerprint bytes + record
+    # must stay within Redis's default zset-max-listpack-value (64) for short paths.
+    spider = BroadSpider(seeds="-")
+    request = Request("http://h00001.test/p/1", callback=spider.parse, errback=spider.on_error,
+                      priority=-1, meta={"referrer": "http://h00001.test/", "depth": 1})
+    record = to_record(request, request.url, spider, ("referrer",), "http://h00001.test:80")
+    assert 16 + len(record.encode()) <= 64, record
+
+
+def test_spider_default_errback_is_left_out_but_none_survives() -> None:
+    class WithDefault(_Spider):
+        frontier_errback = "on_error"
+
+    spider = WithDefault()
+    with_eb = to_record(Request("http://a.test/", errback=spider.on_error), "http://a.test/",
+                        spider, KEYS)
+    without = to_record(Request("http://a.test/"), "http://a.test/", spider, KEYS)
+    assert "eb" not in json.loads(with_eb)
+    assert from_record(with_eb, spider).errback == spider.on_error
+    assert from_record(without, spider).errback is None

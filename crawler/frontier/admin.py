@@ -28,6 +28,7 @@ from redis.retry import Retry
 
 from crawler.frontier.embedded import EmbeddedRedis
 from crawler.frontier.keys import Keys, partition_of
+from crawler.frontier.records import record_url
 from crawler.frontier.store import STATES, script_source
 from crawler.urls import host_key
 
@@ -285,7 +286,7 @@ def parse_dead(fingerprint: bytes, value: bytes) -> DeadLetter:
     host, reason_raw, entry = parts
     record = entry[16:].decode("utf-8", "replace")
     try:
-        url = str(json.loads(record).get("u", ""))
+        url = record_url(json.loads(record), host.decode())
     except (ValueError, AttributeError):
         url = ""
     text = reason_raw.decode("utf-8", "replace")

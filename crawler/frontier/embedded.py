@@ -22,6 +22,15 @@ from redis.retry import Retry
 
 logger = logging.getLogger(__name__)
 
+#: The memory settings the embedded server runs with (``bench/memory.py``
+#: measures them). Fingerprint buckets stay compact intsets up to 1024
+#: members; host queue members (16-byte fingerprint + record) stay in compact
+#: sorted sets up to 256 bytes, which covers long URLs too.
+MEMORY_FLAGS: tuple[str, ...] = (
+    "--set-max-intset-entries", "1024",
+    "--zset-max-ziplist-value", "256",
+)
+
 _MAX_SOCKET_PATH = 100  # sockaddr_un allows ~107 bytes
 
 
@@ -90,12 +99,7 @@ class EmbeddedRedis:
             "--dir", d, "--daemonize", "yes",
             "--pidfile", f"{d}/redis.pid", "--logfile", f"{d}/redis.log",
             "--appendonly", "yes", "--appendfsync", "everysec", "--save", "",
-            # Fingerprint buckets stay compact intsets up to this size.
-            "--set-max-intset-entries", "1024",
-            # Host queues hold fingerprint + JSON record (~120 bytes): allow
-            # such members in compact sorted sets (measured: ~280 -> ~165 B
-            # per queued URL, bench/memory.py).
-            "--zset-max-ziplist-value", "256",
+            *MEMORY_FLAGS,
         ]
 
     def stop(self) -> None:

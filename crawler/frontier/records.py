@@ -2,13 +2,22 @@
 
 A record is a JSON object with short keys::
 
-    {"u": "http://a.test/p/1",   # canonical URL
+    {"u": "/p/1",                # canonical URL, without its origin when
+                                 # stored with its host (always, in the frontier)
      "d": 2,                     # depth
      "p": -2,                    # priority (omitted when 0)
      "cb": "parse",              # spider method for the callback (omitted: parse)
-     "eb": "on_error",           # spider method for the errback (omitted: none)
+     "eb": "on_error",           # spider method for the errback (omitted: the
+                                 # spider's ``frontier_errback``, else none;
+                                 # "" for none when the spider has one)
      "k": {...},                 # cb_kwargs (omitted when empty)
+     "r": "/",                   # meta "referrer" on the same origin, relative
      "m": {...}}                 # whitelisted meta (FRONTIER_META_KEYS)
+
+Host queues hold millions of records, and every one of them would repeat
+its host: writing URLs (and same-site referrers) relative to the host's
+origin keeps a typical record under 64 bytes, the size up to which Redis
+keeps a sorted set in its compact encoding (about half the memory).
 
 What a user gives up against an in-memory scheduler: callbacks must be
 methods of the spider (no lambdas or functions of other objects), only
@@ -24,6 +33,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from scrapy import Request, Spider
+
+from crawler.urls import host_origin
 
 #: Meta keys that survive the trip through Redis by default.
 DEFAULT_META_KEYS: tuple[str, ...] = (
@@ -47,23 +58,41 @@ class RecordError(ValueError):
     """A request that cannot cross Redis; the message names the field."""
 
 
-def to_record(request: Request, url: str, spider: Spider, meta_keys: Iterable[str]) -> str:
-    """Serialize ``request`` (with its canonical ``url``) to a JSON record."""
+def to_record(
+    request: Request, url: str, spider: Spider, meta_keys: Iterable[str], host: str | None = None
+) -> str:
+    """Serialize ``request`` (with its canonical ``url``) to a JSON record.
+
+    With ``host`` (the URL's host key) the URL and a same-origin referrer
+    are written relative to the host's origin; :func:`from_record` must then
+    be given the same host.
+    """
     if request.method != "GET":
         raise RecordError(f"field 'method': only GET requests can be queued, not {request.method}")
     if request.body:
         raise RecordError("field 'body': requests with a body cannot be queued")
-    record: dict[str, Any] = {"u": url, "d": int(request.meta.get("depth", 0))}
+    origin = host_origin(host) + "/" if host else None
+    record: dict[str, Any] = {"u": _relative(url, origin), "d": int(request.meta.get("depth", 0))}
     if request.priority:
         record["p"] = int(request.priority)
     _add_callback(record, "cb", request.callback, spider, default="parse")
-    _add_callback(record, "eb", request.errback, spider, default=None)
+    default_eb = getattr(spider, "frontier_errback", None)
+    if request.errback is None and default_eb:
+        record["eb"] = ""
+    _add_callback(record, "eb", request.errback, spider, default=default_eb)
     if request.cb_kwargs:
         record["k"] = _jsonable("cb_kwargs", request.cb_kwargs)
     meta = {k: request.meta[k] for k in meta_keys if k in request.meta and k != "depth"}
+    referrer = meta.get("referrer")
+    if origin and isinstance(referrer, str) and referrer.startswith(origin):
+        record["r"] = _relative(meta.pop("referrer"), origin)
     if meta:
         record["m"] = {k: _jsonable(f"meta[{k!r}]", v) for k, v in meta.items()}
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
+
+
+def _relative(url: str, origin: str | None) -> str:
+    return url[len(origin) - 1:] if origin and url.startswith(origin) else url
 
 
 def _add_callback(
@@ -87,14 +116,30 @@ def _jsonable(field: str, value: Any) -> Any:
     return value
 
 
-def from_record(record: str, spider: Spider) -> Request:
+def record_url(data: dict[str, Any], host: str | None = None) -> str:
+    """The absolute URL of a decoded record (stored with ``host``)."""
+    return _absolute(str(data.get("u", "")), host)
+
+
+def _absolute(url: str, host: str | None) -> str:
+    if url.startswith("/"):
+        if not host:
+            raise RecordError("field 'u': a relative URL needs its host")
+        return host_origin(host) + url
+    return url
+
+
+def from_record(record: str, spider: Spider, host: str | None = None) -> Request:
     """Rebuild the request of a record (callbacks looked up on the spider)."""
     data = json.loads(record)
     meta = dict(data.get("m", {}))
     meta["depth"] = data.get("d", 0)
-    errback = getattr(spider, data["eb"]) if "eb" in data else None
+    if "r" in data:
+        meta["referrer"] = _absolute(data["r"], host)
+    eb = data.get("eb", getattr(spider, "frontier_errback", None))
+    errback = getattr(spider, eb) if eb else None
     return Request(
-        data["u"],
+        record_url(data, host),
         callback=getattr(spider, data.get("cb", "parse")),
         errback=errback,
         priority=data.get("p", 0),

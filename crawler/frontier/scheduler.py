@@ -260,12 +260,12 @@ class FrontierScheduler:
         if trap is not None:
             return self._refuse(request, trap)
         assert self.spider is not None
+        host = canonical_host_key(canon)
         try:
-            record = to_record(request, canon, self.spider, self.meta_keys)
+            record = to_record(request, canon, self.spider, self.meta_keys, host)
         except RecordError as exc:
             logger.error("Frontier refused %s: %s", request.url, exc)
             return self._refuse(request, "unserializable")
-        host = canonical_host_key(canon)
         self.pending_admissions.append(Admission(
             canon, host, url_fingerprint(canon), record, request.priority,
             self._host_config(request),
@@ -280,7 +280,7 @@ class FrontierScheduler:
         self.transferred.add(token)
         assert self.spider is not None and canon is not None
         try:
-            record = to_record(request, canon, self.spider, self.meta_keys)
+            record = to_record(request, canon, self.spider, self.meta_keys, lease.host)
         except RecordError:
             record = ""
         self.pending_releases.append(
@@ -442,7 +442,7 @@ class FrontierScheduler:
         self._redis_ok()
         self._claiming = False
         for lease in result.leases:
-            request = from_record(lease.record, self.spider)
+            request = from_record(lease.record, self.spider, lease.host)
             request.meta[LEASE_META] = lease.token
             request.meta["_frontier_claimed"] = time.monotonic()
             self.held[lease.token] = (lease, request.url)
