@@ -140,16 +140,16 @@ class UrlFactory:
     def make(self, host_index: int, page: int) -> Url:
         name = f"h{host_index:05d}.test"
         url, referrer = f"http://{name}/p/{page}", f"http://{name}/"
-        record = '{"u":"/p/%d","d":1,"p":-1,"r":"/"}' % page
+        record = f'{{"u":"/p/{page}","d":1,"p":-1,"r":"/"}}'
         long_path = LONG_PATH.format(page=page)
-        long_record = '{"u":"%s","d":1,"p":-1,"r":"/"}' % long_path
+        long_record = f'{{"u":"{long_path}","d":1,"p":-1,"r":"/"}}'
         as_dict = {**self.dict_template, "url": url,
                    "meta": {"referrer": referrer, "depth": 1}}
         sha1 = hashlib.sha1(json.dumps({"method": "GET", "url": url, "body": ""},
                                        sort_keys=True).encode()).hexdigest()
         host = f"http://{name}:80"
         item = Url(url, host, url_fingerprint(url), record,
-                   '{"u":"/p/%d","d":1}' % page, f"http://{name}{long_path}",
+                   f'{{"u":"/p/{page}","d":1}}', f"http://{name}{long_path}",
                    url_fingerprint(f"http://{name}{long_path}"), long_record,
                    sha1, pickle.dumps(as_dict, protocol=-1))
         if self.checked < 50:  # the templates are exactly what the real code writes
