@@ -187,6 +187,23 @@ def test_status_counts_hosts_and_workers(world: World) -> None:
     assert [(w.id, w.state, w.held) for w in st.workers] == [
         ("box:1", "alive", 4), ("box:2", "gone", 1), ("broken", "?", None)]
     assert st.partitions == PARTITIONS and not st.layout_found
+    # just admitted: the oldest queue head has waited under the 10 s mark step
+    assert st.oldest_queued_s is not None and 0 <= st.oldest_queued_s <= 10
+
+
+def test_status_reads_the_oldest_queue_head_age_from_time_marks(world: World) -> None:
+    sec = int(world.client.time()[0])
+    for part in range(PARTITIONS):  # as if every URL so far was admitted an hour ago
+        marks = f"{world.keys.prefix(part)}:e"
+        if world.client.exists(marks):
+            world.client.delete(marks)
+            world.client.zadd(marks, {str(sec - 3600): 1})
+    assert 3600 <= world.admin.status().oldest_queued_s <= 3610
+    world.admit("http://new.test/1")  # a fresh URL does not hide the old ones
+    assert world.admin.status().oldest_queued_s >= 3600
+    for lease in world.claim_all("w9"):  # nothing queued: no age
+        world.release("w9", Release(lease.host, lease.fingerprint, "done"))
+    assert world.admin.status().oldest_queued_s is None
 
 
 def test_stored_layout_wins_over_settings(world: World) -> None:
@@ -263,9 +280,15 @@ def test_drop_host_makes_its_urls_dead_and_unclaimable(world: World) -> None:
     assert world.client.zscore(world.keys.ready(part), A) is None
     with pytest.raises(AdminError, match="not in the frontier"):
         world.admin.drop_host("http://nowhere.test:80")
-    # a drop is undone by requeueing its dead letters
+    # the drop lasts: new links to the host are refused, and not marked seen
+    late = [_admission("http://a.test/late"), _admission("http://b.test/late")]
+    result = world.run(world.frontier.admit(late))
+    assert (result.added, result.blocked) == (1, 1)
+    assert world.assert_consistent()["blocked"] == 1
+    # a drop is undone by requeueing its dead letters, and the host unblocked
     assert world.admin.requeue(reason="dropped", host=A) == 3
-    assert world.assert_consistent()["queued"] == 3
+    assert world.assert_consistent()["queued"] == 4
+    assert world.run(world.frontier.admit(late[:1])).added == 1
 
 
 # ---------------------------------------------------------------------- the command
@@ -310,6 +333,7 @@ def test_command_dead_requeue_drop_host(world: World, redis_url: str,
         1, f"host http://nowhere.test:80 is not in the frontier {namespace}")
     code, out, _ = _scrapy(monkeypatch, capsys, "status", **opts)
     assert code == 0 and f"Frontier {namespace} at {redis_url}" in out
+    assert "Oldest queued URL waiting 0s (+-10 s)" in out
     counts = world.assert_consistent()
     assert (counts["queued"], counts["dead"]) == (6, 3)
 

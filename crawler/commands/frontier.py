@@ -74,7 +74,8 @@ class Command(ScrapyCommand):
             "status: counts, hosts and workers (--watch SECONDS to refresh, --json). "
             "dead: list dead letters (--reason, --host, --limit). "
             "requeue: put dead letters back in their queues (--reason, --host, --front). "
-            "drop-host HOST: make a host's queued URLs dead letters (reason 'dropped'). "
+            "drop-host HOST: make a host's queued URLs dead letters (reason 'dropped') and "
+            "refuse its new links until requeue --host HOST. "
             "Redis: --redis-url or REDIS_URL, else the embedded Redis of JOBDIR or "
             ".scrapy/frontier/SPIDER."
         )
@@ -201,12 +202,14 @@ def _filters(reason: str | None, host: str | None) -> str:
 
 
 def _ago(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
+    return "?" if seconds is None else f"{_duration(seconds)} ago"
+
+
+def _duration(seconds: float) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
-            return f"{seconds / size:.0f}{unit} ago"
-    return f"{seconds:.0f}s ago"
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
 
 
 def table(rows: Sequence[Sequence[Any]], left: Iterable[int] = (0,), indent: str = "") -> str:
@@ -237,6 +240,8 @@ def format_status(st: Status, url: str, max_workers: int = MAX_WORKER_ROWS) -> s
         table([["Hosts", "total", "ready now", "paced", "busy/other"],
                ["", h["total"], h["ready_now"], h["paced"], h["other"]]]),
     ]
+    if st.oldest_queued_s is not None:
+        lines.append(f"Oldest queued URL waiting {_duration(st.oldest_queued_s)} (+-10 s)")
     alive = [w for w in st.workers if w.state == "alive"]
     held = sum(w.held or 0 for w in alive)
     lines.append(f"Workers  {len(alive)} alive, {len(st.workers) - len(alive)} gone; "
@@ -319,5 +324,5 @@ def _drop_host(admin: FrontierAdmin, text: str) -> None:
     print(f"dropped {host}: {result.queued:,} queued and {result.delayed:,} delayed URL(s) "
           f'are now dead letters (reason "dropped"); {result.in_flight:,} in flight '
           "finish with their workers")
-    print("links to it found later are still admitted; undo with: scrapy frontier requeue "
+    print("new links to it are refused until you undo the drop with: scrapy frontier requeue "
           f"--reason dropped --host {host}")

@@ -33,7 +33,7 @@ from crawler.frontier.store import STATES, script_source
 from crawler.urls import host_key
 
 #: Counters shown besides the states, in this order.
-EXTRA_COUNTS = ("dup", "refused", "expired", "hosts")
+EXTRA_COUNTS = ("dup", "refused", "blocked", "expired", "hosts")
 #: A worker whose last heartbeat is older than this is shown as gone. Workers
 #: beat every FRONTIER_LEASE_SECONDS / 3 (20 s by default): three missed beats.
 ALIVE_SECONDS = 60.0
@@ -242,6 +242,9 @@ class Status:
     counts: dict[str, int]
     hosts: dict[str, int]
     workers: list[Worker] = field(default_factory=list)
+    #: Seconds the oldest queue head has waited since admission (+-10 s);
+    #: None when nothing is queued or no time mark covers it.
+    oldest_queued_s: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -344,12 +347,7 @@ class FrontierAdmin:
     # --- status
 
     def status(self) -> Status:
-        """Counts, hosts by state and workers, in two round trips.
-
-        The age of the oldest queued URL is not shown: records carry no
-        enqueue time and queue scores are sequence numbers, so it would
-        need a full scan of every host queue.
-        """
+        """Counts, hosts by state, workers and the oldest queued URL's age."""
         sec, usec = self.client.time()
         now_ms = sec * 1000 + usec // 1000
         pipe = self.client.pipeline(transaction=False)
@@ -371,8 +369,49 @@ class FrontierAdmin:
             paced += int(replies[3 * i + 2])
         hosts = {"total": counts["hosts"], "ready_now": ready_now, "paced": paced,
                  "other": max(0, counts["hosts"] - ready_now - paced)}
+        oldest = self.oldest_queued_age(sec) if counts["queued"] else None
         return Status(self.keys.namespace, self.keys.partitions, self.layout_found, counts,
-                      hosts, self._workers(replies[-1]))
+                      hosts, self._workers(replies[-1]), oldest)
+
+    def oldest_queued_age(self, now_s: int) -> float | None:
+        """How long the oldest head of a host queue has waited, in seconds.
+
+        Queue scores are sequence numbers (priority aside), and admit.lua
+        leaves a time mark per partition at most every 10 s, so a head's age
+        is read from the last mark at or before its number. Finding the
+        heads scans the host queues' keys: about a second for 100k hosts,
+        fine for an operator's command, never done by workers.
+        """
+        heads: dict[int, int] = {}
+        batch: list[bytes] = []
+        for key in self.client.scan_iter(match=self._queue_pattern(), count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                self._queue_heads(batch, heads)
+                batch = []
+        if batch:
+            self._queue_heads(batch, heads)
+        pipe = self.client.pipeline(transaction=False)
+        for part, seq in heads.items():
+            pipe.zrevrangebyscore(f"{self.keys.prefix(part)}:e", seq, "-inf", start=0, num=1)
+        marks = [int(m[0]) for m in pipe.execute() if m]
+        return float(max(0, now_s - min(marks))) if marks else None
+
+    def _queue_pattern(self) -> str:
+        ns = "".join(f"\\{c}" if c in "*?[]\\" else c for c in self.keys.namespace)
+        return f"{{{ns}/p*}}:q:*"
+
+    def _queue_heads(self, keys: list[bytes], heads: dict[int, int]) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.zrange(key, 0, 0, withscores=True)
+        for key, head in zip(keys, pipe.execute(), strict=True):
+            if not head:
+                continue
+            seq = int(head[0][1]) % 4294967296  # score = -priority * 2**32 + seq
+            part = int(key.split(b"}:q:", 1)[0].rsplit(b"/p", 1)[1])
+            if seq and (part not in heads or seq < heads[part]):
+                heads[part] = seq
 
     def _workers(self, raw: dict[bytes, bytes]) -> list[Worker]:
         now = time.time()
@@ -439,6 +478,8 @@ class FrontierAdmin:
                     batch = []
             if batch:
                 moved += self._requeue_batch(part, batch, front)
+        if host:  # a dropped host with nothing dead left is unblocked all the same
+            self.client.hdel(self.keys.host(self.partition(host), host), "b")
         return moved
 
     def _requeue_batch(self, part: int, batch: list[bytes | int], front: bool) -> int:
@@ -454,8 +495,9 @@ class FrontierAdmin:
     def drop_host(self, host: str) -> DropResult:
         """Make a host's queued and delayed URLs dead letters (reason "dropped").
 
-        URLs in flight finish with their workers. Links to the host found
-        later are admitted again: the frontier has no block list yet.
+        URLs in flight finish with their workers. The host stays blocked:
+        links to it found later are refused (counted as ``blocked``) until
+        ``requeue`` brings any of its dead letters back.
         """
         if not self.known_host(host):
             raise AdminError(f"host {host} is not in the frontier {self.keys.namespace}")

@@ -26,6 +26,7 @@ key                 type       holds
 ``PP:dd``           hash       fingerprint -> host, score, entry
 ``PP:dead``         hash       fingerprint -> host, reason, entry
 ``PP:s:BUCKET``     set        seen fingerprints (64-bit integers: intsets)
+``PP:e``            zset       time marks: admission time (s) by first seq
 ==================  =========  ===============================================
 
 Global keys (no hash tag, never touched by scripts): ``ns:workers``.

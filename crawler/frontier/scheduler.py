@@ -418,6 +418,8 @@ class FrontierScheduler:
             self.stats.inc_value("frontier/duplicates", result.duplicates)
             if result.refused:
                 self.stats.inc_value("frontier/refused/host-budget", result.refused)
+            if result.blocked:
+                self.stats.inc_value("frontier/refused/dropped-host", result.blocked)
             if stale:
                 self.stats.inc_value("frontier/leases/stale", stale)
 

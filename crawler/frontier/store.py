@@ -80,7 +80,8 @@ class ClaimResult:
 class AdmitResult:
     added: int = 0
     duplicates: int = 0
-    refused: int = 0
+    refused: int = 0  # over the host's budget
+    blocked: int = 0  # the host was dropped
 
 
 @dataclass(slots=True)
@@ -130,10 +131,11 @@ class Frontier:
             head = [self.keys.prefix(part), self.limits.concurrency, self.limits.delay_ms,
                     self.limits.budget]
             await self._admit(keys=[self.keys.counts(part)], args=head + args, client=pipe)
-        for added, dups, refused in await pipe.execute():
+        for added, dups, refused, blocked in await pipe.execute():
             result.added += added
             result.duplicates += dups
             result.refused += refused
+            result.blocked += blocked
         return result
 
     async def claim(self, n: int, worker: str) -> ClaimResult:

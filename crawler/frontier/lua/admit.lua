@@ -8,17 +8,21 @@
 -- then 6 values per URL:
 --   seen bucket, seen member (int64 as text), host key, priority,
 --   entry (16-byte fingerprint .. JSON record), host config ("" or "conc:delay_ms")
--- Returns {added, duplicates, refused}.
+-- A URL of a dropped host (field b = 1, set by drop_host.lua) is refused
+-- before the seen set is touched, so requeueing the host admits it later.
+-- Returns {added, duplicates, refused (budget), blocked}.
 local p = ARGV[1]
 local conc0, delay0, budget = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local added, dups, refused, hosts = 0, 0, 0, 0
+local added, dups, refused, hosts, blocked = 0, 0, 0, 0, 0
 local seq = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
 
 for i = 5, #ARGV, 6 do
   local bucket, member, host, prio, entry, conf =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   local hk = p .. ':h:' .. host
-  if redis.call('SADD', p .. ':s:' .. bucket, member) == 0 then
+  if redis.call('HGET', hk, 'b') == '1' then
+    blocked = blocked + 1
+  elseif redis.call('SADD', p .. ':s:' .. bucket, member) == 0 then
     dups = dups + 1
   else
     if redis.call('EXISTS', hk) == 0 then
@@ -44,8 +48,18 @@ end
 if added > 0 then
   redis.call('HINCRBY', KEYS[1], 'queued', added)
   redis.call('HSET', KEYS[1], 'seq', seq)
+  -- Time marks: queue scores are sequence numbers, so ":e" maps the first
+  -- sequence number admitted at a time (score) to that time in seconds
+  -- (member), one mark per 10 s at most; `scrapy frontier status` finds the
+  -- age of a queued URL from the last mark at or before its number.
+  local now_s = tonumber(redis.call('TIME')[1])
+  local last = redis.call('ZRANGE', p .. ':e', -1, -1)
+  if #last == 0 or now_s - tonumber(last[1]) >= 10 then
+    redis.call('ZADD', p .. ':e', seq - added + 1, now_s)
+  end
 end
 if dups > 0 then redis.call('HINCRBY', KEYS[1], 'dup', dups) end
 if refused > 0 then redis.call('HINCRBY', KEYS[1], 'refused', refused) end
 if hosts > 0 then redis.call('HINCRBY', KEYS[1], 'hosts', hosts) end
-return {added, dups, refused}
+if blocked > 0 then redis.call('HINCRBY', KEYS[1], 'blocked', blocked) end
+return {added, dups, refused, blocked}

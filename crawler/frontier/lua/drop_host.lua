@@ -1,4 +1,6 @@
--- Drop a host: its queued (and given delayed) URLs become dead letters.
+-- Drop a host: its queued (and given delayed) URLs become dead letters, and
+-- the host is blocked (field b = 1): admit.lua refuses its new URLs until
+-- requeue.lua brings any of its dead letters back.
 -- (common.lua is prepended: split_fields, refresh_host.)
 --
 -- Called repeatedly until it returns no more queued URLs: each call moves at
@@ -16,6 +18,7 @@
 local p, host, reason, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 local hk, qk = p .. ':h:' .. host, p .. ':q:' .. host
 if redis.call('EXISTS', hk) == 0 then return {0, 0, 0} end
+redis.call('HSET', hk, 'b', 1)
 
 local popped = redis.call('ZPOPMIN', qk, max)
 local queued = #popped / 2

@@ -1,4 +1,5 @@
--- Move dead letters of one partition back to their hosts' queues.
+-- Move dead letters of one partition back to their hosts' queues (and
+-- unblock their hosts: requeueing a dropped host's URLs undoes the drop).
 -- (common.lua is prepended: split_fields.)
 --
 -- The client picks the dead letters (it scans and filters the dead hash by
@@ -38,6 +39,7 @@ for i = 5, #ARGV, 2 do
       score = queue_score(prio, seq)
     end
     redis.call('HDEL', p .. ':dead', fp)
+    redis.call('HDEL', hk, 'b')
     push_url(p, host, score, entry)
     moved = moved + 1
   end
