@@ -64,6 +64,13 @@ FRONTIER_LEASE_SECONDS = 60
 # Keep a worker alive this long with an empty frontier, for shared crawls fed
 # from outside (0: close as soon as nothing is queued, leased or delayed).
 FRONTIER_IDLE_WAIT = 0
+# Seed lines pushed onto this Redis list (scrapy-redis's setting; %(name)s is
+# the spider's name) are crawled by every worker of the frontier, also while
+# it runs; "" turns the feed off. Taken in batches, never lost to a crash.
+REDIS_START_URLS_KEY = "%(name)s:start_urls"
+REDIS_START_URLS_BATCH_SIZE = 100
+# How often an empty seed list is looked at again.
+REDIS_START_URLS_POLL_SECONDS = 1.0
 DOWNLOADER_MIDDLEWARES = {
     # Next to the downloader, so it sees every download error first.
     "crawler.frontier.scheduler.FrontierOutcomeMiddleware": 950,

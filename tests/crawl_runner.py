@@ -57,10 +57,11 @@ def proxy_env(proxy_url: str) -> dict[str, str]:
     return env
 
 
-def crawl_command(seeds: Path, items: Path, settings: dict[str, Any]) -> list[str]:
+def crawl_command(seeds: Path | None, items: Path, settings: dict[str, Any]) -> list[str]:
     """``scrapy crawl broad`` with JSON-lines items (metadata only) and settings."""
     feeds = {str(items): {"format": "jsonlines", "fields": _ITEM_FIELDS, "overwrite": True}}
-    command = [sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"seeds={seeds}",
+    command = [sys.executable, "-m", "scrapy", "crawl", "broad",
+               *(["-a", f"seeds={seeds}"] if seeds is not None else []),
                "-s", f"FEEDS={json.dumps(feeds)}"]
     for name, value in {**TEST_SETTINGS, **settings}.items():
         shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
@@ -70,7 +71,7 @@ def crawl_command(seeds: Path, items: Path, settings: dict[str, Any]) -> list[st
 
 def start_crawl(
     proxy_url: str,
-    seeds: list[str],
+    seeds: list[str] | None,
     workdir: Path,
     settings: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
@@ -78,11 +79,14 @@ def start_crawl(
     """Start ``scrapy crawl broad`` in the background (its log goes to workdir/crawl.log).
 
     Without a ``JOBDIR`` in ``settings`` the crawl gets a fresh one in
-    ``workdir``, so its embedded frontier starts empty.
+    ``workdir``, so its embedded frontier starts empty. With ``seeds=None``
+    the crawl gets no seed file (it joins or resumes a frontier).
     """
     workdir.mkdir(parents=True, exist_ok=True)
-    seeds_path = workdir / "seeds.txt"
-    seeds_path.write_text("".join(f"{s}\n" for s in seeds))
+    seeds_path = None
+    if seeds is not None:
+        seeds_path = workdir / "seeds.txt"
+        seeds_path.write_text("".join(f"{s}\n" for s in seeds))
     settings = {"JOBDIR": str(workdir / "job"), **(settings or {})}
     log = (workdir / "crawl.log").open("w")
     try:

@@ -127,6 +127,46 @@ def test_killed_worker_loses_nothing(
     assert counts["expired"] >= leased_at_kill
 
 
+def test_seeds_pushed_to_redis_feed_a_worker_that_joins_without_seeds(
+    sim: SimWebProcess, redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    sim.reset()
+    web = sim.web
+    seeds = web.seed_urls()
+    half = len(seeds) // 2
+    namespace, key = redis_prefix + "feed", redis_prefix + "start_urls"
+    # The idle wait keeps a worker whose frontier ran dry listening for seeds.
+    settings = _shared_settings(redis_url, namespace, REDIS_START_URLS_KEY=key,
+                                REDIS_START_URLS_POLL_SECONDS=0.2, FRONTIER_IDLE_WAIT=2)
+    started = time.monotonic()
+    first = start_crawl(sim.proxy_url, seeds[:half], tmp_path / "a",
+                        {**settings, "FRONTIER_WORKER_ID": "a"})
+    client = redis.Redis.from_url(redis_url)
+    done_keys = [f"{{{namespace}/p{p}}}:n" for p in range(4)]
+    deadline = time.monotonic() + 60
+    while sum(int(client.hget(k, "done") or 0) for k in done_keys) < 100:
+        assert time.monotonic() < deadline and first.poll() is None
+        time.sleep(0.1)
+    # The rest of the seeds arrive through Redis (with one bad line), while a
+    # second worker with no seed file joins the running crawl.
+    client.rpush(key, "not-a-url", *seeds[half:])
+    second = start_crawl(sim.proxy_url, None, tmp_path / "b",
+                         {**settings, "FRONTIER_WORKER_ID": "b"})
+    results = [finish_crawl(first, tmp_path / "a", started),
+               finish_crawl(second, tmp_path / "b", started)]
+    for result in results:
+        assert result.returncode == 0, result.log[-3000:]
+    fetched = _page_counts(web, sim.ledger())
+    assert _expected(web) - set(fetched) == set(), "pages of fed seeds were not crawled"
+    assert {k: n for k, n in fetched.items() if n > 1} == {}
+    assert int(results[1].stat("frontier/leases/done") or 0) > 50, "the joiner did no work"
+    assert sum(int(r.stat("seeds/loaded") or 0) for r in results) == len(seeds)
+    assert sum(int(r.stat("seeds/malformed") or 0) for r in results) == 1
+    logs = results[0].log + results[1].log
+    assert f"Skipping seed line {key} (Redis list):1: no http:// or https:// scheme" in logs
+    assert client.llen(key) == 0 and client.hlen(f"{{{key}}}:taken") == 0
+
+
 def test_redis_restart_loses_nothing(sim: SimWebProcess, tmp_path: Path) -> None:
     sim.reset()
     web = sim.web

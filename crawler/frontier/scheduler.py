@@ -45,6 +45,7 @@ from crawler.frontier.admin import safe_url
 from crawler.frontier.embedded import EmbeddedRedis
 from crawler.frontier.keys import Keys
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, from_record, to_record
+from crawler.frontier.seedfeed import SeedFeed
 from crawler.frontier.store import Admission, Frontier, Lease, Limits, Release
 from crawler.urls import canonical_host_key, canonical_url, stripper_from_settings, url_fingerprint
 
@@ -99,8 +100,11 @@ class FrontierScheduler:
         self.traps = TrapRules.from_settings(s)
         self.stripper = stripper_from_settings(s)
         self.jobdir = s.get("JOBDIR")
+        self.seeds_key_template: str = s.get("REDIS_START_URLS_KEY") or ""
+        self.seeds_batch = s.getint("REDIS_START_URLS_BATCH_SIZE", 100)
         self.embedded: EmbeddedRedis | None = None
         self.frontier: Frontier | None = None
+        self.seed_feed: SeedFeed | None = None
         self.spider: Spider | None = None
         self.buffer: deque[Request] = deque()
         self.held: dict[str, tuple[Lease, str]] = {}  # token -> (lease, canonical url)
@@ -141,6 +145,9 @@ class FrontierScheduler:
         keys = Keys(namespace, self.partitions, self.seen_buckets)
         await self._check_layout(keys)
         self.frontier = Frontier(self.client, keys, self.limits)
+        if self.seeds_key_template:
+            key = self.seeds_key_template % {"name": self.spider.name}
+            self.seed_feed = SeedFeed(self.client, key, self.worker, self.seeds_batch)
         self._install_engine_hooks()
         self._spawn(self._heartbeat_loop())
         counts = await self.frontier.counts()
@@ -237,6 +244,8 @@ class FrontierScheduler:
         if self.frontier is not None:
             try:
                 await asyncio.wait_for(self._flush_all(), timeout=30)
+                if self.seed_feed is not None and self.seed_feed.holding:
+                    await self.seed_feed.give_back()
                 await self.client.hdel(self.frontier.keys.workers(), self.worker)
             except (RedisError, OSError, TimeoutError) as exc:
                 logger.error("Frontier: could not save the last changes on close: %s", exc)
@@ -331,6 +340,19 @@ class FrontierScheduler:
             self._refresh_counts()
             return True
         return False
+
+    async def wait_admitted(self) -> bool:
+        """Wait until every request enqueued so far is in Redis (False: closing)."""
+        while self.pending_admissions or self._flushing:
+            if self._closing:
+                return False
+            await asyncio.sleep(0.01)
+        return not self._closing
+
+    @property
+    def alive_seconds(self) -> float:
+        """A worker silent for this long is gone (its heartbeat is a third of a lease)."""
+        return max(2 * self.limits.lease_ms / 1000, 5.0)
 
     def __len__(self) -> int:
         return len(self.buffer) + (self.counts or {}).get("queued", 0)

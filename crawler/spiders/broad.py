@@ -4,6 +4,8 @@ Usage::
 
     scrapy crawl broad -a seeds=seeds.txt
     producer | scrapy crawl broad -a seeds=-
+    scrapy crawl broad          # resume the frontier, or join a shared one
+    redis-cli RPUSH broad:start_urls https://example.com/   # feed running workers
 
 The spider knows nothing of politeness, robots or storage: those are the
 frontier's, the middlewares' and the pipelines' concerns. It turns seed lines
@@ -13,18 +15,23 @@ into more requests.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
+from redis.exceptions import RedisError
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import HtmlResponse, Response
 from scrapy.linkextractors import LinkExtractor
+from scrapy.utils.misc import load_object
 
+from crawler.frontier.scheduler import FrontierScheduler, scheduler_of
+from crawler.frontier.seedfeed import SeedFeed
 from crawler.items import PageItem
-from crawler.seeds import Seed, SeedError, read_seeds
+from crawler.seeds import Seed, SeedError, parse_seed_line, read_seeds
 from crawler.urls import canonical_url, stripper_from_settings
 
 logger = logging.getLogger(__name__)
@@ -45,7 +52,9 @@ _NOFOLLOW_META = "//meta[translate(@name, 'ROBTS', 'robts') = 'robots']/@content
 class BroadSpider(Spider):
     """Crawl every http(s) page reachable from the seeds, within the limits.
 
-    Spider arguments: ``seeds`` (a file path, or ``-`` for standard input).
+    Spider arguments: ``seeds`` (a file path, or ``-`` for standard input);
+    optional with the frontier scheduler, which resumes its crawl and reads
+    seed lines pushed onto ``REDIS_START_URLS_KEY`` while the crawl runs.
     Settings: ``BROAD_SEEDS_ADD_SCHEME`` (give ``http://`` to seed lines that
     have no scheme), ``BROAD_LINK_RELS`` (``<link rel=...>`` values followed as
     links), ``BROAD_DENY_EXTENSIONS`` (link extensions never followed) and
@@ -83,8 +92,9 @@ class BroadSpider(Spider):
         return spider
 
     def _configure(self, settings: Any) -> None:
-        if not self.seeds_path:
+        if not self.seeds_path and not _uses_frontier(settings):
             raise NotConfigured("the broad spider needs seeds: scrapy crawl broad -a seeds=FILE")
+        self.poll_seconds = settings.getfloat("REDIS_START_URLS_POLL_SECONDS", 1.0)
         self.add_scheme = settings.getbool("BROAD_SEEDS_ADD_SCHEME", False)
         self.link_rels = {r.lower() for r in settings.getlist("BROAD_LINK_RELS", [])}
         self.obey_nofollow = settings.getbool("BROAD_OBEY_NOFOLLOW", True)
@@ -97,17 +107,57 @@ class BroadSpider(Spider):
         )
 
     async def start(self) -> AsyncIterator[Request]:
-        """Yield one request per valid seed; report each bad line once."""
+        """Yield one request per valid seed (file, then Redis list); report bad lines."""
         for parsed in self._read_seeds():
-            if isinstance(parsed, SeedError):
-                self.crawler.stats.inc_value("seeds/malformed")
-                logger.warning("Skipping seed line %s", parsed, extra={"seed_line": parsed.line})
+            request = self._seed_request(parsed)
+            if request is not None:
+                yield request
+        scheduler = scheduler_of(self.crawler)
+        if scheduler is not None and scheduler.seed_feed is not None:
+            async for request in self._feed(scheduler, scheduler.seed_feed):
+                yield request
+
+    def _seed_request(self, parsed: Seed | SeedError) -> Request | None:
+        if isinstance(parsed, SeedError):
+            self.crawler.stats.inc_value("seeds/malformed")
+            logger.warning("Skipping seed line %s", parsed, extra={"seed_line": parsed.line})
+            return None
+        self.crawler.stats.inc_value("seeds/loaded")
+        return Request(parsed.url, callback=self.parse, errback=self.on_error)
+
+    async def _feed(self, scheduler: FrontierScheduler, feed: SeedFeed) -> AsyncIterator[Request]:
+        """Seed lines from the shared Redis list, for as long as the crawl runs.
+
+        A batch is acknowledged only after its URLs are in the frontier. The
+        feed ends when the list is empty and the frontier has nothing left
+        (after ``FRONTIER_IDLE_WAIT``), which lets the spider close.
+        """
+        logger.info("Reading seed lines pushed onto Redis list %s", feed.key)
+        source, item = f"{feed.key} (Redis list)", 0
+        while True:
+            try:
+                lines = await feed.take()
+            except (RedisError, OSError) as exc:
+                logger.warning("Seed feed: cannot read %s: %s", feed.key, exc)
+                lines = []
+            for raw in lines:
+                item += 1
+                parsed = parse_seed_line(raw, source=source, line=item,
+                                         add_scheme=self.add_scheme, stripper=self.stripper)
+                request = None if parsed is None else self._seed_request(parsed)
+                if request is not None:
+                    yield request
+            if lines:
+                await _ack_when_admitted(scheduler, feed)
                 continue
-            self.crawler.stats.inc_value("seeds/loaded")
-            yield Request(parsed.url, callback=self.parse, errback=self.on_error)
+            if not scheduler.has_pending_requests():
+                return
+            await _adopt_orphans(scheduler, feed)
+            await asyncio.sleep(self.poll_seconds)
 
     def _read_seeds(self) -> Iterator[Seed | SeedError]:
-        assert self.seeds_path is not None
+        if self.seeds_path is None:
+            return
         try:
             yield from read_seeds(self.seeds_path, add_scheme=self.add_scheme,
                                   stripper=self.stripper)
@@ -153,6 +203,32 @@ class BroadSpider(Spider):
         self.crawler.stats.inc_value(f"broad/download_error/{name}")
         logger.info("Download failed: %s (%s)", failure.request.url, name,
                     extra={"url": failure.request.url, "error": name})
+
+
+async def _ack_when_admitted(scheduler: FrontierScheduler, feed: SeedFeed) -> None:
+    """Forget the batch once it is in the frontier (a Redis error: it is taken again)."""
+    try:
+        if await scheduler.wait_admitted():
+            await feed.ack()
+    except (RedisError, OSError) as exc:
+        logger.warning("Seed feed: cannot acknowledge a batch of %s: %s", feed.key, exc)
+
+
+async def _adopt_orphans(scheduler: FrontierScheduler, feed: SeedFeed) -> None:
+    assert scheduler.frontier is not None
+    try:
+        await feed.adopt_orphans(scheduler.frontier.keys.workers(), scheduler.alive_seconds)
+    except (RedisError, OSError) as exc:
+        logger.warning("Seed feed: cannot check %s for lost batches: %s", feed.taken, exc)
+
+
+def _uses_frontier(settings: Any) -> bool:
+    scheduler = settings.get("SCHEDULER")
+    try:
+        cls = load_object(scheduler) if isinstance(scheduler, str) else scheduler
+    except (ImportError, ValueError, NameError):
+        return False
+    return isinstance(cls, type) and issubclass(cls, FrontierScheduler)
 
 
 def _meta_nofollow(response: HtmlResponse) -> bool:
