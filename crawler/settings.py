@@ -27,9 +27,8 @@ USER_AGENT = f"{ROBOTSTXT_USER_AGENT}/{__version__} (+https://example.invalid/cr
 # --- Concurrency and politeness --------------------------------------------
 # Many hosts in parallel, few requests to any one of them: 64 in flight in all,
 # at most 4 per host, with a randomised delay between requests to one host
-# (0.5-1.5 x DOWNLOAD_DELAY, so requests don't arrive in lock-step). Robots
-# Crawl-delay and Retry-After pacing arrive with the frontier; until then this
-# is the per-host floor.
+# (0.5-1.5 x DOWNLOAD_DELAY, so requests don't arrive in lock-step). A robots
+# Crawl-delay or Request-rate slows a host down further (see Robots).
 CONCURRENT_REQUESTS = 64
 CONCURRENT_REQUESTS_PER_DOMAIN = 4
 DOWNLOAD_DELAY = 1.0
@@ -38,10 +37,35 @@ DOWNLOAD_DELAY_JITTER = 0.5
 # with the robots rules in view; leave it off so two controllers don't fight.
 AUTOTHROTTLE_ENABLED = False
 
-# --- Robots ----------------------------------------------------------------
-# Obey robots.txt. Scrapy's middleware (Protego parser) is the stand-in until
-# the RFC 9309 policy of the crawler replaces it.
+# --- Robots (RFC 9309; crawler/robots, README "Robots policy") --------------
+# Obey robots.txt, with the crawler's policy instead of Scrapy's middleware
+# (which fails open and caches per process): each host's robots.txt is fetched
+# once per cache period by one worker for all, before any page request, and
+# the decision is kept in the frontier.
 ROBOTSTXT_OBEY = True
+# Cache a robots.txt this long at most (RFC 9309 2.4: 24 hours), or as long
+# as its Cache-Control max-age says when shorter, but not under the minimum.
+ROBOTS_CACHE_SECONDS = 86400
+ROBOTS_CACHE_MIN_SECONDS = 900
+# The robots.txt fetch: its own timeout, and the bytes parsed (the rest of a
+# bigger file is ignored, RFC 9309 2.5; a file is never rejected for size).
+ROBOTS_TIMEOUT = 10.0
+ROBOTS_MAX_BYTES = 512000
+# Crawl-delay / Request-rate slow a host down (concurrency 1, at least that
+# long between requests); above this many seconds the delay is clamped.
+ROBOTS_MAX_CRAWL_DELAY = 60.0
+# Unreachable (5xx, 429, timeout, network error): nothing of the host is
+# fetched; robots.txt is tried again after 60 s, doubling up to 1 h. A last
+# good copy keeps serving for up to 30 days meanwhile. With no good copy, after
+# 8 failed tries (~3 h) the host's queued URLs become dead letters
+# "robots-unreachable" (scrapy frontier requeue brings them back), so a finite
+# crawl can end; 0 keeps them waiting for good.
+ROBOTS_RETRY_BASE = 60.0
+ROBOTS_RETRY_MAX = 3600.0
+ROBOTS_UNREACHABLE_MAX_ATTEMPTS = 8
+ROBOTS_STALE_MAX_DAYS = 30.0
+# Parsed rules kept in each worker's memory (hosts).
+ROBOTS_CACHE_SIZE = 10000
 
 # --- The frontier -------------------------------------------------------------
 # All crawl state (queues, dedup, leases, per-host politeness) lives in Redis,
@@ -72,6 +96,9 @@ REDIS_START_URLS_BATCH_SIZE = 100
 # How often an empty seed list is looked at again.
 REDIS_START_URLS_POLL_SECONDS = 1.0
 DOWNLOADER_MIDDLEWARES = {
+    # The crawler's robots policy replaces Scrapy's middleware (same place).
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "crawler.middlewares.robots.RobotsPolicyMiddleware": 100,
     # Next to the downloader, so it sees every download error first.
     "crawler.frontier.scheduler.FrontierOutcomeMiddleware": 950,
     # The last gate before a request leaves: spaces starts per host across workers.

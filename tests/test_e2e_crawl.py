@@ -43,8 +43,10 @@ def full_crawl(sim: SimWebProcess, tmp_path_factory: pytest.TempPathFactory) -> 
     sim.reset()
     return run_crawl(
         sim.proxy_url, sim.web.seed_urls(SEEDS), tmp_path_factory.mktemp("full"),
+        # Crawl-delays of this web (0.2-1 s) clamped to 0.2 s: the test's time
+        # goes to breadth; tests/test_robots_crawl.py checks the pacing.
         settings={"DOWNLOAD_DELAY": DELAY, "DEPTH_LIMIT": 0,
-                  "ADMISSION_MAX_PAGES_PER_HOST": HOST_CAP},
+                  "ADMISSION_MAX_PAGES_PER_HOST": HOST_CAP, "ROBOTS_MAX_CRAWL_DELAY": DELAY},
     )
 
 
@@ -131,13 +133,18 @@ def test_traps_are_cut(sim: SimWebProcess, full_ledger: Ledger) -> None:
 def test_per_host_politeness(sim: SimWebProcess, full_ledger: Ledger) -> None:
     # The frontier allows CONCURRENT_REQUESTS_PER_DOMAIN=4 in flight and starts
     # requests to one host at least 0.5 x DOWNLOAD_DELAY apart (jitter 0.5).
-    # Asserted with half of that as slack: the crawler's reactor and the
-    # server's loop each add tens of ms of lag on a loaded 2-core machine,
-    # while a host without pacing shows gaps of a few ms.
+    # Arrival times carry the server loop's lag (tens of ms on a loaded 2-core
+    # machine, which can squeeze one gap), so: half of that gap as slack, one
+    # squeezed gap in 500 tolerated, none under 10 ms. Without pacing a host
+    # shows gaps of a few ms by the dozen.
+    gaps = []
     for host in full_ledger.hosts():
         assert full_ledger.max_in_flight(host) <= 4, host
-        gap = full_ledger.min_gap(host)
-        assert gap is None or gap >= DELAY * 0.5 * 0.5, (host, gap)
+        gaps += [(g, host) for g in full_ledger.gaps(host)]
+    assert len(gaps) > 500
+    short = sorted(g for g in gaps if g[0] < DELAY * 0.5 * 0.5)
+    assert len(short) <= len(gaps) // 500, short[:5]
+    assert min(gaps)[0] >= 0.01, min(gaps)
 
 
 def test_items_describe_the_pages(sim: SimWebProcess, full_crawl: CrawlResult) -> None:
@@ -209,14 +216,18 @@ def test_bad_seed_lines_are_reported_and_skipped(
 
 def test_no_proxy_is_honoured(sim: SimWebProcess, tmp_path: Path) -> None:
     # h00001.test bypasses the proxy; the test resolver sends it to 127.0.0.1:80
-    # (nothing leaves loopback), where the simulated web is not listening.
+    # (nothing leaves loopback), where the simulated web is not listening: its
+    # robots.txt is unreachable, so its URLs are parked after the first try.
     sim.reset()
     result = run_crawl(
         sim.proxy_url, ["http://h00001.test/", "http://h00002.test/"], tmp_path,
-        settings={"DOWNLOAD_DELAY": DELAY, "DEPTH_LIMIT": 0, "RETRY_ENABLED": False},
+        settings={"DOWNLOAD_DELAY": DELAY, "DEPTH_LIMIT": 0, "RETRY_ENABLED": False,
+                  "ROBOTS_UNREACHABLE_MAX_ATTEMPTS": 1},
         env={"no_proxy": "h00001.test"},
     )
     assert result.returncode == 0, result.log[-3000:]
     hosts = sim.ledger().hosts()
     assert "h00002.test" in hosts
     assert "h00001.test" not in hosts
+    assert "robots.txt of http://h00001.test:80 unreachable (DownloadConnectionRefusedError)" \
+        in result.log

@@ -29,10 +29,10 @@ pytestmark = pytest.mark.crawl
 DELAY = 1.0
 FAST_DELAY = 0.2
 HOSTS = 220
-# These tests are about the frontier, so Scrapy's per-process robots.txt
-# middleware (fetches outside the frontier's pacing, once per worker) is off;
-# the robots policy has its own tests. A short lease brings a killed worker's
-# URLs back quickly; few partitions keep the test Redis small.
+# These tests are about the frontier, so the robots policy is off (it has its
+# own tests, tests/test_robots_*.py) and the ground truth ignores robots.txt.
+# A short lease brings a killed worker's URLs back quickly; few partitions
+# keep the test Redis small.
 SHARED = {"DOWNLOAD_DELAY": FAST_DELAY, "DEPTH_LIMIT": 0, "ROBOTSTXT_OBEY": False,
           "FRONTIER_PARTITIONS": 4, "FRONTIER_SEEN_BUCKETS": 256, "FRONTIER_LEASE_SECONDS": 3}
 

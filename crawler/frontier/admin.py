@@ -512,7 +512,7 @@ class FrontierAdmin:
         while True:
             extra, delayed = delayed[:BATCH], delayed[BATCH:]
             queued, moved_delayed, left = self._drop(
-                keys=[self.keys.counts(part)], args=[prefix, host, reason, BATCH, *extra])
+                keys=[self.keys.counts(part)], args=[prefix, host, reason, BATCH, 1, *extra])
             result.queued += int(queued)
             result.delayed += int(moved_delayed)
             if (not queued or not left) and not delayed:

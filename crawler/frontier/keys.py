@@ -17,7 +17,12 @@ key                 type       holds
 ``PP:ready``        zset       hosts that may be claimed, by next-allowed ms
 ``PP:h:HOST``       hash       host: n queued, i in flight, t next claim ms,
                                s next start ms, a admitted, c concurrency,
-                               dl delay ms
+                               dl delay ms, fl delay floor ms (Crawl-delay),
+                               w held until ms, b blocked (dropped); robots:
+                               rs state (f fetching, k known, u unreachable),
+                               rx refresh ms, ra failed tries, rt last good
+                               fetch ms, rv version of the rules
+``PP:r``            hash       host -> robots rules blob (crawler/robots)
 ``PP:q:HOST``       zset       the host's queue: 16-byte fingerprint + record,
                                by (-priority, enqueue time)
 ``PP:leased``       zset       leased fingerprints by lease expiry ms

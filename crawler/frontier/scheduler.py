@@ -47,6 +47,7 @@ from crawler.frontier.keys import Keys
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, from_record, to_record
 from crawler.frontier.seedfeed import SeedFeed
 from crawler.frontier.store import Admission, Frontier, Lease, Limits, Release
+from crawler.robots.policy import RobotsPolicy
 from crawler.urls import canonical_host_key, canonical_url, stripper_from_settings, url_fingerprint
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ logger = logging.getLogger(__name__)
 
 LEASE_META = "_frontier_lease"
 ERROR_META = "_frontier_error"
+#: Set by the robots middleware on a request it refused: "denied" or "unknown".
+ROBOTS_META = "_frontier_robots"
 
 _SCHEDULERS: weakref.WeakKeyDictionary[Any, FrontierScheduler] = weakref.WeakKeyDictionary()
 
@@ -96,6 +99,11 @@ class FrontierScheduler:
             budget=s.getint("ADMISSION_MAX_PAGES_PER_HOST", 0),
             lease_ms=round(s.getfloat("FRONTIER_LEASE_SECONDS", 60) * 1000),
         )
+        self.robots: RobotsPolicy | None = None
+        if s.getbool("ROBOTSTXT_OBEY"):
+            self.robots = RobotsPolicy.from_crawler(crawler)
+            self.limits.robots_ms = self.robots.fetch_lease_ms
+        self.robots_jobs: set[str] = set()
         self.slot_settings: dict[str, dict[str, Any]] = s.getdict("DOWNLOAD_SLOTS")
         self.traps = TrapRules.from_settings(s)
         self.stripper = stripper_from_settings(s)
@@ -145,6 +153,8 @@ class FrontierScheduler:
         keys = Keys(namespace, self.partitions, self.seen_buckets)
         await self._check_layout(keys)
         self.frontier = Frontier(self.client, keys, self.limits)
+        if self.robots is not None:
+            self.robots.frontier = self.frontier
         if self.seeds_key_template:
             key = self.seeds_key_template % {"name": self.spider.name}
             self.seed_feed = SeedFeed(self.client, key, self.worker, self.seeds_batch)
@@ -208,7 +218,8 @@ class FrontierScheduler:
     @property
     def may_gate(self) -> bool:
         """Whether any host can have a gap between requests (else no gate needed)."""
-        return self.limits.delay_ms * (1 - self.limits.jitter) > 0 or bool(self.slot_settings)
+        return (self.limits.delay_ms * (1 - self.limits.jitter) > 0 or bool(self.slot_settings)
+                or self.robots is not None)  # a Crawl-delay can slow any host down
 
     def host_of(self, token: str) -> str | None:
         """The host key of a lease this worker holds."""
@@ -304,14 +315,16 @@ class FrontierScheduler:
         return False
 
     def _host_config(self, request: Request) -> str:
-        if not self.slot_settings:
-            return ""
-        slot = self.slot_settings.get(request.meta.get("download_slot") or _hostname(request))
+        """"conc:delay_ms" for a host with its own DOWNLOAD_SLOTS entry, else ""."""
+        limits = self._slot_limits(request.meta.get("download_slot") or _hostname(request))
+        return f"{limits[0]}:{limits[1]}" if limits else ""
+
+    def _slot_limits(self, slot_name: str) -> tuple[int, int] | None:
+        slot = self.slot_settings.get(slot_name) if self.slot_settings else None
         if not slot:
-            return ""
-        conc = int(slot.get("concurrency", self.limits.concurrency))
-        delay = round(float(slot.get("delay", self.limits.delay_ms / 1000)) * 1000)
-        return f"{conc}:{delay}"
+            return None
+        return (int(slot.get("concurrency", self.limits.concurrency)),
+                round(float(slot.get("delay", self.limits.delay_ms / 1000)) * 1000))
 
     def next_request(self) -> Request | None:
         if not self.buffer:
@@ -323,7 +336,8 @@ class FrontierScheduler:
         return request
 
     def has_pending_requests(self) -> bool:
-        if self.buffer or self.pending_admissions or self.pending_releases or self.held:
+        if (self.buffer or self.pending_admissions or self.pending_releases or self.held
+                or self.robots_jobs):
             self._idle_since = None
             return True
         if self._flushing or self._claiming or self._counts_epoch != self._flush_epoch:
@@ -371,7 +385,14 @@ class FrontierScheduler:
             return
         lease, _ = held
         error = request.meta.get(ERROR_META)
-        if error is None:
+        robots = request.meta.get(ROBOTS_META)
+        if robots == "denied":
+            release = Release(lease.host, lease.fingerprint, "done", "robots")
+            self.stats.inc_value("frontier/leases/done")
+        elif robots is not None:  # rules missing: try again later
+            release = Release(lease.host, lease.fingerprint, "retry", str(self.limits.lease_ms))
+            self.stats.inc_value("frontier/leases/retried")
+        elif error is None:
             release = Release(lease.host, lease.fingerprint, "done")
             self.stats.inc_value("frontier/leases/done")
         else:
@@ -442,6 +463,8 @@ class FrontierScheduler:
                 self.stats.inc_value("frontier/refused/host-budget", result.refused)
             if result.blocked:
                 self.stats.inc_value("frontier/refused/dropped-host", result.blocked)
+            if result.parked:
+                self.stats.inc_value("frontier/parked", result.parked)
             if stale:
                 self.stats.inc_value("frontier/leases/stale", stale)
 
@@ -449,7 +472,7 @@ class FrontierScheduler:
         if self._claiming or self._closing or self.frontier is None or not self._claimable:
             return
         active = len(self.crawler.engine.downloader.active)
-        free = self.concurrency - active - len(self.buffer)
+        free = self.concurrency - active - len(self.buffer) - len(self.robots_jobs)
         if free > 0:
             self._claiming = True
             self._spawn(self._claim(free))
@@ -468,10 +491,14 @@ class FrontierScheduler:
         for lease in result.leases:
             request = from_record(lease.record, self.spider, lease.host)
             request.meta[LEASE_META] = lease.token
+            request.meta["_robots_v"] = lease.robots_version
             request.meta["_frontier_claimed"] = time.monotonic()
             self.held[lease.token] = (lease, request.url)
             self.buffer.append(request)
-        if result.leases:
+        for host in result.robots_jobs:
+            self.robots_jobs.add(host)
+            self._spawn(self._robots_job(host))
+        if result.leases or result.robots_jobs:
             self.stats.inc_value("frontier/leases/claimed", len(result.leases))
             self._wake()
         elif result.next_ready_ms is not None:
@@ -479,6 +506,26 @@ class FrontierScheduler:
         else:
             self._claimable = False
             self._refresh_counts()
+
+    async def _robots_job(self, host: str) -> None:
+        """Fetch and store a host's robots.txt; its URLs become claimable after."""
+        assert self.robots is not None
+        concurrency, delay_ms = self._host_limits(host)
+        try:
+            await self.robots.resolve(host, concurrency, delay_ms, self.limits.jitter)
+        except (RedisError, OSError) as exc:
+            # The job's lease runs out and the host is handed out again.
+            self._redis_trouble(exc)
+        finally:
+            self.robots_jobs.discard(host)
+        self._claimable = True
+        self._want_claim()
+        self._wake()
+
+    def _host_limits(self, host: str) -> tuple[int, int]:
+        """The project's concurrency and delay (ms) for a host key (DOWNLOAD_SLOTS first)."""
+        limits = self._slot_limits(_hostname_of_key(host))
+        return limits or (self.limits.concurrency, self.limits.delay_ms)
 
     def _schedule_wakeup(self, seconds: float) -> None:
         if self._closing:
@@ -563,6 +610,12 @@ class FrontierOutcomeMiddleware:
     def process_exception(self, request: Request, exception: Exception) -> None:
         if not isinstance(exception, IgnoreRequest):
             request.meta[ERROR_META] = type(exception).__name__
+
+
+def _hostname_of_key(host: str) -> str:
+    """``example.com`` of the host key ``https://example.com:443``."""
+    netloc = host.partition("://")[2]
+    return netloc.rsplit(":", 1)[0].strip("[]")
 
 
 def _hostname(request: Request) -> str:

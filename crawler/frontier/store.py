@@ -52,6 +52,7 @@ class Lease:
     host: str
     fingerprint: bytes
     record: str
+    robots_version: int = 0  # of the host's robots rules when claimed
 
     @property
     def token(self) -> str:
@@ -74,6 +75,26 @@ class ClaimResult:
     leases: list[Lease]
     server_ms: int
     next_ready_ms: int | None  # earliest time something may become claimable
+    robots_jobs: list[str] = field(default_factory=list)  # hosts whose robots.txt to fetch
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsRetry:
+    """How a host whose robots.txt is unreachable is retried, in ms."""
+
+    base_ms: int = 60_000
+    cap_ms: int = 3_600_000
+    max_attempts: int = 8  # then its queued URLs are parked as dead letters (0: never)
+    stale_max_ms: int = 30 * 86_400_000  # a last good copy serves this long at most
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsOutcome:
+    """What robots.lua made of a fetch: rules, stale, unreachable or park."""
+
+    state: str
+    attempts: int
+    version: int
 
 
 @dataclass(slots=True)
@@ -82,6 +103,7 @@ class AdmitResult:
     duplicates: int = 0
     refused: int = 0  # over the host's budget
     blocked: int = 0  # the host was dropped
+    parked: int = 0  # the host is parked: dead letters at once
 
 
 @dataclass(slots=True)
@@ -94,6 +116,7 @@ class Limits:
     budget: int = 0
     lease_ms: int = 60_000
     move_max: int = 500
+    robots_ms: int = 0  # 0: robots.txt not obeyed; else a robots fetch's lease
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -109,6 +132,8 @@ class Frontier:
         self._release = client.register_script(script_source("release"))
         self._renew = client.register_script(script_source("renew"))
         self._start = client.register_script(script_source("start"))
+        self._robots = client.register_script(script_source("robots"))
+        self._drop = client.register_script(script_source("drop_host"))
         self._next_partition = random.randrange(keys.partitions)
 
     def partition(self, host: str) -> int:
@@ -131,11 +156,12 @@ class Frontier:
             head = [self.keys.prefix(part), self.limits.concurrency, self.limits.delay_ms,
                     self.limits.budget]
             await self._admit(keys=[self.keys.counts(part)], args=head + args, client=pipe)
-        for added, dups, refused, blocked in await pipe.execute():
+        for added, dups, refused, blocked, parked in await pipe.execute():
             result.added += added
             result.duplicates += dups
             result.refused += refused
             result.blocked += blocked
+            result.parked += parked
         return result
 
     async def claim(self, n: int, worker: str) -> ClaimResult:
@@ -171,7 +197,8 @@ class Frontier:
         pipe = self.client.pipeline(transaction=False)
         for part, want in asks:
             args = [self.keys.prefix(part), want, self.limits.lease_ms, worker,
-                    random.random(), self.limits.jitter, self.limits.move_max]
+                    random.random(), self.limits.jitter, self.limits.move_max,
+                    self.limits.robots_ms]
             await self._claim(keys=[self.keys.counts(part)], args=args, client=pipe)
         full = []
         for (part, want), reply in zip(asks, await pipe.execute(), strict=True):
@@ -180,11 +207,14 @@ class Frontier:
             if nxt >= 0:
                 result.next_ready_ms = nxt if result.next_ready_ms is None else min(
                     result.next_ready_ms, nxt)
-            for i in range(2, len(reply), 2):
-                entry = reply[i + 1]
-                result.leases.append(
-                    Lease(reply[i].decode(), entry[:16], entry[16:].decode("utf-8")))
-            if (len(reply) - 2) // 2 == want:
+            for i in range(2, len(reply), 3):
+                host, entry = reply[i].decode(), reply[i + 1]
+                if entry == b"R":
+                    result.robots_jobs.append(host)
+                else:
+                    result.leases.append(Lease(host, entry[:16], entry[16:].decode("utf-8"),
+                                               int(reply[i + 2])))
+            if (len(reply) - 2) // 3 == want:
                 full.append(part)
         return full
 
@@ -226,6 +256,38 @@ class Frontier:
         """0 if a request to ``host`` may start now, else the ms to wait first."""
         key = self.keys.host(self.partition(host), host)
         return int(await self._start(keys=[key], args=[self.limits.jitter]))
+
+    async def store_robots(
+        self, host: str, blob: bytes | None, ttl_ms: int, concurrency: int, delay_ms: int,
+        floor_ms: int, first_gap_ms: int, retry: RobotsRetry,
+    ) -> RobotsOutcome:
+        """Store a robots.txt outcome for every worker (``blob`` None: unreachable)."""
+        part = self.partition(host)
+        args = [self.keys.prefix(part), host, "fail" if blob is None else "ok", ttl_ms,
+                blob or b"", concurrency, delay_ms, floor_ms, first_gap_ms, retry.base_ms,
+                retry.cap_ms, retry.max_attempts, retry.stale_max_ms]
+        state, attempts, version = await self._robots(keys=[self.keys.counts(part)], args=args)
+        return RobotsOutcome(state.decode(), int(attempts), int(version))
+
+    async def robots_blob(self, host: str) -> bytes | None:
+        """The stored robots rules of a host (as :meth:`store_robots` got them)."""
+        part = self.partition(host)
+        return await self.client.hget(f"{self.keys.prefix(part)}:r", host)
+
+    async def park_host(self, host: str, reason: str, batch: int = 1000) -> int:
+        """Make a host's queued URLs, and its new ones, dead letters; how many now.
+
+        ``scrapy frontier requeue --host`` (or ``--reason``) unparks it.
+        """
+        part = self.partition(host)
+        moved = 0
+        while True:
+            queued, _, left = await self._drop(
+                keys=[self.keys.counts(part)],
+                args=[self.keys.prefix(part), host, reason, batch, "p"])
+            moved += int(queued)
+            if not queued or not left:
+                return moved
 
     async def counts(self) -> dict[str, int]:
         """Counts per state (and dup, refused, expired, hosts), summed over partitions."""

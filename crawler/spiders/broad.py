@@ -24,9 +24,11 @@ from typing import Any
 from redis.exceptions import RedisError
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest, NotConfigured
-from scrapy.http import HtmlResponse, Response
+from scrapy.http import HtmlResponse, Response, XmlResponse
 from scrapy.linkextractors import LinkExtractor
+from scrapy.utils.gz import gunzip, gzip_magic_number
 from scrapy.utils.misc import load_object
+from scrapy.utils.sitemap import Sitemap
 
 from crawler.frontier.scheduler import FrontierScheduler, scheduler_of
 from crawler.frontier.seedfeed import SeedFeed
@@ -60,7 +62,9 @@ class BroadSpider(Spider):
     links), ``BROAD_DENY_EXTENSIONS`` (link extensions never followed) and
     ``BROAD_OBEY_NOFOLLOW`` (skip ``rel=nofollow`` links and pages marked
     ``<meta name=robots content=nofollow>``). Limits are the ``DEPTH_LIMIT``,
-    ``URLLENGTH_LIMIT`` and ``ADMISSION_*`` settings.
+    ``URLLENGTH_LIMIT`` and ``ADMISSION_*`` settings. With ``-a sitemaps=1``
+    (or ``ROBOTS_SITEMAPS``) the sitemaps listed in each host's robots.txt
+    seed the crawl too (:meth:`parse_sitemap`).
     """
 
     name = "broad"
@@ -81,9 +85,11 @@ class BroadSpider(Spider):
         if uri and not settings.getdict("FEEDS"):
             settings.set("FEEDS", {uri: dict(DEFAULT_FEED_OPTIONS)}, priority="spider")
 
-    def __init__(self, seeds: str | None = None, **kwargs: Any) -> None:
+    def __init__(self, seeds: str | None = None, sitemaps: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.seeds_path = seeds
+        self.follow_sitemaps = str(sitemaps or "").lower() in {"1", "true", "yes", "on"}
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> BroadSpider:
@@ -95,6 +101,8 @@ class BroadSpider(Spider):
         if not self.seeds_path and not _uses_frontier(settings):
             raise NotConfigured("the broad spider needs seeds: scrapy crawl broad -a seeds=FILE")
         self.poll_seconds = settings.getfloat("REDIS_START_URLS_POLL_SECONDS", 1.0)
+        self.follow_sitemaps = self.follow_sitemaps or settings.getbool("ROBOTS_SITEMAPS")
+        self.sitemap_max_size = settings.getint("DOWNLOAD_MAXSIZE")
         self.add_scheme = settings.getbool("BROAD_SEEDS_ADD_SCHEME", False)
         self.link_rels = {r.lower() for r in settings.getlist("BROAD_LINK_RELS", [])}
         self.obey_nofollow = settings.getbool("BROAD_OBEY_NOFOLLOW", True)
@@ -171,6 +179,43 @@ class BroadSpider(Spider):
             for url in self.links(response):
                 yield Request(url, callback=self.parse, errback=self.on_error,
                               meta={"referrer": response.url})
+
+    def parse_sitemap(self, response: Response, **kwargs: Any) -> Iterator[Request]:
+        """Follow a sitemap (XML, possibly gzipped): pages to ``parse``, sitemaps here.
+
+        Scrapy's sitemap parser (``scrapy.utils.sitemap.Sitemap``, safe
+        against XML entity tricks) does the reading; what is not a sitemap
+        is counted and left alone.
+        """
+        body = self._sitemap_body(response)
+        if body is None:
+            self.crawler.stats.inc_value("broad/sitemaps/unreadable")
+            return
+        try:
+            sitemap = Sitemap(body)
+        except Exception:  # lxml raises several kinds on junk
+            self.crawler.stats.inc_value("broad/sitemaps/unreadable")
+            return
+        nested = sitemap.type == "sitemapindex"
+        self.crawler.stats.inc_value("broad/sitemaps/read")
+        for entry in sitemap:
+            url = canonical_url(str(entry.get("loc", "")), self.stripper)
+            if url is None:
+                continue
+            if nested:
+                yield Request(url, callback=self.parse_sitemap, errback=self.on_error)
+            else:
+                yield Request(url, callback=self.parse, errback=self.on_error)
+
+    def _sitemap_body(self, response: Response) -> bytes | None:
+        if gzip_magic_number(response):
+            try:
+                return gunzip(response.body, max_size=self.sitemap_max_size)
+            except Exception:  # corrupt, or bigger than DOWNLOAD_MAXSIZE unpacked
+                return None
+        if isinstance(response, XmlResponse) or response.body.lstrip()[:5] == b"<?xml":
+            return response.body
+        return None
 
     def links(self, response: HtmlResponse) -> list[str]:
         """Canonical http(s) URLs this page links to, in page order, once each."""

@@ -52,7 +52,8 @@ def add_web_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"one of {sorted(MIXES)} or a JSON object of 'robots:<mode>'/'page:<mode>' weights",
     )
     parser.add_argument("--pin", type=parse_pin, action="append", default=[],
-                        help="INDEX=MODE: pin a host's page mode (e.g. 0=slow); repeatable")
+                        help="INDEX=SPEC: pin a host, e.g. 0=slow or "
+                             "0=robots:rules,crawl-delay:2; repeatable")
 
 
 def parse_pin(text: str) -> tuple[int, str]:

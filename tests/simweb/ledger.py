@@ -86,14 +86,16 @@ class Ledger:
             best = max(best, current)
         return best
 
-    def min_gap(self, host: str, *, pages_only: bool = False) -> float | None:
-        """Smallest time between successive arrivals at ``host`` (robots.txt
-        fetches left out with ``pages_only``)."""
+    def gaps(self, host: str, *, pages_only: bool = False) -> list[float]:
+        """Times between successive arrivals at ``host`` (robots.txt fetches
+        left out with ``pages_only``)."""
         arrivals = sorted(e["arrival"] for e in self.for_host(host)
                           if not (pages_only and is_robots_path(e["path"])))
-        if len(arrivals) < 2:
-            return None
-        return min(b - a for a, b in pairwise(arrivals))
+        return [b - a for a, b in pairwise(arrivals)]
+
+    def min_gap(self, host: str, *, pages_only: bool = False) -> float | None:
+        """Smallest time between successive arrivals at ``host``."""
+        return min(self.gaps(host, pages_only=pages_only), default=None)
 
     def disallowed_fetches(self, web: Web, user_agent: str = "*") -> list[Entry]:
         """Requests robots.txt (model ground truth) did not allow."""

@@ -391,8 +391,10 @@ class Web:
         mix: str | Mapping[str, float] = "default",
         pinned: Mapping[int, str] | None = None,
     ) -> None:
-        """``pinned`` sets the page mode of chosen hosts (index -> mode), e.g.
-        ``{0: "slow"}`` for a head-of-line scenario; the rest are drawn."""
+        """``pinned`` sets attributes of chosen hosts (index -> spec), the rest
+        are drawn: a page mode (``{0: "slow"}`` for a head-of-line scenario),
+        ``robots:MODE`` and ``crawl-delay:SECONDS``, comma-separated
+        (``{0: "robots:rules,crawl-delay:2"}``)."""
         if n_hosts < 1:
             raise ValueError("n_hosts must be >= 1")
         self.seed = seed
@@ -400,9 +402,7 @@ class Web:
         self.mix: str | dict[str, float] = mix if isinstance(mix, str) else dict(mix)
         robots_w, page_w = _normalise_mix(mix)
         self.pinned = dict(pinned or {})
-        for mode in self.pinned.values():
-            if mode not in PAGE_MODES and mode not in EXTRA_PAGE_MODES:
-                raise ValueError(f"unknown page mode {mode!r}")
+        self._pins = {i: _parse_pin(spec) for i, spec in self.pinned.items()}
         self.hosts: list[HostSpec] = [self._draw_host(i, robots_w, page_w) for i in range(n_hosts)]
         self._by_name = {h.name: h for h in self.hosts}
         # Per-instance caches (bound wrappers, so they die with the instance).
@@ -416,8 +416,9 @@ class Web:
         page = _weighted(rng, page_w)
         n_pages = 3 + _below(rng, 23)  # 3..25
         crawl_delay = _pick(rng, CRAWL_DELAYS)
-        page = self.pinned.get(i, page)
-        return HostSpec(i, host_name(i), robots, page, n_pages, crawl_delay)
+        pins = self._pins.get(i, {})
+        return HostSpec(i, host_name(i), pins.get("robots", robots), pins.get("page", page),
+                        n_pages, float(pins.get("crawl-delay", crawl_delay)))
 
     def __repr__(self) -> str:
         return f"Web(seed={self.seed}, n_hosts={self.n_hosts}, mix={self.mix!r})"
@@ -954,6 +955,23 @@ class Web:
 # --------------------------------------------------------------------------
 # Module helpers
 # --------------------------------------------------------------------------
+
+
+def _parse_pin(spec: str) -> dict[str, str]:
+    """``"slow"`` / ``"robots:rules,crawl-delay:2"`` -> {"page"|"robots"|"crawl-delay": value}."""
+    out: dict[str, str] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        key, _, value = part.partition(":") if ":" in part else ("page", "", part)
+        if key == "page" and value not in PAGE_MODES and value not in EXTRA_PAGE_MODES:
+            raise ValueError(f"unknown page mode {value!r}")
+        if key == "robots" and value not in ROBOTS_MODES:
+            raise ValueError(f"unknown robots mode {value!r}")
+        if key == "crawl-delay":
+            float(value)  # raises ValueError for a bad number
+        elif key not in ("page", "robots"):
+            raise ValueError(f"unknown pin {part!r}")
+        out[key] = value
+    return out
 
 
 def _plain(spec: HostSpec, host: str, path: str, tag: str = "a") -> Link:

@@ -10,20 +10,29 @@
 --   entry (16-byte fingerprint .. JSON record), host config ("" or "conc:delay_ms")
 -- A URL of a dropped host (field b = 1, set by drop_host.lua) is refused
 -- before the seen set is touched, so requeueing the host admits it later.
--- Returns {added, duplicates, refused (budget), blocked}.
+-- A new URL of a parked host (b = "p": its robots.txt stayed unreachable) is
+-- a dead letter at once, next to the host's others, so that links to it do
+-- not keep a finite crawl open; requeueing the host brings them all back.
+-- Returns {added, duplicates, refused (budget), blocked, parked}.
 local p = ARGV[1]
 local conc0, delay0, budget = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local added, dups, refused, hosts, blocked = 0, 0, 0, 0, 0
+local added, dups, refused, hosts, blocked, parked = 0, 0, 0, 0, 0, 0
+local parked_reason = '{"reason": "robots-unreachable", "error": "host parked"}'
 local seq = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
 
 for i = 5, #ARGV, 6 do
   local bucket, member, host, prio, entry, conf =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
   local hk = p .. ':h:' .. host
-  if redis.call('HGET', hk, 'b') == '1' then
+  local b = redis.call('HGET', hk, 'b')
+  if b == '1' then
     blocked = blocked + 1
   elseif redis.call('SADD', p .. ':s:' .. bucket, member) == 0 then
     dups = dups + 1
+  elseif b == 'p' then
+    redis.call('HSET', p .. ':dead', string.sub(entry, 1, 16),
+               host .. '\n' .. parked_reason .. '\n' .. entry)
+    parked = parked + 1
   else
     if redis.call('EXISTS', hk) == 0 then
       local c, d = conc0, delay0
@@ -62,4 +71,5 @@ if dups > 0 then redis.call('HINCRBY', KEYS[1], 'dup', dups) end
 if refused > 0 then redis.call('HINCRBY', KEYS[1], 'refused', refused) end
 if hosts > 0 then redis.call('HINCRBY', KEYS[1], 'hosts', hosts) end
 if blocked > 0 then redis.call('HINCRBY', KEYS[1], 'blocked', blocked) end
-return {added, dups, refused, blocked}
+if parked > 0 then redis.call('HINCRBY', KEYS[1], 'dead', parked) end
+return {added, dups, refused, blocked, parked}

@@ -1,4 +1,4 @@
--- Claim up to N URLs of one partition for a worker, politely.
+-- Claim up to N URLs (or robots jobs) of one partition for a worker, politely.
 --
 -- First returns expired leases to their queues (a dead worker's work) and
 -- moves due delayed URLs back to their queues. Then takes, one URL at a time,
@@ -11,10 +11,16 @@
 -- ARGV[1]  prefix, ARGV[2] N, ARGV[3] lease ms, ARGV[4] worker id,
 -- ARGV[5]  random number in [0, 1) for jitter, ARGV[6] jitter (0..1),
 -- ARGV[7]  how many expired leases / due delayed URLs to move at most
--- Returns {now_ms, next_ready_ms or -1, host1, entry1, host2, entry2, ...}.
+-- ARGV[8]  robots: 0 when robots.txt is not obeyed, else how long (ms) one
+--          worker may take to fetch a host's robots.txt before another may
+-- Returns {now_ms, next_ready_ms or -1, then per claim: host, entry, robots
+-- version}. An entry "R" is a robots job: the host's robots.txt is unknown or
+-- due, so this worker fetches it (robots.lua stores the result) and the
+-- host's URLs wait in the frontier meanwhile, holding no download slot.
 local p = ARGV[1]
 local want, lease_ms, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local rnd, jitter, move_max = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local robots_ms = tonumber(ARGV[8] or '0')
 local now = now_ms()
 local ready = p .. ':ready'
 
@@ -55,36 +61,65 @@ end
 
 -- 3. Claim.
 local out = {}
-local got = 0
+local got, leased = 0, 0
+
+-- Does this host need its robots.txt fetched before any page? (unknown,
+-- expired, unreachable past its retry time, or a fetch whose worker vanished)
+local function robots_due(hk)
+  if robots_ms == 0 then return false end
+  local st = redis.call('HMGET', hk, 'rs', 'rx')
+  return st[1] ~= 'k' or now >= tonumber(st[2] or '0')
+end
+
+-- Lease the head of the host's queue and move its next-allowed time on by
+-- its delay (with jitter, never below its floor fl: a robots Crawl-delay).
+local function lease_head(host, hk)
+  local popped = redis.call('ZPOPMIN', p .. ':q:' .. host)
+  if #popped == 0 then
+    redis.call('HSET', hk, 'n', 0)  -- repair: a host without a queue is not ready
+    redis.call('ZREM', ready, host)
+    return false
+  end
+  local entry, score = popped[1], popped[2]
+  local fp = string.sub(entry, 1, 16)
+  redis.call('ZADD', p .. ':leased', now + lease_ms, fp)
+  redis.call('HSET', p .. ':ld', fp, host .. '\n' .. score .. '\n' .. worker .. '\n' .. entry)
+  local st = redis.call('HMGET', hk, 'dl', 'fl', 'rv')
+  local delay, floor = tonumber(st[1]), tonumber(st[2] or '0')
+  local r = (rnd + got * 0.6180339887) % 1
+  local gap = math.max(floor, math.floor(delay * (1 - jitter + 2 * jitter * r)))
+  redis.call('HINCRBY', hk, 'n', -1)
+  redis.call('HINCRBY', hk, 'i', 1)
+  redis.call('HSET', hk, 't', now + gap)
+  refresh_host(p, host)
+  out[#out + 1] = host
+  out[#out + 1] = entry
+  out[#out + 1] = st[3] or '0'
+  leased = leased + 1
+  return true
+end
+
 while got < want do
   local h = redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, 1)
   if #h == 0 then break end
   local host = h[1]
   local hk = p .. ':h:' .. host
-  local popped = redis.call('ZPOPMIN', p .. ':q:' .. host)
-  if #popped == 0 then
-    redis.call('HSET', hk, 'n', 0)  -- repair: a host without a queue is not ready
-    redis.call('ZREM', ready, host)
-  else
-    local entry, score = popped[1], popped[2]
-    local fp = string.sub(entry, 1, 16)
-    redis.call('ZADD', p .. ':leased', now + lease_ms, fp)
-    redis.call('HSET', p .. ':ld', fp, host .. '\n' .. score .. '\n' .. worker .. '\n' .. entry)
-    local delay = tonumber(redis.call('HGET', hk, 'dl'))
-    local r = (rnd + got * 0.6180339887) % 1
-    local next_t = now + math.floor(delay * (1 - jitter + 2 * jitter * r))
-    redis.call('HINCRBY', hk, 'n', -1)
-    redis.call('HINCRBY', hk, 'i', 1)
-    redis.call('HSET', hk, 't', next_t)
+  if robots_due(hk) then
+    -- This worker fetches it (robots.lua stores the outcome); the host's
+    -- URLs wait here meanwhile, holding no download slot.
+    redis.call('HSET', hk, 'rs', 'f', 'w', now + robots_ms)
     refresh_host(p, host)
     out[#out + 1] = host
-    out[#out + 1] = entry
+    out[#out + 1] = 'R'
+    out[#out + 1] = '0'
+    got = got + 1
+  elseif lease_head(host, hk) then
     got = got + 1
   end
 end
-if got > 0 then
-  redis.call('HINCRBY', KEYS[1], 'leased', got)
-  redis.call('HINCRBY', KEYS[1], 'queued', -got)
+if leased > 0 then
+  redis.call('HINCRBY', KEYS[1], 'leased', leased)
+  redis.call('HINCRBY', KEYS[1], 'queued', -leased)
 end
 
 -- 4. When is the next thing due here? (ready host, delayed URL, lease expiry)

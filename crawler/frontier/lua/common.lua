@@ -9,10 +9,12 @@ end
 
 -- A host belongs in its partition's ready set, scored by its next-allowed
 -- time, exactly while it has queued URLs and room for one more in flight.
+-- The next-allowed time is the later of t (pacing) and w (a hold: robots.txt
+-- being fetched or unreachable; later, backoff and breakers).
 local function refresh_host(p, host)
-  local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'i', 'c', 't')
+  local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'i', 'c', 't', 'w')
   if tonumber(st[1]) > 0 and tonumber(st[2]) < tonumber(st[3]) then
-    redis.call('ZADD', p .. ':ready', st[4], host)
+    redis.call('ZADD', p .. ':ready', math.max(tonumber(st[4]), tonumber(st[5] or '0')), host)
   else
     redis.call('ZREM', p .. ':ready', host)
   end

@@ -11,14 +11,18 @@
 --
 -- KEYS[1]  the partition's counts hash
 -- ARGV[1]  prefix, ARGV[2] host key, ARGV[3] the dead reason (JSON),
--- ARGV[4]  how many queued URLs to move at most in this call
+-- ARGV[4]  how many queued URLs to move at most in this call,
+-- ARGV[5]  what to set the host's b field to: "1" blocks it (an operator's
+--          drop: new links refused), "p" parks it (robots.txt unreachable: new
+--          links become dead letters too), "" leaves it
 -- then fingerprints of the host's delayed URLs to drop too (the client finds
 -- them; each is checked here to be still delayed and of this host)
 -- Returns {queued moved, delayed moved, still queued}.
 local p, host, reason, max = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local mark = ARGV[5]
 local hk, qk = p .. ':h:' .. host, p .. ':q:' .. host
 if redis.call('EXISTS', hk) == 0 then return {0, 0, 0} end
-redis.call('HSET', hk, 'b', 1)
+if mark ~= '' then redis.call('HSET', hk, 'b', mark) end
 
 local popped = redis.call('ZPOPMIN', qk, max)
 local queued = #popped / 2
@@ -29,7 +33,7 @@ end
 
 local delayed = 0
 local tag = host .. '\n'
-for i = 5, #ARGV do
+for i = 6, #ARGV do
   local fp = ARGV[i]
   local data = redis.call('HGET', p .. ':dd', fp)
   if data and string.sub(data, 1, #tag) == tag then

@@ -7,7 +7,7 @@
 -- KEYS[1]  the partition's counts hash
 -- ARGV[1]  prefix, ARGV[2] worker id (only its own leases are released)
 -- then 4 values per lease: fingerprint (16 bytes), op, arg, entry
---   op "done":   the URL is finished
+--   op "done":   the URL is finished (arg "robots": robots.txt disallowed it)
 --   op "return": back to the head of its host's queue (graceful stop)
 --   op "retry":  delayed by arg ms, with entry as its new record (if not "")
 --   op "dead":   dead letter; arg is the JSON reason
@@ -15,7 +15,7 @@
 local p, worker = ARGV[1], ARGV[2]
 local now = now_ms()
 local released, stale = 0, 0
-local counts = {done = 0, queued = 0, delayed = 0, dead = 0}
+local counts = {done = 0, queued = 0, delayed = 0, dead = 0, robots_denied = 0}
 
 for i = 3, #ARGV, 4 do
   local fp, op, arg, new_entry = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
@@ -30,6 +30,7 @@ for i = 3, #ARGV, 4 do
     redis.call('HINCRBY', hk, 'i', -1)
     if op == 'done' then
       counts.done = counts.done + 1
+      if arg == 'robots' then counts.robots_denied = counts.robots_denied + 1 end
     elseif op == 'return' then
       redis.call('ZADD', p .. ':q:' .. host, score, entry)
       redis.call('HINCRBY', hk, 'n', 1)

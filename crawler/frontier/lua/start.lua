@@ -3,13 +3,15 @@
 -- Claims are spaced by the host's delay, but a claimed URL can wait in a
 -- worker (a busy reactor, a middleware) before it is sent, and two workers'
 -- waits differ. This gate spaces the actual starts, for all workers, by the
--- smallest gap the delay allows: delay x (1 - jitter).
+-- smallest gap the delay allows: delay x (1 - jitter), and never less than
+-- the host's floor fl (a robots.txt Crawl-delay, which jitter must not cut).
 --
 -- KEYS[1]  the host hash; ARGV[1] jitter (0..1)
 -- Returns 0 (start now; the gate is moved on) or the ms to wait.
 local now = now_ms()
-local st = redis.call('HMGET', KEYS[1], 's', 'dl')
+local st = redis.call('HMGET', KEYS[1], 's', 'dl', 'fl')
 local gate, delay = tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0
 if now < gate then return gate - now end
-redis.call('HSET', KEYS[1], 's', now + math.floor(delay * (1 - tonumber(ARGV[1]))))
+local gap = math.max(tonumber(st[3] or '0') or 0, math.floor(delay * (1 - tonumber(ARGV[1]))))
+redis.call('HSET', KEYS[1], 's', now + gap)
 return 0

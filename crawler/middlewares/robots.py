@@ -1,0 +1,84 @@
+"""Downloader middleware: no page request that robots.txt disallows.
+
+Replaces Scrapy's ``RobotsTxtMiddleware``, which fails open (a robots.txt
+that times out means "allow everything") and keeps a per-process cache with
+no expiry. Here the frontier decides *when* a host may be contacted (not
+before its robots.txt is resolved, for every worker) and this middleware
+decides *whether* a page may be: against the rules the frontier stored for
+the host, at the version the page's lease was claimed under.
+
+A disallowed URL is not an error: its lease ends as done with reason
+``robots`` (stats ``robots/denied``). ``dont_obey_robotstxt`` in a request's
+meta skips the check, as in Scrapy.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+
+from crawler.frontier.scheduler import LEASE_META, ROBOTS_META, scheduler_of
+from crawler.robots.fetch import ROBOTS_FETCH_META
+from crawler.robots.policy import RobotsPolicy
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+#: Set on a request the middleware refused, for the scheduler's release.
+DENIED = "denied"
+UNKNOWN = "unknown"
+
+
+class RobotsPolicyMiddleware:
+    """Check each page request against its host's robots rules."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.policy = RobotsPolicy.from_crawler(crawler)
+        self._warned = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RobotsPolicyMiddleware:
+        if not crawler.settings.getbool("ROBOTSTXT_OBEY"):
+            raise NotConfigured("ROBOTSTXT_OBEY is off")
+        return cls(crawler)
+
+    async def process_request(self, request: Request) -> None:
+        meta = request.meta
+        if meta.get(ROBOTS_FETCH_META) or meta.get("dont_obey_robotstxt"):
+            return
+        scheduler = scheduler_of(self.crawler)
+        token = meta.get(LEASE_META)
+        host = scheduler.host_of(token) if scheduler is not None and token else None
+        if host is None:
+            self._not_from_frontier(request)
+        rules = await self.policy.rules_for(host, meta.get("_robots_v", 0))
+        if rules is None:
+            # The frontier said robots was known but holds no rules (an
+            # operator deleted them?): fail closed, the URL is tried later.
+            meta[ROBOTS_META] = UNKNOWN
+            self.crawler.stats.inc_value("robots/missing_rules")
+            raise IgnoreRequest(f"no robots rules stored for {host}")
+        if not rules.allowed(request.url):
+            meta[ROBOTS_META] = DENIED
+            self.crawler.stats.inc_value("robots/denied")
+            logger.debug("Forbidden by robots.txt: %s", request.url,
+                         extra={"url": request.url, "host": host})
+            raise IgnoreRequest(f"forbidden by robots.txt: {request.url}")
+
+    def _not_from_frontier(self, request: Request) -> None:
+        """A request that did not come from the frontier cannot be checked: refused."""
+        self.crawler.stats.inc_value("robots/unchecked")
+        if not self._warned:
+            self._warned = True
+            logger.error(
+                "Robots policy: %s did not come from the frontier scheduler, so its "
+                "robots.txt is unknown and it is not sent. The policy needs SCHEDULER = "
+                "'crawler.frontier.scheduler.FrontierScheduler' (or ROBOTSTXT_OBEY = False, "
+                "or dont_obey_robotstxt in the request's meta)", request.url)
+        raise IgnoreRequest(f"robots.txt unknown: {request.url}")
