@@ -284,8 +284,11 @@ def python() -> str:
 
 
 #: The baseline: Scrapy's own scheduler (DownloaderAwarePriorityQueue), with
-#: the admission middleware the project's settings ask for in that case.
+#: the admission middleware the project's settings ask for in that case, and
+#: Scrapy's own robots.txt middleware (the project's policy needs the frontier;
+#: replacing the project's DOWNLOADER_MIDDLEWARES brings Scrapy's back).
 SCRAPY_SCHEDULER: dict[str, Any] = {
     "SCHEDULER": "scrapy.core.scheduler.Scheduler",
     "SPIDER_MIDDLEWARES": {"crawler.middlewares.admission.AdmissionMiddleware": 850},
+    "DOWNLOADER_MIDDLEWARES": {"crawler.middlewares.robots.RobotsPolicyMiddleware": None},
 }

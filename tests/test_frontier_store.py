@@ -182,3 +182,21 @@ def test_claim_never_leases_more_than_asked(harness: Harness) -> None:
         assert len(harness.run(f.claim(n, "w")).leases) == n
     # the rest are still claimable, wherever their partitions are
     assert len(harness.run(f.claim(100, "w")).leases) == 50 - 19
+
+
+def test_the_workers_client_waits_for_a_connection_instead_of_failing(
+    redis_url: str, redis_prefix: str
+) -> None:
+    # Every request in flight may call Redis at once; redis-py's default pool
+    # raised "Too many connections" past its limit (and lost robots outcomes).
+    from crawler.frontier.scheduler import redis_client
+
+    async def main() -> list[int]:
+        client = redis_client(redis_url, {"max_connections": 4})
+        try:
+            key = redis_prefix + "busy"
+            return await asyncio.gather(*(client.incr(key) for _ in range(300)))
+        finally:
+            await client.aclose()
+
+    assert sorted(asyncio.run(main())) == list(range(1, 301))

@@ -32,7 +32,7 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.exceptions import RedisError
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
@@ -67,6 +67,19 @@ _SCHEDULERS: weakref.WeakKeyDictionary[Any, FrontierScheduler] = weakref.WeakKey
 def scheduler_of(crawler: Crawler) -> FrontierScheduler | None:
     """The frontier scheduler of a crawl (for its middlewares), if it uses one."""
     return _SCHEDULERS.get(crawler)
+
+
+def redis_client(url: str, params: dict[str, Any]) -> Redis:
+    """An async client whose pool *waits* for a free connection.
+
+    Every request in flight may talk to Redis (start gate, robots rules) on
+    top of claims, flushes and robots jobs; redis-py's default pool fails
+    with "Too many connections" past 100 instead of waiting. A bounded,
+    blocking pool also keeps a fleet of workers from exhausting a shared
+    Redis's ``maxclients``. ``REDIS_PARAMS`` can change both numbers.
+    """
+    options = {"max_connections": 32, "timeout": 30, **params}
+    return Redis.from_pool(BlockingConnectionPool.from_url(url, **options))
 
 
 def worker_identity(settings: Any) -> str:
@@ -148,7 +161,7 @@ class FrontierScheduler:
     async def _open(self) -> None:
         assert self.spider is not None
         url = self.redis_url or self._start_embedded()
-        self.client = Redis.from_url(url, **self.redis_params)
+        self.client = redis_client(url, self.redis_params)
         namespace = self.namespace_template % {"spider": self.spider.name}
         keys = Keys(namespace, self.partitions, self.seen_buckets)
         await self._check_layout(keys)
@@ -516,6 +529,10 @@ class FrontierScheduler:
         except (RedisError, OSError) as exc:
             # The job's lease runs out and the host is handed out again.
             self._redis_trouble(exc)
+        except Exception:
+            logger.exception("Robots job for %s failed; it is tried again later", host,
+                             extra={"host": host})
+            self.stats.inc_value("robots/job_errors")
         finally:
             self.robots_jobs.discard(host)
         self._claimable = True

@@ -137,6 +137,8 @@ class RobotsPolicy:
             pacing.delay_ms, pacing.floor_ms, pacing.first_gap_ms, self.settings.retry)
         self._remember(host, outcome.version, rules)
         self._follow_sitemaps(rules)
+        logger.debug("robots.txt of %s: %s (HTTP %s), stored as version %d", host, kind,
+                     fetched.status, outcome.version, extra={"host": host})
         return outcome
 
     def _follow_sitemaps(self, rules: Rules) -> None:
