@@ -67,6 +67,29 @@ ROBOTS_STALE_MAX_DAYS = 30.0
 # Parsed rules kept in each worker's memory (hosts).
 ROBOTS_CACHE_SIZE = 10000
 
+# --- Retries, backoff and circuit breakers (crawler/middlewares/retry.py) ---
+# Transient failures are retried up to RETRY_TIMES times, waiting in the
+# frontier (no slot or memory held): Retry-After when the server sends one
+# (capped at RETRY_AFTER_MAX seconds), else exponential backoff with full
+# jitter, base x 2^attempt up to RETRY_BACKOFF_MAX. Then the URL is dead.
+RETRY_TIMES = 3
+RETRY_HTTP_CODES = [408, 429, 500, 502, 503, 504, 522, 524]
+RETRY_BACKOFF_BASE = 2.0
+RETRY_BACKOFF_MAX = 600.0
+RETRY_AFTER_MAX = 3600.0
+# These answers hold the whole host back (for every worker) as long as the
+# URL's own wait: the server asked us to slow down.
+BACKOFF_HTTP_CODES = [429, 503]
+# Per-host circuit breaker: this many consecutive failures (network errors,
+# timeouts, 5xx) open it; no request to the host for the cool-down (doubling
+# from BREAKER_COOLDOWN up to BREAKER_COOLDOWN_MAX seconds), then one probe.
+# After BREAKER_MAX_OPENINGS openings its queued URLs become dead letters
+# "host-unreachable" (scrapy frontier requeue brings them back).
+BREAKER_THRESHOLD = 5
+BREAKER_COOLDOWN = 30.0
+BREAKER_COOLDOWN_MAX = 3600.0
+BREAKER_MAX_OPENINGS = 6
+
 # --- The frontier -------------------------------------------------------------
 # All crawl state (queues, dedup, leases, per-host politeness) lives in Redis,
 # shared by every worker (crawler/frontier). With REDIS_URL unset, an embedded
@@ -99,6 +122,9 @@ DOWNLOADER_MIDDLEWARES = {
     # The crawler's robots policy replaces Scrapy's middleware (same place).
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "crawler.middlewares.robots.RobotsPolicyMiddleware": 100,
+    # Retries wait in the frontier, honouring Retry-After (replaces Scrapy's).
+    "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+    "crawler.middlewares.retry.RetryPolicyMiddleware": 550,
     # Next to the downloader, so it sees every download error first.
     "crawler.frontier.scheduler.FrontierOutcomeMiddleware": 950,
     # The last gate before a request leaves: spaces starts per host across workers.
@@ -166,10 +192,8 @@ DOWNLOAD_WARNSIZE = 4 * 1024 * 1024
 # Cookies tie requests to sessions: a broad crawl needs none and sites use them
 # to build endless session URLs.
 COOKIES_ENABLED = False
-# Few retries: in a broad crawl a failing page is better revisited later than
-# hammered now (backoff and dead letters arrive with the frontier).
+# Retries: see "Retries, backoff and circuit breakers" above.
 RETRY_ENABLED = True
-RETRY_TIMES = 2
 # Redirect chains longer than this are loops or traps.
 REDIRECT_MAX_TIMES = 10
 # Every status becomes an item (404s and 500s are part of the record of a

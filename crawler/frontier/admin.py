@@ -479,7 +479,7 @@ class FrontierAdmin:
             if batch:
                 moved += self._requeue_batch(part, batch, front)
         if host:  # a dropped host with nothing dead left is unblocked all the same
-            self.client.hdel(self.keys.host(self.partition(host), host), "b")
+            self.client.hdel(self.keys.host(self.partition(host), host), "b", "pr")
         return moved
 
     def _requeue_batch(self, part: int, batch: list[bytes | int], front: bool) -> int:

@@ -46,7 +46,15 @@ from crawler.frontier.embedded import EmbeddedRedis
 from crawler.frontier.keys import Keys
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, from_record, to_record
 from crawler.frontier.seedfeed import SeedFeed
-from crawler.frontier.store import Admission, Frontier, Lease, Limits, Release
+from crawler.frontier.store import (
+    Admission,
+    Breaker,
+    BreakerEvent,
+    Frontier,
+    Lease,
+    Limits,
+    Release,
+)
 from crawler.robots.policy import RobotsPolicy
 from crawler.urls import canonical_host_key, canonical_url, stripper_from_settings, url_fingerprint
 
@@ -60,6 +68,10 @@ LEASE_META = "_frontier_lease"
 ERROR_META = "_frontier_error"
 #: Set by the robots middleware on a request it refused: "denied" or "unknown".
 ROBOTS_META = "_frontier_robots"
+#: Set by the retry middleware: {"op", "arg", "hold_ms", "health"} for the release.
+OUTCOME_META = "_frontier_outcome"
+#: Set by a guard that refused a request: the reason it ends as done with.
+REASON_META = "_frontier_reason"
 
 _SCHEDULERS: weakref.WeakKeyDictionary[Any, FrontierScheduler] = weakref.WeakKeyDictionary()
 
@@ -111,6 +123,12 @@ class FrontierScheduler:
             jitter=s.getfloat("DOWNLOAD_DELAY_JITTER", 0.5),
             budget=s.getint("ADMISSION_MAX_PAGES_PER_HOST", 0),
             lease_ms=round(s.getfloat("FRONTIER_LEASE_SECONDS", 60) * 1000),
+            breaker=Breaker(
+                threshold=s.getint("BREAKER_THRESHOLD", 5),
+                base_ms=round(s.getfloat("BREAKER_COOLDOWN", 30.0) * 1000),
+                cap_ms=round(s.getfloat("BREAKER_COOLDOWN_MAX", 3600.0) * 1000),
+                max_openings=s.getint("BREAKER_MAX_OPENINGS", 6),
+            ),
         )
         self.robots: RobotsPolicy | None = None
         if s.getbool("ROBOTSTXT_OBEY"):
@@ -311,11 +329,8 @@ class FrontierScheduler:
         """The same URL again (a retry): release its lease as delayed."""
         lease, _ = self.held.pop(token)
         self.transferred.add(token)
-        assert self.spider is not None and canon is not None
-        try:
-            record = to_record(request, canon, self.spider, self.meta_keys, lease.host)
-        except RecordError:
-            record = ""
+        assert canon is not None
+        record = self._record_again(request, canon, lease)
         self.pending_releases.append(
             Release(lease.host, lease.fingerprint, "retry", str(self.limits.delay_ms), record))
         self.stats.inc_value("frontier/leases/retried")
@@ -396,25 +411,68 @@ class FrontierScheduler:
         held = self.held.pop(token, None)
         if held is None:
             return
-        lease, _ = held
-        error = request.meta.get(ERROR_META)
-        robots = request.meta.get(ROBOTS_META)
-        if robots == "denied":
-            release = Release(lease.host, lease.fingerprint, "done", "robots")
+        lease, canon = held
+        self.pending_releases.append(self._release_of(request, lease, canon))
+        self._schedule_flush()
+
+    def _release_of(self, request: Request, lease: Lease, canon: str) -> Release:
+        """How a finished request's lease ends (the middlewares left the why in its meta)."""
+        meta = request.meta
+        outcome = meta.get(OUTCOME_META)
+        robots = meta.get(ROBOTS_META)
+        if robots == "denied" or meta.get(REASON_META):
             self.stats.inc_value("frontier/leases/done")
-        elif robots is not None:  # rules missing: try again later
-            release = Release(lease.host, lease.fingerprint, "retry", str(self.limits.lease_ms))
+            return Release(lease.host, lease.fingerprint, "done",
+                           "robots" if robots == "denied" else str(meta[REASON_META]))
+        if robots is not None:  # rules missing: try again later
             self.stats.inc_value("frontier/leases/retried")
-        elif error is None:
-            release = Release(lease.host, lease.fingerprint, "done")
-            self.stats.inc_value("frontier/leases/done")
-        else:
+            return Release(lease.host, lease.fingerprint, "retry", str(self.limits.lease_ms))
+        if outcome is not None:
+            op = outcome["op"]
+            self.stats.inc_value(f"frontier/leases/{'retried' if op == 'retry' else op}")
+            return Release(lease.host, lease.fingerprint, op, outcome.get("arg", ""),
+                           self._record_again(request, canon, lease) if op == "retry" else "",
+                           outcome.get("hold_ms", 0), outcome.get("health", ""))
+        error = meta.get(ERROR_META)
+        if error is not None:
+            self.stats.inc_value("frontier/leases/dead")
             reason = json.dumps({"reason": "download-error", "error": error,
                                  "t": round(time.time())})
-            release = Release(lease.host, lease.fingerprint, "dead", reason)
-            self.stats.inc_value("frontier/leases/dead")
-        self.pending_releases.append(release)
-        self._schedule_flush()
+            return Release(lease.host, lease.fingerprint, "dead", reason)
+        self.stats.inc_value("frontier/leases/done")
+        return Release(lease.host, lease.fingerprint, "done", health="ok")
+
+    def _record_again(self, request: Request, canon: str, lease: Lease) -> str:
+        """The record of a retried request (its retry count moved on), "" to keep the old."""
+        assert self.spider is not None
+        try:
+            return to_record(request, canon, self.spider, self.meta_keys, lease.host)
+        except RecordError:
+            return ""
+
+    async def _breaker_event(self, event: BreakerEvent) -> None:
+        """Log a host's breaker transition once (this worker's release caused it)."""
+        extra = {"host": event.host, "breaker": event.event}
+        self.stats.inc_value(f"breaker/{event.event}")
+        if event.event == "open":
+            logger.warning("Breaker open for %s: no requests for %.0f s", event.host,
+                           event.ms / 1000, extra={**extra, "cooldown_s": event.ms / 1000})
+        elif event.event == "close":
+            logger.info("Breaker closed for %s: the probe succeeded", event.host, extra=extra)
+        else:
+            assert self.frontier is not None
+            reason = json.dumps({"reason": "host-unreachable", "error": "breaker opened "
+                                 f"{self.limits.breaker.max_openings} times",
+                                 "t": round(time.time())})
+            try:
+                parked = await self.frontier.park_host(event.host, reason)
+            except (RedisError, OSError) as exc:
+                self._redis_trouble(exc)
+                return
+            logger.warning(
+                "Host %s parked: its breaker kept opening; %d queued URL(s) are dead letters "
+                "(requeue with: scrapy frontier requeue --reason host-unreachable --host %s)",
+                event.host, parked, event.host, extra=extra)
 
     # ------------------------------------------------------------------ background work
 
@@ -454,7 +512,7 @@ class FrontierScheduler:
             releases, self.pending_releases = self.pending_releases, []
             try:
                 result = await self.frontier.admit(admissions)
-                _, stale = await self.frontier.release(releases, self.worker)
+                released = await self.frontier.release(releases, self.worker)
             except asyncio.CancelledError:
                 self.pending_admissions[:0] = admissions
                 self.pending_releases[:0] = releases
@@ -478,8 +536,10 @@ class FrontierScheduler:
                 self.stats.inc_value("frontier/refused/dropped-host", result.blocked)
             if result.parked:
                 self.stats.inc_value("frontier/parked", result.parked)
-            if stale:
-                self.stats.inc_value("frontier/leases/stale", stale)
+            if released.stale:
+                self.stats.inc_value("frontier/leases/stale", released.stale)
+            for event in released.events:
+                await self._breaker_event(event)
 
     def _want_claim(self) -> None:
         if self._claiming or self._closing or self.frontier is None or not self._claimable:

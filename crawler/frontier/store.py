@@ -13,7 +13,7 @@ import random
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
 
@@ -61,13 +61,44 @@ class Lease:
 
 @dataclass(frozen=True, slots=True)
 class Release:
-    """What became of a lease: done, return, retry (after delay_ms) or dead."""
+    """What became of a lease: done, return, retry (after delay_ms) or dead.
+
+    ``hold_ms`` pushes back the host's next-allowed time for every worker
+    (the server asked us to back off); ``health`` ("fail", "ok" or "") feeds
+    the host's circuit breaker.
+    """
 
     host: str
     fingerprint: bytes
     op: str
     arg: str = ""
     record: str = ""  # a new record (retry) or "" to keep the old one
+    hold_ms: int = 0
+    health: str = ""
+
+
+class BreakerEvent(NamedTuple):
+    """A host's breaker changed: "open" (for ``ms``), "close" or "park"."""
+
+    event: str
+    host: str
+    ms: int
+
+
+class ReleaseResult(NamedTuple):
+    released: int
+    stale: int
+    events: tuple[BreakerEvent, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Breaker:
+    """Per-host circuit breaker parameters, in ms (release.lua)."""
+
+    threshold: int = 5  # consecutive failures that open it
+    base_ms: int = 30_000  # first cool-down, doubled at each opening
+    cap_ms: int = 3_600_000
+    max_openings: int = 6  # then the host is parked (0: never)
 
 
 @dataclass(slots=True)
@@ -117,6 +148,7 @@ class Limits:
     lease_ms: int = 60_000
     move_max: int = 500
     robots_ms: int = 0  # 0: robots.txt not obeyed; else a robots fetch's lease
+    breaker: Breaker = field(default_factory=Breaker)
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -218,25 +250,31 @@ class Frontier:
                 full.append(part)
         return full
 
-    async def release(self, releases: Iterable[Release], worker: str) -> tuple[int, int]:
-        """Release leases (each exactly once); returns (released, stale)."""
+    async def release(self, releases: Iterable[Release], worker: str) -> ReleaseResult:
+        """Release leases (each exactly once): how many, how many stale, breaker events."""
         groups: dict[int, list[Any]] = defaultdict(list)
         for rel in releases:
             groups[self.partition(rel.host)] += [
                 rel.fingerprint, rel.op, rel.arg,
                 rel.fingerprint + rel.record.encode("utf-8") if rel.record else "",
+                rel.hold_ms, rel.health,
             ]
         if not groups:
-            return 0, 0
+            return ReleaseResult(0, 0)
+        b = self.limits.breaker
         pipe = self.client.pipeline(transaction=False)
         for part, args in groups.items():
-            await self._release(keys=[self.keys.counts(part)],
-                                args=[self.keys.prefix(part), worker, *args], client=pipe)
+            head = [self.keys.prefix(part), worker, b.threshold, b.base_ms, b.cap_ms,
+                    b.max_openings]
+            await self._release(keys=[self.keys.counts(part)], args=head + args, client=pipe)
         released = stale = 0
-        for done, old in await pipe.execute():
-            released += done
-            stale += old
-        return released, stale
+        events: list[BreakerEvent] = []
+        for reply in await pipe.execute():
+            released += reply[0]
+            stale += reply[1]
+            events += [BreakerEvent(reply[i].decode(), reply[i + 1].decode(), int(reply[i + 2]))
+                       for i in range(2, len(reply), 3)]
+        return ReleaseResult(released, stale, tuple(events))
 
     async def renew(self, leases: Iterable[Lease], worker: str) -> int:
         """Push back the expiry of leases this worker still holds."""

@@ -10,7 +10,8 @@
 --   entry (16-byte fingerprint .. JSON record), host config ("" or "conc:delay_ms")
 -- A URL of a dropped host (field b = 1, set by drop_host.lua) is refused
 -- before the seen set is touched, so requeueing the host admits it later.
--- A new URL of a parked host (b = "p": its robots.txt stayed unreachable) is
+-- A new URL of a parked host (b = "p": its robots.txt stayed unreachable, or
+-- its breaker opened too often; pr holds the reason) is
 -- a dead letter at once, next to the host's others, so that links to it do
 -- not keep a finite crawl open; requeueing the host brings them all back.
 -- Returns {added, duplicates, refused (budget), blocked, parked}.
@@ -30,8 +31,8 @@ for i = 5, #ARGV, 6 do
   elseif redis.call('SADD', p .. ':s:' .. bucket, member) == 0 then
     dups = dups + 1
   elseif b == 'p' then
-    redis.call('HSET', p .. ':dead', string.sub(entry, 1, 16),
-               host .. '\n' .. parked_reason .. '\n' .. entry)
+    local reason = redis.call('HGET', hk, 'pr') or parked_reason
+    redis.call('HSET', p .. ':dead', string.sub(entry, 1, 16), host .. '\n' .. reason .. '\n' .. entry)
     parked = parked + 1
   else
     if redis.call('EXISTS', hk) == 0 then

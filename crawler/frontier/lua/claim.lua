@@ -84,13 +84,18 @@ local function lease_head(host, hk)
   local fp = string.sub(entry, 1, 16)
   redis.call('ZADD', p .. ':leased', now + lease_ms, fp)
   redis.call('HSET', p .. ':ld', fp, host .. '\n' .. score .. '\n' .. worker .. '\n' .. entry)
-  local st = redis.call('HMGET', hk, 'dl', 'fl', 'rv')
+  local st = redis.call('HMGET', hk, 'dl', 'fl', 'rv', 'bs')
   local delay, floor = tonumber(st[1]), tonumber(st[2] or '0')
   local r = (rnd + got * 0.6180339887) % 1
   local gap = math.max(floor, math.floor(delay * (1 - jitter + 2 * jitter * r)))
   redis.call('HINCRBY', hk, 'n', -1)
   redis.call('HINCRBY', hk, 'i', 1)
   redis.call('HSET', hk, 't', now + gap)
+  if st[4] == 'o' or st[4] == 'h' then
+    -- Breaker cool-down over: this URL is the one probe (half-open); the
+    -- host is held until its release says how it went (or the lease ends).
+    redis.call('HSET', hk, 'bs', 'h', 'w', now + lease_ms)
+  end
   refresh_host(p, host)
   out[#out + 1] = host
   out[#out + 1] = entry

@@ -23,6 +23,7 @@ local mark = ARGV[5]
 local hk, qk = p .. ':h:' .. host, p .. ':q:' .. host
 if redis.call('EXISTS', hk) == 0 then return {0, 0, 0} end
 if mark ~= '' then redis.call('HSET', hk, 'b', mark) end
+if mark == 'p' then redis.call('HSET', hk, 'pr', reason) end
 
 local popped = redis.call('ZPOPMIN', qk, max)
 local queued = #popped / 2

@@ -4,21 +4,80 @@
 -- was released already) is left alone and counted as stale, so a late or
 -- repeated release can never double-count or resurrect a URL.
 --
+-- A release also tells the host's health (issue 5): a hold (ms) pushes back
+-- the host's next-allowed time for every worker (429 / 503: the server asked
+-- us to back off), and a failure or success drives the host's circuit
+-- breaker (fields cf consecutive failures, bs "o" open / "h" half-open,
+-- bo openings): past the threshold of consecutive failures the breaker
+-- opens and holds the host for base * 2^(openings - 1) ms (capped); then
+-- claim.lua hands out one probe (half-open); its success closes the breaker,
+-- its failure opens it again, longer; after max openings the host is to be
+-- parked (the caller moves its queued URLs to dead letters).
+--
 -- KEYS[1]  the partition's counts hash
--- ARGV[1]  prefix, ARGV[2] worker id (only its own leases are released)
--- then 4 values per lease: fingerprint (16 bytes), op, arg, entry
+-- ARGV[1]  prefix, ARGV[2] worker id (only its own leases are released),
+-- ARGV[3]  breaker threshold, ARGV[4] cool-down base ms, ARGV[5] cap ms,
+-- ARGV[6]  max openings (0: never park)
+-- then 6 values per lease: fingerprint (16 bytes), op, arg, entry, hold ms,
+-- health ("fail", "ok" or "" for neither)
 --   op "done":   the URL is finished (arg "robots": robots.txt disallowed it)
 --   op "return": back to the head of its host's queue (graceful stop)
 --   op "retry":  delayed by arg ms, with entry as its new record (if not "")
 --   op "dead":   dead letter; arg is the JSON reason
--- Returns {released, stale}.
+-- Returns {released, stale, then per breaker transition: event, host, ms}
+-- with event "open" (ms: cool-down), "close" or "park".
 local p, worker = ARGV[1], ARGV[2]
+local threshold, base, cap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local max_openings = tonumber(ARGV[6])
 local now = now_ms()
 local released, stale = 0, 0
-local counts = {done = 0, queued = 0, delayed = 0, dead = 0, robots_denied = 0}
+local counts = {done = 0, queued = 0, delayed = 0, dead = 0, robots_denied = 0,
+                breaker_open = 0, breaker_parked = 0}
+local transitions = {}
 
-for i = 3, #ARGV, 4 do
+local function hold(hk, ms)
+  local w = tonumber(redis.call('HGET', hk, 'w') or '0')
+  if now + ms > w then redis.call('HSET', hk, 'w', now + ms) end
+end
+
+local function breaker_failure(hk, host)
+  local cf = redis.call('HINCRBY', hk, 'cf', 1)
+  local bs = redis.call('HGET', hk, 'bs')
+  if bs == 'o' or bs == 'x' or (bs ~= 'h' and cf < threshold) then return end
+  local bo = redis.call('HINCRBY', hk, 'bo', 1)
+  if max_openings > 0 and bo > max_openings then
+    redis.call('HSET', hk, 'bs', 'x')
+    if bs == 'h' then counts.breaker_open = counts.breaker_open - 1 end
+    counts.breaker_parked = counts.breaker_parked + 1
+    transitions[#transitions + 1] = {'park', host, 0}
+    return
+  end
+  local cool = math.min(base * 2 ^ (bo - 1), cap)
+  redis.call('HSET', hk, 'bs', 'o')
+  if bs == 'h' then
+    redis.call('HSET', hk, 'w', now + cool)  -- replaces the probe's hold
+  else
+    hold(hk, cool)
+  end
+  if bs ~= 'h' then counts.breaker_open = counts.breaker_open + 1 end
+  transitions[#transitions + 1] = {'open', host, cool}
+end
+
+local function breaker_success(hk, host)
+  local st = redis.call('HMGET', hk, 'cf', 'bs')
+  if st[2] == 'h' then
+    redis.call('HDEL', hk, 'cf', 'bs', 'bo')
+    redis.call('HSET', hk, 'w', 0)  -- the probe's hold
+    counts.breaker_open = counts.breaker_open - 1
+    transitions[#transitions + 1] = {'close', host, 0}
+  elseif tonumber(st[1] or '0') > 0 then
+    redis.call('HSET', hk, 'cf', 0)
+  end
+end
+
+for i = 7, #ARGV, 6 do
   local fp, op, arg, new_entry = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local hold_ms, health = tonumber(ARGV[i + 4]), ARGV[i + 5]
   local data = redis.call('HGET', p .. ':ld', fp)
   local host, score, holder, entry
   if data then host, score, holder, entry = split_fields(data, 4) end
@@ -43,6 +102,12 @@ for i = 3, #ARGV, 4 do
       redis.call('HSET', p .. ':dead', fp, host .. '\n' .. arg .. '\n' .. entry)
       counts.dead = counts.dead + 1
     end
+    if hold_ms > 0 then hold(hk, hold_ms) end
+    if health == 'fail' then
+      breaker_failure(hk, host)
+    elseif health == 'ok' then
+      breaker_success(hk, host)
+    end
     refresh_host(p, host)
     released = released + 1
   else
@@ -52,7 +117,13 @@ end
 
 if released > 0 then redis.call('HINCRBY', KEYS[1], 'leased', -released) end
 for name, n in pairs(counts) do
-  if n > 0 then redis.call('HINCRBY', KEYS[1], name, n) end
+  if n ~= 0 then redis.call('HINCRBY', KEYS[1], name, n) end
 end
 if stale > 0 then redis.call('HINCRBY', KEYS[1], 'stale', stale) end
-return {released, stale}
+local out = {released, stale}
+for _, t in ipairs(transitions) do
+  out[#out + 1] = t[1]
+  out[#out + 1] = t[2]
+  out[#out + 1] = t[3]
+end
+return out

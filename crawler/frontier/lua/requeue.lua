@@ -39,7 +39,8 @@ for i = 5, #ARGV, 2 do
       score = queue_score(prio, seq)
     end
     redis.call('HDEL', p .. ':dead', fp)
-    redis.call('HDEL', hk, 'b')
+    redis.call('HDEL', hk, 'b', 'pr')  -- unblock, unpark
+    if redis.call('HGET', hk, 'bs') == 'x' then redis.call('HDEL', hk, 'bs', 'cf', 'bo') end
     push_url(p, host, score, entry)
     moved = moved + 1
   end

@@ -1,0 +1,158 @@
+"""Downloader middleware: retries that wait in the frontier, and host backoff.
+
+Replaces Scrapy's ``RetryMiddleware``, which ignores ``Retry-After`` and
+re-queues at once (scrapy/scrapy#3849). Here a transient failure (a status in
+``RETRY_HTTP_CODES`` or an exception in ``RETRY_EXCEPTIONS``) sends the URL to
+the frontier's *delayed* state for the wait the server asked for
+(``Retry-After``, seconds or HTTP date, capped by ``RETRY_AFTER_MAX``) or, when
+it said nothing, an exponential backoff with full jitter
+(``RETRY_BACKOFF_BASE`` x 2^attempt, capped by ``RETRY_BACKOFF_MAX``). The
+worker keeps nothing while it waits: no slot, no memory. A 429 or 503 also
+holds the whole host back for every worker (``BACKOFF_HTTP_CODES``). After
+``RETRY_TIMES`` retries the URL is dead with its reason and last error.
+
+Every outcome is also a health report for the host's circuit breaker: a 5xx
+or a network error is a failure, any other answer a success.
+
+The decision travels to the scheduler in ``request.meta[OUTCOME_META]``; the
+scheduler turns it into the lease's release.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import random
+import time
+from typing import TYPE_CHECKING, Any
+
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.utils.misc import load_object
+
+from crawler.frontier.scheduler import LEASE_META, OUTCOME_META
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+
+def retry_after_seconds(value: bytes | str | None, now: float) -> float | None:
+    """Seconds a ``Retry-After`` value asks to wait (None: absent or garbage).
+
+    RFC 9110 10.2.3: delta-seconds or an HTTP date; a date in the past means
+    now (0).
+    """
+    if value is None:
+        return None
+    text = (value.decode("latin-1") if isinstance(value, bytes) else value).strip()
+    if text.isdigit():
+        return float(int(text))
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None or when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+def full_jitter(attempt: int, base: float, cap: float, rnd: random.Random | None = None) -> float:
+    """Exponential backoff with full jitter: uniform in [0, min(cap, base x 2^attempt)].
+
+    Spreading retries over the whole window keeps many URLs that failed
+    together from coming back together (AWS architecture blog, 2015).
+    """
+    return (rnd or random).uniform(0, min(cap, base * 2 ** attempt))
+
+
+class RetryPolicyMiddleware:
+    """Classify each answer: retry later, give up, and tell the host's health."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        s = crawler.settings
+        self.stats = crawler.stats
+        self.max_retries = s.getint("RETRY_TIMES")
+        self.codes = {int(c) for c in s.getlist("RETRY_HTTP_CODES")}
+        self.backoff_codes = {int(c) for c in s.getlist("BACKOFF_HTTP_CODES", [429, 503])}
+        self.base = s.getfloat("RETRY_BACKOFF_BASE", 1.0)
+        self.cap = s.getfloat("RETRY_BACKOFF_MAX", 600.0)
+        self.after_max = s.getfloat("RETRY_AFTER_MAX", 3600.0)
+        self.exceptions = tuple(
+            load_object(e) if isinstance(e, str) else e for e in s.getlist("RETRY_EXCEPTIONS"))
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> RetryPolicyMiddleware:
+        if not crawler.settings.getbool("RETRY_ENABLED"):
+            raise NotConfigured("RETRY_ENABLED is off")
+        return cls(crawler)
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        if LEASE_META not in request.meta:
+            return response  # not from the frontier (a robots.txt fetch): not ours
+        status = response.status
+        health = "fail" if status >= 500 else "ok"
+        if status not in self.codes or request.meta.get("dont_retry"):
+            request.meta[OUTCOME_META] = {"op": "done", "health": health}
+            return response
+        wait = self._wait(request, response)
+        hold = wait if status in self.backoff_codes else 0.0
+        if hold:
+            self.stats.inc_value("backoff/host_holds")
+        self._retry_or_give_up(request, f"http-{status}", f"HTTP {status}", wait, hold, health)
+        return response  # given up: the spider still sees the answer
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        if LEASE_META not in request.meta or not isinstance(exception, self.exceptions):
+            return
+        if request.meta.get("dont_retry"):
+            return
+        attempt = request.meta.get("retry_times", 0) + 1
+        wait = full_jitter(attempt - 1, self.base, self.cap)
+        name = type(exception).__name__
+        self._retry_or_give_up(request, "download-error", name, wait, 0.0, "fail")
+
+    def _retry_or_give_up(self, request: Request, reason: str, error: str, wait: float,
+                          hold: float, health: str) -> None:
+        """Delay the URL in the frontier (raising IgnoreRequest), or mark it dead."""
+        attempt = request.meta.get("retry_times", 0) + 1
+        max_retries = request.meta.get("max_retry_times", self.max_retries)
+        hold_ms = round(hold * 1000)
+        if attempt > max_retries:
+            self.stats.inc_value("retry/max_reached")
+            self.stats.inc_value(f"retry/gave_up/{reason}")
+            request.meta[OUTCOME_META] = {
+                "op": "dead", "health": health, "hold_ms": hold_ms,
+                "arg": json.dumps({"reason": reason, "error": error, "attempts": attempt,
+                                   "t": round(time.time())}),
+            }
+            return
+        request.meta["retry_times"] = attempt
+        request.meta[OUTCOME_META] = {"op": "retry", "arg": str(round(wait * 1000)),
+                                      "health": health, "hold_ms": hold_ms}
+        self.stats.inc_value("retry/count")
+        self.stats.inc_value(f"retry/reason_count/{reason}")
+        logger.debug("Retrying %s in %.1f s (attempt %d, %s)", request.url, wait, attempt,
+                     error, extra={"url": request.url, "retry_in": wait, "error": error})
+        raise IgnoreRequest(f"retry in {wait:.1f} s: {error}")
+
+    def _wait(self, request: Request, response: Response) -> float:
+        asked = retry_after_seconds(response.headers.get(b"Retry-After"), time.time())
+        if asked is None:
+            attempt = request.meta.get("retry_times", 0)
+            return full_jitter(attempt, self.base, self.cap)
+        self.stats.inc_value("retry/retry_after")
+        if asked > self.after_max:
+            self.stats.inc_value("retry/retry_after_capped")
+            logger.info("Retry-After of %.0f s from %s capped to %.0f s (RETRY_AFTER_MAX)",
+                        asked, request.url, self.after_max, extra={"url": request.url})
+            return self.after_max
+        return asked
+
+
+def outcome_of(request: Request) -> dict[str, Any] | None:
+    """The decision this middleware left on a request, if any."""
+    return request.meta.get(OUTCOME_META)

@@ -1,0 +1,116 @@
+"""The retry policy's decisions: Retry-After, backoff with jitter, give-up, health."""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import random
+
+import pytest
+from scrapy import Request
+from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Response
+from scrapy.utils.test import get_crawler
+from twisted.internet.error import ConnectionRefusedError, TimeoutError
+
+import crawler.settings
+from crawler.frontier.scheduler import LEASE_META, OUTCOME_META
+from crawler.middlewares.retry import RetryPolicyMiddleware, full_jitter, retry_after_seconds
+
+NOW = 1_800_000_000.0
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [(b"3", 3.0), (b" 120 ", 120.0), ("0", 0.0),
+     (email.utils.formatdate(NOW + 30, usegmt=True), 30.0),
+     (email.utils.formatdate(NOW - 300, usegmt=True), 0.0),  # a past date means now
+     (b"soon", None), (b"-5", None), (b"1.5", None), (b"", None), (None, None),
+     (b"Mon, 99 Foo 2026 25:61:00 GMT", None)],
+    ids=["delta", "delta-spaces", "zero", "http-date", "past-date", "garbage", "negative",
+         "fraction", "empty", "absent", "broken-date"],
+)
+def test_retry_after_forms(value: bytes | str | None, seconds: float | None) -> None:
+    got = retry_after_seconds(value, NOW)
+    assert got == seconds if seconds is None else got == pytest.approx(seconds, abs=1)
+
+
+def test_full_jitter_spreads_over_the_whole_window() -> None:
+    rnd = random.Random(7)
+    waits = [full_jitter(3, 1.0, 600.0, rnd) for _ in range(2000)]
+    assert 0 <= min(waits) < 0.5 and 7.5 < max(waits) <= 8.0  # window: 1 x 2^3
+    bins = [sum(1 for w in waits if k <= w < k + 1) for k in range(8)]
+    assert all(150 < n < 350 for n in bins), bins  # uniform: 250 a second
+    assert max(full_jitter(30, 1.0, 600.0, rnd) for _ in range(100)) <= 600.0
+
+
+def _mw(**settings: object) -> RetryPolicyMiddleware:
+    base = {k: getattr(crawler.settings, k) for k in dir(crawler.settings) if k.isupper()}
+    return RetryPolicyMiddleware(get_crawler(settings_dict={**base, **settings}))
+
+
+def _request(**meta: object) -> Request:
+    return Request("http://a.test/p", meta={LEASE_META: "tok", **meta})
+
+
+def test_429_with_retry_after_waits_in_the_frontier_and_holds_the_host() -> None:
+    mw, request = _mw(), _request()
+    response = Response(request.url, status=429, headers={"Retry-After": "3"})
+    with pytest.raises(IgnoreRequest):
+        mw.process_response(request, response)
+    outcome = request.meta[OUTCOME_META]
+    assert outcome["op"] == "retry" and outcome["health"] == "ok"
+    assert int(outcome["arg"]) == pytest.approx(3000, abs=1000)
+    assert outcome["hold_ms"] == int(outcome["arg"])  # the whole host waits as long
+    assert request.meta["retry_times"] == 1
+
+
+def test_a_huge_retry_after_is_capped() -> None:
+    mw, request = _mw(RETRY_AFTER_MAX=60), _request()
+    with pytest.raises(IgnoreRequest):
+        mw.process_response(request, Response(request.url, status=503,
+                                              headers={"Retry-After": str(365 * 86400)}))
+    assert request.meta[OUTCOME_META]["arg"] == "60000"
+    assert mw.stats.get_value("retry/retry_after_capped") == 1
+
+
+def test_500_backs_off_without_holding_the_host_and_fails_the_breaker() -> None:
+    mw, request = _mw(RETRY_BACKOFF_BASE=1.0), _request(retry_times=2)
+    with pytest.raises(IgnoreRequest):
+        mw.process_response(request, Response(request.url, status=500))
+    outcome = request.meta[OUTCOME_META]
+    assert 0 <= int(outcome["arg"]) <= 4000 and outcome["hold_ms"] == 0  # 1 x 2^2 s
+    assert outcome["health"] == "fail"
+
+
+def test_after_max_attempts_the_url_is_dead_with_its_reason() -> None:
+    mw, request = _mw(RETRY_TIMES=3), _request(retry_times=3)
+    response = Response(request.url, status=503)
+    assert mw.process_response(request, response) is response  # the spider sees it
+    outcome = request.meta[OUTCOME_META]
+    assert outcome["op"] == "dead"
+    reason = json.loads(outcome["arg"])
+    assert (reason["reason"], reason["error"], reason["attempts"]) == ("http-503", "HTTP 503", 4)
+
+
+def test_network_errors_retry_and_fail_the_breaker_others_do_not() -> None:
+    mw = _mw()
+    for error in (ConnectionRefusedError(), TimeoutError()):
+        request = _request()
+        with pytest.raises(IgnoreRequest):
+            mw.process_exception(request, error)
+        assert request.meta[OUTCOME_META]["health"] == "fail"
+    request = _request()
+    assert mw.process_exception(request, ValueError("not transient")) is None
+    assert OUTCOME_META not in request.meta
+
+
+def test_answers_that_are_not_retried_still_report_health() -> None:
+    mw = _mw()
+    for status, health in ((200, "ok"), (404, "ok"), (501, "fail")):
+        request = _request()
+        mw.process_response(request, Response(request.url, status=status))
+        assert request.meta[OUTCOME_META] == {"op": "done", "health": health}
+    plain = Request("http://a.test/robots.txt")  # not from the frontier: left alone
+    mw.process_response(plain, Response(plain.url, status=503))
+    assert OUTCOME_META not in plain.meta
