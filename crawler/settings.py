@@ -67,6 +67,29 @@ ROBOTS_STALE_MAX_DAYS = 30.0
 # Parsed rules kept in each worker's memory (hosts).
 ROBOTS_CACHE_SIZE = 10000
 
+# --- Address guard (SSRF; crawler/addressguard.py, README "Address guard") --
+# Never connect to loopback, private, link-local, shared (CGNAT), multicast,
+# reserved or unspecified addresses, IPv4 or IPv6 (IPv4 inside IPv6 too): links
+# on strangers' pages must not reach a cloud metadata service, our own Redis or
+# an intranet. URLs are checked when they are queued and again before each
+# download (literal addresses in any spelling, localhost, *.local,
+# *.internal, names without a dot; redirects and proxied requests included);
+# the resolver checks every DNS answer (impossible behind a proxy, which
+# resolves names itself). Stats: guard/blocked/<reason>.
+ADDRESS_GUARD_ENABLED = True
+# Networks (CIDR or single addresses) allowed anyway, in URLs and as DNS
+# answers, e.g. ["10.20.0.0/16"] to crawl an intranet.
+ADDRESS_GUARD_ALLOW: list[str] = []
+# Networks allowed only as the DNS answer for a name, never as a literal in a
+# URL (the test harness resolves every name to 127.0.0.1).
+ADDRESS_GUARD_ALLOW_RESOLVED: list[str] = []
+# Trusted host names ("name" or "*.domain"): no name rule, no DNS check. List a
+# proxy here if it is given by a name that resolves to a private address.
+ADDRESS_GUARD_ALLOW_HOSTS: list[str] = []
+# The guard wraps the resolver that does the lookups (Scrapy's default one).
+TWISTED_DNS_RESOLVER = "crawler.resolver.GuardedResolver"
+ADDRESS_GUARD_RESOLVER = "scrapy.resolver.CachingThreadedResolver"
+
 # --- Retries, backoff and circuit breakers (crawler/middlewares/retry.py) ---
 # Transient failures are retried up to RETRY_TIMES times, waiting in the
 # frontier (no slot or memory held): Retry-After when the server sends one
@@ -127,6 +150,11 @@ DOWNLOADER_MIDDLEWARES = {
     "crawler.middlewares.retry.RetryPolicyMiddleware": 550,
     # Next to the downloader, so it sees every download error first.
     "crawler.frontier.scheduler.FrontierOutcomeMiddleware": 950,
+    # Refuses non-public destinations. Above 950: its process_exception turns a
+    # DNS answer the guarded resolver refused into a refusal before
+    # FrontierOutcomeMiddleware notes it as an error and the retry policy
+    # retries it. Below pacing: a refused request costs its host no start.
+    "crawler.middlewares.addressguard.AddressGuardMiddleware": 955,
     # The last gate before a request leaves: spaces starts per host across workers.
     "crawler.frontier.pacing.FrontierPacingMiddleware": 960,
 }

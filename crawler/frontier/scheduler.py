@@ -40,6 +40,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.project import data_path
 from scrapy.utils.reactor import is_asyncio_reactor_installed
 
+from crawler.addressguard import BLOCKED_REASON, AddressPolicy
 from crawler.admission import TrapRules
 from crawler.frontier.admin import safe_url
 from crawler.frontier.embedded import EmbeddedRedis
@@ -137,6 +138,8 @@ class FrontierScheduler:
         self.robots_jobs: set[str] = set()
         self.slot_settings: dict[str, dict[str, Any]] = s.getdict("DOWNLOAD_SLOTS")
         self.traps = TrapRules.from_settings(s)
+        # Refused when queued (links, redirects, seeds): no robots fetch for them either.
+        self.address_policy = AddressPolicy.from_settings(s)
         self.stripper = stripper_from_settings(s)
         self.jobdir = s.get("JOBDIR")
         self.seeds_key_template: str = s.get("REDIS_START_URLS_KEY") or ""
@@ -310,6 +313,10 @@ class FrontierScheduler:
         trap = self.traps.check(canon)
         if trap is not None:
             return self._refuse(request, trap)
+        blocked = self.address_policy.check_url(canon)
+        if blocked is not None:
+            self.stats.inc_value(f"guard/blocked/{blocked}")
+            return self._refuse(request, BLOCKED_REASON)
         assert self.spider is not None
         host = canonical_host_key(canon)
         try:

@@ -19,6 +19,8 @@ from urllib.parse import urljoin
 from scrapy import Request, signals
 from scrapy.exceptions import StopDownload
 
+from crawler.addressguard import AddressBlocked
+
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
@@ -26,6 +28,8 @@ if TYPE_CHECKING:
 #: Marks a robots.txt request: other middlewares leave it alone.
 ROBOTS_FETCH_META = "robots_fetch"
 MAX_REDIRECTS = 5
+#: The error of a fetch the address guard refused (the host, or a redirect).
+BLOCKED_ERROR = "AddressBlocked"
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _MAX_AGE = re.compile(rb"(?:^|[,\s])max-age\s*=\s*\"?(\d+)", re.IGNORECASE)
 
@@ -81,6 +85,8 @@ class RobotsFetcher:
         for hop in range(MAX_REDIRECTS + 1):
             try:
                 response = await self.crawler.engine.download_async(self.request(url))
+            except AddressBlocked:
+                return Fetched(None, error=BLOCKED_ERROR, url=url, redirects=hop)
             except Exception as exc:  # any network error or timeout: unreachable [2.3.1.4]
                 return Fetched(None, error=type(exc).__name__, url=url, redirects=hop)
             target = _redirect_target(response)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from scrapy import Request
 
 from crawler.frontier.store import Frontier, RobotsOutcome, RobotsRetry
-from crawler.robots.fetch import Fetched, RobotsFetcher
+from crawler.robots.fetch import BLOCKED_ERROR, Fetched, RobotsFetcher
 from crawler.robots.rules import MAX_ROBOTS_BYTES, Rules, classify, prepare
 from crawler.urls import host_origin
 
@@ -176,16 +176,18 @@ class RobotsPolicy:
             return
         logger.info("robots.txt of %s unreachable (%s), attempt %d: its URLs wait",
                     host, why, outcome.attempts, extra=extra)
-        if outcome.state == "park":
+        if outcome.state == "park" or fetched.error == BLOCKED_ERROR:
             assert self.frontier is not None
-            reason = json.dumps({"reason": "robots-unreachable", "error": why,
-                                 "t": round(time.time())})
+            blocked = fetched.error == BLOCKED_ERROR  # never reachable: park at once
+            reason = json.dumps({"reason": "address-blocked" if blocked else "robots-unreachable",
+                                 "error": why, "t": round(time.time())})
             parked = await self.frontier.park_host(host, reason)
             self.stats.inc_value("robots/hosts_parked")
+            why_parked = ("its address is not public (address guard)" if blocked else
+                          f"robots.txt unreachable {outcome.attempts} times")
             logger.warning(
-                "robots.txt of %s unreachable %d times: %d queued URL(s) are dead letters "
-                "(requeue with: scrapy frontier requeue --reason robots-unreachable --host %s)",
-                host, outcome.attempts, parked, host, extra=extra)
+                "Host %s parked, %s: %d queued URL(s) are dead letters (requeue with: "
+                "scrapy frontier requeue --host %s)", host, why_parked, parked, host, extra=extra)
 
     def _ttl_ms(self, fetched: Fetched) -> int:
         """Cache for a day at most, less when Cache-Control says so [2.4]."""
