@@ -90,6 +90,12 @@ ADDRESS_GUARD_ALLOW_HOSTS: list[str] = []
 TWISTED_DNS_RESOLVER = "crawler.resolver.GuardedResolver"
 ADDRESS_GUARD_RESOLVER = "scrapy.resolver.CachingThreadedResolver"
 
+# Scrapy's HTTP/1.1 handler without Twisted's hidden second attempt on a
+# failed keep-alive connection: every attempt is the retry policy's.
+DOWNLOAD_HANDLERS = {
+    "http": "crawler.handlers.CountedHTTP11DownloadHandler",
+    "https": "crawler.handlers.CountedHTTP11DownloadHandler",
+}
 # --- Retries, backoff and circuit breakers (crawler/middlewares/retry.py) ---
 # Transient failures are retried up to RETRY_TIMES times, waiting in the
 # frontier (no slot or memory held): Retry-After when the server sends one

@@ -6,11 +6,12 @@ import time
 from collections import defaultdict
 from collections.abc import Iterator
 from itertools import pairwise
+from pathlib import Path
 
 import pytest
 import redis
 
-from tests.crawl_runner import CrawlResult, finish_crawl, start_crawl
+from tests.crawl_runner import CrawlResult, finish_crawl, run_crawl, start_crawl
 from tests.simweb import SimWebProcess
 from tests.simweb.ledger import Ledger, is_robots_path
 
@@ -118,3 +119,45 @@ def test_503_backoff_is_jittered(
     first = waits[0]
     assert len({round(w, 3) for w in first}) >= 0.9 * len(first), first
     assert max(first) - min(first) > 0.3, first
+
+
+def test_a_resetting_host_trips_its_breaker_and_is_parked(tmp_path: Path) -> None:
+    """The server sees threshold + one probe requests of a host that resets every
+    connection (one at a time, so nothing else is in flight when it opens);
+    healthy hosts are all crawled meanwhile."""
+    threshold = 3
+    mix = {"robots:allow-all": 1.0, "page:normal": 1.0}
+    with SimWebProcess(seed=8, n_hosts=10, mix=mix, pinned={0: "reset"}) as sim:
+        result = run_crawl(
+            sim.proxy_url, sim.web.seed_urls(), tmp_path,
+            settings={"DOWNLOAD_DELAY": 0.1, "DEPTH_LIMIT": 1,
+                      "CONCURRENT_REQUESTS_PER_DOMAIN": 1, "RETRY_BACKOFF_BASE": 0.2,
+                      "BREAKER_THRESHOLD": threshold, "BREAKER_COOLDOWN": 1,
+                      "BREAKER_MAX_OPENINGS": 1},
+        )
+        ledger = sim.ledger()
+        web = sim.web
+    assert result.returncode == 0, result.log[-3000:]
+    broken = web.hosts[0].name
+    assert len(_pages(ledger, broken)) == threshold + 1
+    assert f"Breaker open for http://{broken}:80" in result.log
+    assert f"Host http://{broken}:80 parked" in result.log
+    healthy = set(web.reachable(web.seed_urls()[1:], max_depth=1, user_agent="BroadCrawl"))
+    assert healthy - set(ledger.pages(web)) == set()
+
+
+def test_a_redirect_loop_and_a_huge_body_are_dropped_with_a_reason(tmp_path: Path) -> None:
+    mix = {"robots:allow-all": 1.0, "page:normal": 1.0}
+    with SimWebProcess(seed=8, n_hosts=3, mix=mix,
+                       pinned={0: "redirect-loop", 1: "huge"}) as sim:
+        result = run_crawl(sim.proxy_url, sim.web.seed_urls(), tmp_path,
+                           settings={"DOWNLOAD_DELAY": 0.1, "DEPTH_LIMIT": 2})
+        ledger = sim.ledger()
+        loop_host, huge_host = sim.web.hosts[0].name, sim.web.hosts[1].name
+    assert result.returncode == 0, result.log[-3000:]
+    # a -> b -> a: each fetched once, the second "a" refused as a loop
+    assert ledger.count(loop_host, "/loop/a") == 1 and ledger.count(loop_host, "/loop/b") == 1
+    assert int(result.stat("frontier/refused/redirect-loop") or 0) == 1
+    # the 50 MiB body is cut at DOWNLOAD_MAXSIZE once, and not retried
+    assert ledger.count(huge_host, "/huge") == 1
+    assert int(result.stat("download/aborted/too-large") or 0) == 1

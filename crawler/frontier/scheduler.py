@@ -310,6 +310,8 @@ class FrontierScheduler:
             return self._retry(request, token, canon)
         if canon is None:
             return self._refuse(request, "not-http-url")
+        if self._redirect_loop(request, canon):
+            return self._refuse(request, "redirect-loop")
         trap = self.traps.check(canon)
         if trap is not None:
             return self._refuse(request, trap)
@@ -343,6 +345,11 @@ class FrontierScheduler:
         self.stats.inc_value("frontier/leases/retried")
         self._schedule_flush()
         return True
+
+    def _redirect_loop(self, request: Request, canon: str) -> bool:
+        """A redirect back to a URL of its own chain (a -> b -> a): never worth a fetch."""
+        chain = request.meta.get("redirect_urls")
+        return bool(chain) and canon in {canonical_url(u, self.stripper) for u in chain}
 
     def _refuse(self, request: Request, reason: str) -> bool:
         self.stats.inc_value(f"frontier/refused/{reason}")

@@ -27,7 +27,7 @@ import random
 import time
 from typing import TYPE_CHECKING, Any
 
-from scrapy.exceptions import IgnoreRequest, NotConfigured
+from scrapy.exceptions import DownloadCancelledError, IgnoreRequest, NotConfigured
 from scrapy.utils.misc import load_object
 
 from crawler.frontier.scheduler import LEASE_META, OUTCOME_META
@@ -106,7 +106,16 @@ class RetryPolicyMiddleware:
         return response  # given up: the spider still sees the answer
 
     def process_exception(self, request: Request, exception: Exception) -> None:
-        if LEASE_META not in request.meta or not isinstance(exception, self.exceptions):
+        if LEASE_META not in request.meta:
+            return
+        if isinstance(exception, DownloadCancelledError):
+            # Scrapy cancels a body past DOWNLOAD_MAXSIZE: not transient, not the
+            # host's fault; fetching it again would only cut it again.
+            self.stats.inc_value("download/aborted/too-large")
+            request.meta[OUTCOME_META] = {"op": "dead", "health": "", "arg": json.dumps(
+                {"reason": "too-large", "error": str(exception)[:200], "t": round(time.time())})}
+            return
+        if not isinstance(exception, self.exceptions):
             return
         if request.meta.get("dont_retry"):
             return
