@@ -121,29 +121,43 @@ def test_503_backoff_is_jittered(
     assert max(first) - min(first) > 0.3, first
 
 
-def test_a_resetting_host_trips_its_breaker_and_is_parked(tmp_path: Path) -> None:
-    """The server sees threshold + one probe requests of a host that resets every
-    connection (one at a time, so nothing else is in flight when it opens);
-    healthy hosts are all crawled meanwhile."""
+def test_broken_hosts_trip_their_breakers_and_healthy_hosts_carry_on(tmp_path: Path) -> None:
+    """A host that resets every connection, one that hangs, one that trickles and
+    one that refuses connections: timeouts free their slots, breakers open after
+    the threshold and, after one more failed probe, park the host. The server
+    sees threshold + one probe requests of the resetting host (one at a time, so
+    nothing else is in flight when it opens); healthy hosts are all crawled."""
     threshold = 3
     mix = {"robots:allow-all": 1.0, "page:normal": 1.0}
-    with SimWebProcess(seed=8, n_hosts=10, mix=mix, pinned={0: "reset"}) as sim:
+    pinned = {0: "reset", 1: "hang", 2: "trickle"}
+    with SimWebProcess(seed=8, n_hosts=10, mix=mix, pinned=pinned, hang_max=30) as sim:
+        web = sim.web
+        dead = "h00003.test"  # bypasses the proxy: 127.0.0.1:80 refuses it
+        started = time.monotonic()
         result = run_crawl(
-            sim.proxy_url, sim.web.seed_urls(), tmp_path,
-            settings={"DOWNLOAD_DELAY": 0.1, "DEPTH_LIMIT": 1,
+            sim.proxy_url, web.seed_urls(), tmp_path,
+            settings={"DOWNLOAD_DELAY": 0.1, "DEPTH_LIMIT": 1, "DOWNLOAD_TIMEOUT": 2,
                       "CONCURRENT_REQUESTS_PER_DOMAIN": 1, "RETRY_BACKOFF_BASE": 0.2,
                       "BREAKER_THRESHOLD": threshold, "BREAKER_COOLDOWN": 1,
-                      "BREAKER_MAX_OPENINGS": 1},
+                      "BREAKER_MAX_OPENINGS": 1, "ROBOTSTXT_OBEY": False},
+            env={"no_proxy": dead},
         )
+        elapsed = time.monotonic() - started
         ledger = sim.ledger()
-        web = sim.web
     assert result.returncode == 0, result.log[-3000:]
-    broken = web.hosts[0].name
-    assert len(_pages(ledger, broken)) == threshold + 1
-    assert f"Breaker open for http://{broken}:80" in result.log
-    assert f"Host http://{broken}:80 parked" in result.log
-    healthy = set(web.reachable(web.seed_urls()[1:], max_depth=1, user_agent="BroadCrawl"))
-    assert healthy - set(ledger.pages(web)) == set()
+    broken = [web.hosts[i].name for i in pinned]
+    assert len(_pages(ledger, broken[0])) == threshold + 1  # reset: exact at the server
+    for host in [*broken, dead]:
+        assert f"Breaker open for http://{host}:80" in result.log, host
+        assert f"Host http://{host}:80 parked" in result.log, host
+    for host in broken[1:]:  # hang, trickle: each attempt cut by the 2 s timeout
+        assert len(_pages(ledger, host)) <= threshold + 1, host
+    # 4 broken hosts x 4 attempts x <= 2 s, one at a time per host, in parallel
+    assert elapsed < 60
+    healthy = {h.name for h in web.hosts} - {*broken, dead}
+    expected = {k for k in web.reachable(web.seed_urls(), max_depth=1, obey_robots=False)
+                if k[0] in healthy}
+    assert expected - set(ledger.pages(web)) == set()
 
 
 def test_a_redirect_loop_and_a_huge_body_are_dropped_with_a_reason(tmp_path: Path) -> None:
