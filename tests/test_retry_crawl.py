@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.crawl_runner import CrawlResult, finish_crawl, run_crawl, start_crawl
+from tests.crawl_runner import REPO, CrawlResult, finish_crawl, proxy_env, run_crawl, start_crawl
 from tests.simweb import SimWebProcess
 from tests.simweb.ledger import Ledger, is_robots_path
 
@@ -134,16 +136,30 @@ def test_broken_hosts_trip_their_breakers_and_healthy_hosts_carry_on(tmp_path: P
         web = sim.web
         dead = "h00003.test"  # bypasses the proxy: 127.0.0.1:80 refuses it
         started = time.monotonic()
-        result = run_crawl(
-            sim.proxy_url, web.seed_urls(), tmp_path,
-            settings={"DOWNLOAD_DELAY": 0.1, "DEPTH_LIMIT": 1, "DOWNLOAD_TIMEOUT": 2,
-                      "CONCURRENT_REQUESTS_PER_DOMAIN": 1, "RETRY_BACKOFF_BASE": 0.2,
-                      "BREAKER_THRESHOLD": threshold, "BREAKER_COOLDOWN": 1,
-                      "BREAKER_MAX_OPENINGS": 1, "ROBOTSTXT_OBEY": False},
-            env={"no_proxy": dead},
-        )
+        settings = {"DOWNLOAD_DELAY": 0.1, "DEPTH_LIMIT": 1, "DOWNLOAD_TIMEOUT": 2,
+                    "CONCURRENT_REQUESTS_PER_DOMAIN": 1, "RETRY_BACKOFF_BASE": 0.2,
+                    "BREAKER_THRESHOLD": threshold, "BREAKER_COOLDOWN": 1,
+                    "BREAKER_MAX_OPENINGS": 1, "ROBOTSTXT_OBEY": False}
+        result = run_crawl(sim.proxy_url, web.seed_urls(), tmp_path, settings=settings,
+                           env={"no_proxy": dead})
         elapsed = time.monotonic() - started
         ledger = sim.ledger()
+        # After its attempts the resetting host's URL is a dead letter that
+        # `scrapy frontier requeue` brings back: the same job, run again with
+        # no seeds, sends it again (and gives up again).
+        reset_host = f"http://{web.hosts[0].name}:80"
+        requeue = subprocess.run(
+            [sys.executable, "-m", "scrapy", "frontier", "requeue", "--reason", "download-error",
+             "--host", reset_host, "-s", f"JOBDIR={tmp_path / 'job'}"],
+            cwd=REPO, env=proxy_env(sim.proxy_url), capture_output=True, text=True, timeout=60)
+        assert requeue.returncode == 0, requeue.stderr[-2000:]
+        assert "requeued 1 dead letter" in requeue.stdout
+        again = run_crawl(sim.proxy_url, None, tmp_path / "again",
+                          settings={**settings, "JOBDIR": str(tmp_path / "job")},
+                          env={"no_proxy": dead})
+        second = _pages(sim.ledger(), web.hosts[0].name)
+    assert again.returncode == 0, again.log[-3000:]
+    assert len(second) == 2 * (threshold + 1)
     assert result.returncode == 0, result.log[-3000:]
     broken = [web.hosts[i].name for i in pinned]
     assert len(_pages(ledger, broken[0])) == threshold + 1  # reset: exact at the server

@@ -46,7 +46,7 @@ local function breaker_failure(hk, host)
   if bs == 'o' or bs == 'x' or (bs ~= 'h' and cf < threshold) then return end
   local bo = redis.call('HINCRBY', hk, 'bo', 1)
   if max_openings > 0 and bo > max_openings then
-    redis.call('HSET', hk, 'bs', 'x')
+    redis.call('HSET', hk, 'bs', 'x', 'w', 0)  -- parked: no probe hold left behind
     if bs == 'h' then counts.breaker_open = counts.breaker_open - 1 end
     counts.breaker_parked = counts.breaker_parked + 1
     transitions[#transitions + 1] = {'park', host, 0}

@@ -17,6 +17,18 @@
 -- then 2 values per URL: fingerprint (16 bytes), priority of its record
 -- Returns {moved, skipped}.
 local p, front = ARGV[1], ARGV[2] == '1'
+
+-- A requeued URL starts its attempts afresh: drop meta.retry_times from the
+-- record (an entry is a 16-byte fingerprint, then the JSON record).
+local function fresh(entry)
+  local ok, rec = pcall(cjson.decode, string.sub(entry, 17))
+  if not ok or type(rec) ~= 'table' or type(rec.m) ~= 'table' or rec.m.retry_times == nil then
+    return entry
+  end
+  rec.m.retry_times = nil
+  if next(rec.m) == nil then rec.m = nil end
+  return string.sub(entry, 1, 16) .. cjson.encode(rec)
+end
 local conc0, delay0 = tonumber(ARGV[3]), tonumber(ARGV[4])
 local seq = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
 local moved, skipped, hosts = 0, 0, 0
@@ -41,7 +53,7 @@ for i = 5, #ARGV, 2 do
     redis.call('HDEL', p .. ':dead', fp)
     redis.call('HDEL', hk, 'b', 'pr')  -- unblock, unpark
     if redis.call('HGET', hk, 'bs') == 'x' then redis.call('HDEL', hk, 'bs', 'cf', 'bo') end
-    push_url(p, host, score, entry)
+    push_url(p, host, score, fresh(entry))
     moved = moved + 1
   end
 end
