@@ -51,3 +51,4 @@ def test_what_is_not_a_sitemap_is_counted_not_raised() -> None:
     broken_gz = Response("http://a.test/s.xml.gz", body=b"\x1f\x8b\x08garbage")
     assert _parse(spider, html) == [] and _parse(spider, broken_gz) == []
     assert spider.crawler.stats.get_value("broad/sitemaps/unreadable") == 2
+

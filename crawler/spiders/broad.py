@@ -243,7 +243,14 @@ class BroadSpider(Spider):
     def on_error(self, failure: Any) -> None:
         """Count download failures by type; the page has no item."""
         if failure.check(IgnoreRequest):
-            return  # a policy said no (robots, limits); that policy counts and logs it
+            # A policy said no (robots, limits, retry later); it counts and logs
+            # that itself, except Scrapy's RedirectMiddleware at REDIRECT_MAX_TIMES.
+            if "max redirections" in str(failure.value):
+                self.crawler.stats.inc_value("broad/redirect_max_reached")
+                logger.info("Dropped after REDIRECT_MAX_TIMES redirects: %s",
+                            failure.request.url, extra={"url": failure.request.url,
+                                                        "reason": "redirect-max"})
+            return
         name = type(failure.value).__name__
         self.crawler.stats.inc_value(f"broad/download_error/{name}")
         logger.info("Download failed: %s (%s)", failure.request.url, name,
