@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 
@@ -60,6 +60,16 @@ def parse_args(description: str, argv: Sequence[str] | None = None,
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     return args
+
+
+T = TypeVar("T")
+
+
+def rotated(items: Sequence[T], run: int) -> list[T]:
+    """``items`` starting at ``run``: no side of a comparison always runs first (on a
+    colder or warmer machine)."""
+    k = run % len(items)
+    return [*items[k:], *items[:k]]
 
 
 def median(values: Sequence[float]) -> float:

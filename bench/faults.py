@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import Check, Report, Table, finish, median, parse_args, spread
+from bench.common import Check, Report, Table, finish, median, parse_args, rotated, spread
 from tests.crawl_runner import run_crawl
 from tests.simweb import SimWebProcess
 from tests.simweb.ledger import is_robots_path
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> Report:
     runs: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
     try:
         for run in range(args.runs):
-            for faulty in ((True, False) if run % 2 == 0 else (False, True)):
+            for faulty in rotated((True, False), run):
                 r = one_crawl(n_hosts, faulty, root)
                 runs[faulty].append(r)
                 print(f"run {run + 1}/{args.runs} {'faults' if faulty else 'clean ':6} "

@@ -44,6 +44,7 @@ from bench.common import (
     finish,
     median,
     parse_args,
+    rotated,
     spread,
 )
 from bench.holweb import SLOW_HOST, HolWeb, max_in_flight
@@ -161,9 +162,7 @@ def main(argv: list[str] | None = None) -> Report:
         for run in range(args.runs):
             for sc in SCENARIOS:
                 # Rotate the order so no side always runs on a warmer machine.
-                order = list(sc.schedulers)
-                order = order[run % len(order):] + order[:run % len(order)]
-                for name in order:
+                for name in rotated(sc.schedulers, run):
                     for with_slow in (True, False):
                         r = one_crawl(name, with_slow, n_fast, root, sc.fast_seconds)
                         runs[(sc.name, name, with_slow)].append(r)

@@ -47,6 +47,7 @@ from bench.common import (
     median,
     parse_args,
     redis_cpu_seconds,
+    rotated,
     spread,
 )
 from crawler.frontier.embedded import EmbeddedRedis
@@ -157,9 +158,7 @@ def main(argv: list[str] | None = None) -> Report:
     try:
         with SimWebProcess(seed=7, n_hosts=n_hosts, mix="clean") as sim:
             for run in range(args.runs):
-                order = list(variants)
-                order = order[run % len(order):] + order[:run % len(order)]  # rotate
-                for variant in order:
+                for variant in rotated(variants, run):
                     r = one_crawl(variant, sim, root)
                     runs[variant].append(r)
                     print(f"run {run + 1}/{args.runs} {variant:10} {r['requests']} requests in "

@@ -56,10 +56,6 @@ def _hosts(web_process: SimWebProcess, mode: str) -> list[str]:
     return [h.name for h in web_process.web.hosts_where(page=mode)]
 
 
-def _pages(ledger: Ledger, host: str) -> list[dict]:
-    return sorted((e for e in ledger.for_host(host) if not is_robots_path(e["path"])),
-                  key=lambda e: e["arrival"])
-
 
 def test_workers_finish_and_every_page_is_served_in_the_end(
     web_process: SimWebProcess, crawl: tuple[list[CrawlResult], Ledger]
@@ -90,7 +86,7 @@ def test_retry_after_keeps_both_workers_off_the_host(
     assert hosts
     checked = 0
     for host in hosts:
-        pages = _pages(ledger, host)
+        pages = ledger.page_requests(host)
         for i, e in enumerate(pages):
             if e["status"] != 429:
                 continue
@@ -108,7 +104,7 @@ def test_503_backoff_is_jittered(
     waits: dict[int, list[float]] = defaultdict(list)  # attempt -> waits before the retry
     for host in _hosts(web_process, "unavailable"):
         by_path: dict[str, list[dict]] = defaultdict(list)
-        for e in _pages(ledger, host):
+        for e in ledger.page_requests(host):
             by_path[e["path"]].append(e)
         for tries in by_path.values():
             for attempt, (a, b) in enumerate(pairwise(tries)):
@@ -157,17 +153,17 @@ def test_broken_hosts_trip_their_breakers_and_healthy_hosts_carry_on(tmp_path: P
         again = run_crawl(sim.proxy_url, None, tmp_path / "again",
                           settings={**settings, "JOBDIR": str(tmp_path / "job")},
                           env={"no_proxy": dead})
-        second = _pages(sim.ledger(), web.hosts[0].name)
+        second = sim.ledger().page_requests(web.hosts[0].name)
     assert again.returncode == 0, again.log[-3000:]
     assert len(second) == 2 * (threshold + 1)
     assert result.returncode == 0, result.log[-3000:]
     broken = [web.hosts[i].name for i in pinned]
-    assert len(_pages(ledger, broken[0])) == threshold + 1  # reset: exact at the server
+    assert len(ledger.page_requests(broken[0])) == threshold + 1  # reset: exact at the server
     for host in [*broken, dead]:
         assert f"Breaker open for http://{host}:80" in result.log, host
         assert f"Host http://{host}:80 parked" in result.log, host
     for host in broken[1:]:  # hang, trickle: each attempt cut by the 2 s timeout
-        assert len(_pages(ledger, host)) <= threshold + 1, host
+        assert len(ledger.page_requests(host)) <= threshold + 1, host
     # 4 broken hosts x 4 attempts x <= 2 s, one at a time per host, in parallel
     assert elapsed < 60
     healthy = {h.name for h in web.hosts} - {*broken, dead}

@@ -72,9 +72,6 @@ def _hosts(web: Web, *modes: str) -> list[str]:
     return [h.name for h in web.hosts_where(robots=modes)]
 
 
-def _pages(ledger: Ledger, host: str) -> list[dict]:
-    return [e for e in ledger.for_host(host) if not is_robots_path(e["path"])]
-
 
 def test_both_workers_finish(crawl: tuple[list[CrawlResult], Ledger, FrontierAdmin]) -> None:
     results, _, _ = crawl
@@ -92,7 +89,7 @@ def test_one_robots_fetch_per_host_across_workers(
     # ... and each before the host's first page request
     for host in fetches:
         robots = ledger.robots_fetches(host)[0]["arrival"]
-        assert all(e["arrival"] >= robots for e in _pages(ledger, host)), host
+        assert all(e["arrival"] >= robots for e in ledger.page_requests(host)), host
 
 
 def test_unreachable_robots_means_no_page_request(
@@ -102,7 +99,7 @@ def test_unreachable_robots_means_no_page_request(
     _, ledger, admin = crawl
     hosts = _hosts(web_process.web, *UNREACHABLE)
     assert len(hosts) >= 8
-    assert {h: _pages(ledger, h) for h in hosts} == {h: [] for h in hosts}
+    assert {h: ledger.page_requests(h) for h in hosts} == {h: [] for h in hosts}
     # Their URLs waited, then (after ROBOTS_UNREACHABLE_MAX_ATTEMPTS) became
     # requeue-able dead letters instead of holding the crawl open for good.
     parked = {d.host.split("://")[1].split(":")[0] for d in admin.dead("robots-unreachable")}
@@ -146,14 +143,14 @@ def test_redirects_five_followed_a_sixth_not(
     for host in _hosts(web, "redirect-3"):
         hops = [e["path"] for e in ledger.entries if e["path"].startswith(f"/robots-hop/{host}/")]
         assert sorted(hops) == [f"/robots-hop/{host}/{n}" for n in (1, 2, 3)]
-        assert not any(e["path"].startswith("/private/") for e in _pages(ledger, host))
+        assert not any(e["path"].startswith("/private/") for e in ledger.page_requests(host))
     six = _hosts(web, "redirect-6")
     assert six
     for host in six:
         hops = [e["path"] for e in ledger.entries if e["path"].startswith(f"/robots-hop/{host}/")]
         assert sorted(hops) == [f"/robots-hop/{host}/{n}" for n in range(1, 6)]
     # "unavailable": the /private/ pages linked from the root are fetched
-    assert any(e["path"].startswith("/private/") for h in six for e in _pages(ledger, h))
+    assert any(e["path"].startswith("/private/") for h in six for e in ledger.page_requests(h))
 
 
 def test_crawl_delay_paces_the_host_across_workers(
@@ -162,7 +159,7 @@ def test_crawl_delay_paces_the_host_across_workers(
     _, ledger, _ = crawl
     web = web_process.web
     slow = web.hosts[SLOW].name
-    assert len(_pages(ledger, slow)) >= 3
+    assert len(ledger.page_requests(slow)) >= 3
     # Arrival times lag by up to ~0.1 s on 2 busy cores.
     assert ledger.min_gap(slow, pages_only=True) >= 2.0 - 0.1
     assert ledger.max_in_flight(slow) == 1
@@ -170,6 +167,6 @@ def test_crawl_delay_paces_the_host_across_workers(
              if spec.robots in RULES_BODY_MODES and POLICY[spec.robots] == "rules"]
     assert len(paced) >= 10
     for spec in paced:
-        if len(_pages(ledger, spec.name)) > 1:
+        if len(ledger.page_requests(spec.name)) > 1:
             gap = ledger.min_gap(spec.name, pages_only=True)
             assert gap >= spec.crawl_delay - 0.1, (spec.name, spec.robots, spec.crawl_delay, gap)

@@ -25,7 +25,7 @@ import json
 import logging
 import random
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from scrapy.exceptions import DownloadCancelledError, IgnoreRequest, NotConfigured
 from scrapy.utils.misc import load_object
@@ -161,7 +161,3 @@ class RetryPolicyMiddleware:
             return self.after_max
         return asked
 
-
-def outcome_of(request: Request) -> dict[str, Any] | None:
-    """The decision this middleware left on a request, if any."""
-    return request.meta.get(OUTCOME_META)

@@ -40,7 +40,7 @@ logger = logging.getLogger(__name__)
 
 _POLICIES: weakref.WeakKeyDictionary[Any, RobotsPolicy] = weakref.WeakKeyDictionary()
 _BLOB_MAGIC = b"R1"
-_PARSE_IN_THREAD = 64 * 1024  # parse bigger files off the reactor thread
+_PARSE_IN_THREAD = 64 * 1024  # prepare and parse bigger files off the reactor thread
 _MAX_SITEMAPS = 50  # per robots.txt: a file listing thousands is not a seed list
 
 
@@ -129,7 +129,7 @@ class RobotsPolicy:
                                                        self.settings.retry)
             await self._unreachable(host, fetched, outcome)
             return outcome
-        text = prepare(fetched.body, self.settings.max_bytes) if kind == "rules" else ""
+        text = await self._prepare(fetched.body) if kind == "rules" else ""
         rules = await self._parse(text) if text else Rules.allow_all()
         pacing = self.pacing(host, rules, concurrency, delay_ms, jitter)
         outcome = await self.frontier.store_robots(
@@ -234,6 +234,11 @@ class RobotsPolicy:
         rules = await self._parse(text) if kind == "rules" and text else Rules.allow_all()
         self._remember(host, version, rules)
         return rules
+
+    async def _prepare(self, body: bytes) -> str:
+        if len(body) > _PARSE_IN_THREAD:
+            return await asyncio.to_thread(prepare, body, self.settings.max_bytes)
+        return prepare(body, self.settings.max_bytes)
 
     async def _parse(self, text: str) -> Rules:
         if len(text) > _PARSE_IN_THREAD:

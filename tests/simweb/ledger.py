@@ -49,6 +49,11 @@ class Ledger:
         """Requests for exactly ``path`` (as received) on ``host``."""
         return sum(1 for e in self.entries if e["host"] == host and e["path"] == path)
 
+    def page_requests(self, host: str) -> list[Entry]:
+        """Requests to ``host`` other than robots.txt (and its redirect hops), by arrival."""
+        return sorted((e for e in self.for_host(host) if not is_robots_path(e["path"])),
+                      key=lambda e: e["arrival"])
+
     def robots_fetches(self, host: str) -> list[Entry]:
         return [e for e in self.for_host(host) if e["path"] == ROBOTS_PATH]
 
