@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import subprocess
 import sys
 import time
@@ -187,3 +189,63 @@ def test_a_redirect_loop_and_a_huge_body_are_dropped_with_a_reason(tmp_path: Pat
     # the 50 MiB body is cut at DOWNLOAD_MAXSIZE once, and not retried
     assert ledger.count(huge_host, "/huge") == 1
     assert int(result.stat("download/aborted/too-large") or 0) == 1
+
+
+@pytest.fixture
+def silent_port() -> Iterator[int]:
+    """A loopback port whose SYNs go unanswered: its one-slot accept queue is full."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(3):
+        filler = socket.socket()
+        filler.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            filler.connect(("127.0.0.1", port))
+        fillers.append(filler)
+    yield port
+    for s in [*fillers, listener]:
+        s.close()
+
+
+def test_connecting_has_its_own_timeout_and_slow_pages_keep_theirs(
+    tmp_path: Path, silent_port: int
+) -> None:
+    """A host that never completes the handshake fails after DOWNLOAD_CONNECT_TIMEOUT
+    (1 s), not DOWNLOAD_TIMEOUT (30 s: six attempts would take three minutes), while a
+    page that answers after 2 s on a connected socket is still fetched."""
+    silent = f"http://silent.test:{silent_port}/"
+    mix = {"robots:allow-all": 1.0, "page:normal": 1.0}
+    with SimWebProcess(seed=8, n_hosts=2, mix=mix, pinned={0: "slow"}) as sim:
+        settings = {"DOWNLOAD_TIMEOUT": 30, "DOWNLOAD_CONNECT_TIMEOUT": 1, "DEPTH_LIMIT": 1,
+                    "RETRY_TIMES": 5, "RETRY_BACKOFF_BASE": 0.05, "BREAKER_THRESHOLD": 10,
+                    "ADMISSION_MAX_PAGES_PER_HOST": 3, "ROBOTSTXT_OBEY": False}
+        result = run_crawl(sim.proxy_url, [*sim.web.seed_urls(), silent], tmp_path,
+                           settings=settings, env={"no_proxy": "silent.test"})
+        slow_host = sim.web.hosts[0].name
+    assert result.returncode == 0, result.log[-3000:]
+    statuses = {item["url"]: item["status"] for item in result.items}
+    assert statuses[f"http://{slow_host}/"] == 200
+    assert silent not in statuses
+    assert int(result.stat("retry/reason_count/download-error") or 0) == 5
+    assert int(result.stat("retry/max_reached") or 0) == 1
+    assert result.seconds < 30, result.seconds
+
+
+def test_a_retry_after_of_a_year_is_capped(tmp_path: Path) -> None:
+    """``Retry-After: 31536000`` waits RETRY_AFTER_MAX (3 s here), logged, not a year."""
+    mix = {"robots:allow-all": 1.0, "page:normal": 1.0}
+    with SimWebProcess(seed=8, n_hosts=1, mix=mix, pinned={0: "rate-limited-year"}) as sim:
+        settings = {"RETRY_AFTER_MAX": 3, "DEPTH_LIMIT": 1, "ADMISSION_MAX_PAGES_PER_HOST": 3,
+                    "ROBOTSTXT_OBEY": False}
+        result = run_crawl(sim.proxy_url, sim.web.seed_urls(), tmp_path, settings=settings)
+        host = sim.web.hosts[0].name
+        pages = sim.ledger().page_requests(host)
+    assert result.returncode == 0, result.log[-3000:]
+    assert [e["status"] for e in pages] == [429, 200] * 3  # one page at a time (host hold)
+    for refused, served in zip(pages[::2], pages[1::2], strict=True):
+        assert 3 - LAG <= served["arrival"] - refused["done"] < 3 + 5
+    assert result.log.count("capped to 3 s (RETRY_AFTER_MAX)") == 3
+    assert int(result.stat("retry/retry_after_capped") or 0) == 3

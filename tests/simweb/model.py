@@ -74,8 +74,9 @@ PAGE_MODES: tuple[str, ...] = (
 )
 
 #: Page modes that only appear when pinned to a host (never drawn by a mix):
-#: ``slow`` answers every page after ``SLOW_SECONDS``.
-EXTRA_PAGE_MODES: tuple[str, ...] = ("slow",)
+#: ``slow`` answers every page after ``SLOW_SECONDS``; ``rate-limited-year``
+#: answers each page's first request 429 with a Retry-After of a year.
+EXTRA_PAGE_MODES: tuple[str, ...] = ("slow", "rate-limited-year")
 SLOW_SECONDS = 2.0
 
 #: Robots modes whose (final) robots.txt body carries the ``/private/`` rule.
@@ -167,6 +168,7 @@ CALENDAR_START = "/calendar/2024/06"
 FLAKY_MODES: Mapping[str, tuple[int, int, tuple[str, int] | None]] = {
     "rate-limited-seconds": (1, 429, ("seconds", 2)),
     "rate-limited-date": (1, 429, ("date", 3)),
+    "rate-limited-year": (1, 429, ("seconds", 365 * 86400)),
     "unavailable": (2, 503, None),
 }
 #: Page modes whose pages never deliver a body (so their links are unknown).
