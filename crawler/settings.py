@@ -154,6 +154,9 @@ DOWNLOADER_MIDDLEWARES = {
     # Retries wait in the frontier, honouring Retry-After (replaces Scrapy's).
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "crawler.middlewares.retry.RetryPolicyMiddleware": 550,
+    # Archives responses as received: before redirects (600), decompression
+    # (590) and retries (550) act on them.
+    "crawler.middlewares.warc.WarcCaptureMiddleware": 650,
     # Next to the downloader, so it sees every download error first.
     "crawler.frontier.scheduler.FrontierOutcomeMiddleware": 950,
     # Refuses non-public destinations. Above 950: its process_exception turns a
@@ -254,9 +257,30 @@ REMOTE_CONTROL_ENABLED = False
 TELNETCONSOLE_ENABLED = False
 
 # --- Output -----------------------------------------------------------------
+# Every response, as received (redirects, errors, retried answers and
+# robots.txt included), is archived in WARC files with a CDXJ index each
+# (crawler/middlewares/warc.py captures, crawler/pipelines/warc.py writes on
+# its own thread). Files go to WARC_DIR (default JOBDIR/warc, else
+# output/warc), named PREFIX-TIMESTAMP-SERIAL-WORKER.warc.gz, ".open" while
+# written, rotated past WARC_MAX_SIZE bytes.
+WARC_ENABLED = True
+WARC_DIR = ""
+WARC_PREFIX = "%(name)s"
+WARC_MAX_SIZE = 1_000_000_000
+# The writer thread's queue holds at most this many bytes of pages; a full
+# queue makes downloads wait (a slow disk slows the crawl, memory stays flat).
+WARC_QUEUE_MAX_BYTES = 64 * 1024 * 1024
+# A 2xx payload already archived in this crawl (any worker: the digest index
+# is in the frontier) is written as a small "revisit" record.
+WARC_REVISITS = True
+# Who runs the crawl (a contact), and what it is for: in every file's warcinfo.
+WARC_OPERATOR = ""
+WARC_DESCRIPTION = ""
+ITEM_PIPELINES = {"crawler.pipelines.warc.WarcPipeline": 300}
+
 # When no feed is configured (no -o/-O, no FEEDS), every page's metadata (not
-# its body) is written as JSON lines to this feed URI. WARC files replace this
-# once the WARC pipeline lands. An empty value turns the default feed off.
+# its body) is written as JSON lines to this feed URI, with the WARC file and
+# offset of its record. An empty value turns the default feed off.
 BROAD_DEFAULT_FEED = "output/%(name)s-%(time)s.jsonl"
 FEED_EXPORT_ENCODING = "utf-8"
 

@@ -145,6 +145,7 @@ class FrontierScheduler:
         self.seeds_key_template: str = s.get("REDIS_START_URLS_KEY") or ""
         self.seeds_batch = s.getint("REDIS_START_URLS_BATCH_SIZE", 100)
         self.embedded: EmbeddedRedis | None = None
+        self.url: str | None = None
         self.frontier: Frontier | None = None
         self.seed_feed: SeedFeed | None = None
         self.spider: Spider | None = None
@@ -182,6 +183,7 @@ class FrontierScheduler:
     async def _open(self) -> None:
         assert self.spider is not None
         url = self.redis_url or self._start_embedded()
+        self.url = url  # for components with their own connections (the WARC writer)
         self.client = redis_client(url, self.redis_params)
         namespace = self.namespace_template % {"spider": self.spider.name}
         keys = Keys(namespace, self.partitions, self.seen_buckets)

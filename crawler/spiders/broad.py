@@ -33,6 +33,7 @@ from scrapy.utils.sitemap import Sitemap
 from crawler.frontier.scheduler import FrontierScheduler, scheduler_of
 from crawler.frontier.seedfeed import SeedFeed
 from crawler.items import PageItem
+from crawler.middlewares.warc import WARC_META
 from crawler.seeds import Seed, SeedError, parse_seed_line, read_seeds
 from crawler.urls import canonical_url, stripper_from_settings
 
@@ -44,7 +45,7 @@ DEFAULT_FEED_OPTIONS = {
     "encoding": "utf-8",
     "fields": [
         "url", "final_url", "status", "content_type", "length", "fetched_at",
-        "depth", "referrer", "redirects", "headers",
+        "depth", "referrer", "redirects", "headers", "warc_file", "warc_offset",
     ],
 }
 
@@ -312,6 +313,7 @@ def page_item(response: Response) -> PageItem:
         depth=response.meta.get("depth", 0),
         referrer=response.meta.get("referrer"),
         redirects=chain if len(chain) > 1 else [],
+        warc=response.meta.get(WARC_META),
     )
 
 

@@ -1,0 +1,156 @@
+"""Item pipeline: the crawl's WARC archive, and where each page went in it.
+
+:class:`Archive` is the crawl's archive: from the settings it builds, when
+the spider opens, the rotating WARC files (:mod:`crawler.warc.files`), the
+digest index shared through the frontier's Redis and the writer thread
+(:mod:`crawler.warc.writer`), and it drains and closes them when the spider
+closes - before the frontier closes, since the digest index lives there.
+:class:`crawler.middlewares.warc.WarcCaptureMiddleware` feeds it every
+response; :class:`WarcPipeline` owns its life cycle and waits for each page's
+record, then writes its file name and offset into the item (``warc_file``,
+``warc_offset``), so the JSON-lines metadata points into the archive.
+
+Settings (``WARC_*``): ``WARC_ENABLED``; ``WARC_DIR`` (default ``JOBDIR/warc``,
+else ``output/warc``); ``WARC_PREFIX`` (``%(name)s``: the spider's name);
+``WARC_MAX_SIZE`` (rotate past this many bytes, 1 GB); ``WARC_QUEUE_MAX_BYTES``
+(the writer queue's bound, 64 MiB); ``WARC_REVISITS`` (identical payloads as
+``revisit`` records); ``WARC_OPERATOR`` and ``WARC_DESCRIPTION`` (in each
+file's ``warcinfo``).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
+
+import redis
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.threads import deferToThread
+
+import crawler
+from crawler.frontier.scheduler import scheduler_of, worker_identity
+from crawler.items import PageItem
+from crawler.warc.files import WarcFiles, Written
+from crawler.warc.writer import ArchiveWriter, DigestIndex
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+_ARCHIVES: WeakKeyDictionary[Crawler, Archive] = WeakKeyDictionary()
+
+
+def warc_dir(settings: Any) -> Path:
+    """``WARC_DIR``, else ``JOBDIR/warc``, else ``output/warc`` (next to the default feed)."""
+    if settings.get("WARC_DIR"):
+        return Path(settings["WARC_DIR"])
+    return Path(settings["JOBDIR"]) / "warc" if settings.get("JOBDIR") else Path("output", "warc")
+
+
+class Archive:
+    """One crawl's archive: its settings, and its writer while the spider is open."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        s = crawler.settings
+        self.crawler = crawler
+        self.enabled = s.getbool("WARC_ENABLED")
+        self.directory = warc_dir(s)
+        self.prefix_template: str = s.get("WARC_PREFIX") or "%(name)s"
+        self.max_size = s.getint("WARC_MAX_SIZE")
+        self.queue_bytes = s.getint("WARC_QUEUE_MAX_BYTES")
+        self.revisits = s.getbool("WARC_REVISITS")
+        self.writer: ArchiveWriter | None = None
+
+    @classmethod
+    def of(cls, crawler: Crawler) -> Archive:
+        """The crawl's archive (one per crawler, shared by its components)."""
+        if crawler not in _ARCHIVES:
+            _ARCHIVES[crawler] = cls(crawler)
+        return _ARCHIVES[crawler]
+
+    def open(self) -> None:
+        spider = self.crawler.spider
+        assert spider is not None
+        worker = worker_identity(self.crawler.settings)
+        files = WarcFiles(self.directory, self.prefix_template % {"name": spider.name},
+                          worker, self.max_size, self.info(spider.name, worker))
+        self.writer = ArchiveWriter(files, self._digest_index(), self.queue_bytes,
+                                    self.crawler.stats, revisits=self.revisits)
+        self.writer.start()
+        logger.info("WARC: writing to %s", self.directory.resolve(),
+                    extra={"warc_dir": str(self.directory.resolve())})
+
+    async def close(self) -> None:
+        writer, self.writer = self.writer, None  # no new records from here on
+        if writer is None:
+            return
+        paths = await maybe_deferred_to_future(deferToThread(writer.close))
+        self.crawler.stats.set_value("warc/files", len(paths))
+        logger.info("WARC: %d file(s) in %s", len(paths), self.directory.resolve(),
+                    extra={"warc_dir": str(self.directory.resolve()), "warc_files": len(paths)})
+
+    def info(self, spider_name: str, worker: str) -> dict[str, str]:
+        """The ``warcinfo`` fields at the start of every file."""
+        s = self.crawler.settings
+        fields = {
+            "software": f"broadcrawl/{crawler.__version__} (Scrapy-based)",
+            "format": "WARC File Format 1.1",
+            "conformsTo": "https://iipc.github.io/warc-specifications/specifications/"
+                          "warc-format/warc-1.1/",
+            "isPartOf": spider_name,
+            "hostname": socket.gethostname(),
+            "worker": worker,
+            "http-header-user-agent": s.get("USER_AGENT") or "",
+            "robots": "obey (RFC 9309)" if s.getbool("ROBOTSTXT_OBEY") else "ignore",
+        }
+        for name, setting in (("operator", "WARC_OPERATOR"), ("description", "WARC_DESCRIPTION")):
+            if s.get(setting):
+                fields[name] = s.get(setting)
+        return fields
+
+    def _digest_index(self) -> DigestIndex:
+        """In the frontier's Redis (shared by the crawl's workers), else in memory."""
+        scheduler = scheduler_of(self.crawler)
+        if scheduler is None or scheduler.url is None or scheduler.frontier is None:
+            return DigestIndex()
+        namespace = scheduler.frontier.keys.namespace
+        client = redis.Redis.from_url(scheduler.url, **scheduler.redis_params)
+        return DigestIndex(client, f"{{{namespace}/warc}}:digests")
+
+
+class WarcPipeline:
+    """Opens and closes the archive; points each page item at its record."""
+
+    def __init__(self, archive: Archive) -> None:
+        self.archive = archive
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        archive = Archive.of(crawler)
+        if not archive.enabled:
+            raise NotConfigured("WARC_ENABLED is off")
+        return cls(archive)
+
+    async def open_spider(self) -> None:
+        self.archive.open()
+
+    async def close_spider(self) -> None:
+        await self.archive.close()
+
+    async def process_item(self, item: Any) -> Any:
+        if not isinstance(item, PageItem) or item.warc is None:
+            return item
+        record = item.warc
+        item.warc = None  # the Deferred is not data
+        outcome = await maybe_deferred_to_future(record)
+        if isinstance(outcome, Written):
+            item.warc_file = outcome.name
+            item.warc_offset = outcome.offset
+        return item

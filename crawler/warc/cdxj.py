@@ -1,0 +1,217 @@
+"""CDXJ index lines (pywb's format), SURT keys, lookups by URL and reading a record back.
+
+A line is ``SURT TIMESTAMP {json}``, for example::
+
+    com,example)/a/b?a=2&z=1 20240102030405 {"url": "http://www.example.com/A/b?z=1&a=2",
+    "mime": "text/html", "status": "200", "digest": "sha1:...", "length": "1234",
+    "offset": "5678", "filename": "CRAWL-20240102030405678-00000-vm-5510.warc.gz"}
+
+(on one line). As in pywb, ``status``, ``length`` and ``offset`` are strings
+and a revisit's ``mime`` is ``warc/revisit``. Unlike pywb's, ``digest`` keeps
+its ``sha1:`` prefix, so it compares equal to
+:func:`crawler.warc.records.payload_digest`.
+
+``filename`` always names the *complete* WARC (``NAME.warc.gz``); while the
+file is still written it exists as ``NAME.warc.gz.open``, and :func:`lookup`
+answers with whichever of the two names exists (see :mod:`crawler.warc.files`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+from urllib.parse import urlsplit
+
+from warcio.archiveiterator import ArchiveIterator
+from warcio.timeutils import iso_date_to_datetime
+
+if TYPE_CHECKING:
+    from warcio.recordloader import ArcWarcRecord
+
+#: Suffix of a WARC file still being written (or left by a writer that died).
+OPEN_SUFFIX = ".open"
+#: The mime pywb gives revisit records in its index.
+REVISIT_MIME = "warc/revisit"
+#: Records that get an index line: those that answer a URL.
+INDEXED_TYPES = ("response", "revisit")
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_WWW = re.compile(r"^www\d*\.")
+
+
+def surt_key(url: str) -> str:
+    """The SURT sort key of ``url``, as pywb and the Internet Archive's CDX spell it.
+
+    Lowercased; scheme, user info, fragment and a leading ``www.`` (``www2.``...)
+    dropped; host labels reversed and comma-joined (IP addresses kept as they
+    are); a non-default port kept as ``:port``; then ``)``, the path (``/``
+    when empty) and the query with its parameters sorted. ``http`` and
+    ``https`` share a key, as in pywb. The IA's further canonicalisations
+    (session ids, ...) are left out: keys only need to match what this
+    crawler wrote.
+
+    >>> surt_key("http://www.Example.com/A/b?z=1&a=2")
+    'com,example)/a/b?a=2&z=1'
+    """
+    parts = urlsplit(url.strip().lower())
+    key = _surt_host(parts.hostname or "") + _surt_port(parts.scheme, parts.netloc)
+    key += ")" + (parts.path or "/")
+    if parts.query:
+        key += "?" + "&".join(sorted(parts.query.split("&")))
+    return key
+
+
+def _surt_host(host: str) -> str:
+    """``www.example.com`` -> ``com,example``; an IP address stays as it is."""
+    host = host.strip(".")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return ",".join(reversed(_WWW.sub("", host).split(".")))
+    return f"[{host}]" if ":" in host else host
+
+
+def _surt_port(scheme: str, netloc: str) -> str:
+    """``:port`` when the URL names a port other than its scheme's default, else ``""``."""
+    hostport = netloc.rpartition("@")[2]
+    _, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit():  # no port ("[::1]" ends in "1]": not digits)
+        return ""
+    return "" if int(port) == _DEFAULT_PORTS.get(scheme) else f":{int(port)}"
+
+
+@dataclass(frozen=True, slots=True)
+class CdxjEntry:
+    """One index line: where the capture of a URL at a time is stored."""
+
+    surt: str
+    timestamp: str  # 14 digits, UTC
+    url: str
+    status: int | None
+    mime: str  # REVISIT_MIME for a revisit
+    digest: str  # "sha1:BASE32", the payload digest
+    length: int  # of the record's gzip member
+    offset: int  # of the record's gzip member in the file
+    filename: str  # basename of the WARC file
+
+    @property
+    def revisit(self) -> bool:
+        """True when the record is a revisit (its payload is stored elsewhere)."""
+        return self.mime == REVISIT_MIME
+
+    def line(self) -> str:
+        """The CDXJ line, without its newline."""
+        fields = {
+            "url": self.url,
+            "mime": self.mime,
+            "status": "-" if self.status is None else str(self.status),
+            "digest": self.digest,
+            "length": str(self.length),
+            "offset": str(self.offset),
+            "filename": self.filename,
+        }
+        return f"{self.surt} {self.timestamp} {json.dumps(fields)}"
+
+    @classmethod
+    def parse(cls, line: str) -> CdxjEntry:
+        """The entry of a CDXJ line (as :meth:`line` writes it); ValueError if malformed."""
+        surt, timestamp, blob = line.rstrip("\r\n").split(" ", 2)
+        fields = json.loads(blob)
+        status = fields.get("status", "-")
+        return cls(surt=surt, timestamp=timestamp, url=fields["url"],
+                   status=None if status == "-" else int(status), mime=fields.get("mime", "unk"),
+                   digest=fields.get("digest", "-"), length=int(fields["length"]),
+                   offset=int(fields["offset"]), filename=fields["filename"])
+
+
+def entry_for_record(record: ArcWarcRecord, offset: int, length: int,
+                     filename: str) -> CdxjEntry | None:
+    """The index entry of a response or revisit record (``None`` for other types).
+
+    Works on records read back by warcio and on records just built for writing.
+    """
+    if record.rec_type not in INDEXED_TYPES:
+        return None
+    headers = record.rec_headers
+    url = headers.get_header("WARC-Target-URI")
+    http = record.http_headers
+    status = None
+    mime = "unk"
+    if http:
+        code = http.get_statuscode()
+        status = int(code) if code.isdigit() else None
+        mime = (http.get_header("Content-Type") or "unk").split(";")[0].strip().lower() or "unk"
+    if record.rec_type == "revisit":
+        mime = REVISIT_MIME
+    when = iso_date_to_datetime(headers.get_header("WARC-Date"))
+    return CdxjEntry(surt=surt_key(url), timestamp=when.strftime("%Y%m%d%H%M%S"), url=url,
+                     status=status, mime=mime,
+                     digest=headers.get_header("WARC-Payload-Digest") or "-",
+                     length=length, offset=offset, filename=filename)
+
+
+def lookup(directory: Path, url: str) -> list[CdxjEntry]:
+    """Captures of ``url`` indexed in ``directory``'s ``*.cdxj`` files, newest first.
+
+    Indexes of files still written are read too; a line cut short by a
+    concurrent writer is skipped. Each entry's ``filename`` is the name the
+    WARC has now (``.warc.gz`` or ``.warc.gz.open``); when neither exists
+    (moved away) the complete name is kept. A file may be renamed right after
+    this returns: a reader that finds no ``.open`` file should try the
+    complete name.
+    """
+    key = surt_key(url)
+    prefix = key + " "
+    found = []
+    for index in sorted(directory.glob("*.cdxj")):
+        with index.open(encoding="utf-8") as lines:
+            for line in lines:
+                if line.startswith(prefix) and line.endswith("\n"):
+                    found.append(_resolve(directory, CdxjEntry.parse(line)))
+    found.sort(key=lambda e: (e.timestamp, e.filename.removesuffix(OPEN_SUFFIX), e.offset),
+               reverse=True)
+    return found
+
+
+def _resolve(directory: Path, entry: CdxjEntry) -> CdxjEntry:
+    """``entry`` naming the WARC file as it exists now (``.open`` or complete)."""
+    complete = entry.filename.removesuffix(OPEN_SUFFIX)
+    if (directory / complete).exists():
+        return replace(entry, filename=complete)
+    if (directory / (complete + OPEN_SUFFIX)).exists():
+        return replace(entry, filename=complete + OPEN_SUFFIX)
+    return replace(entry, filename=complete)  # renamed in between, or moved away
+
+
+class StoredRecord(NamedTuple):
+    """One record read back from a WARC file."""
+
+    rec_type: str
+    url: str | None  # WARC-Target-URI
+    digest: str | None  # WARC-Payload-Digest
+    status: int | None  # the HTTP status of a response or revisit
+    headers: list[tuple[str, str]]  # the HTTP headers (empty when none)
+    payload: bytes  # as stored: Content-Encoding not undone; empty for a revisit
+
+
+def read_record(warc_path: Path, offset: int) -> StoredRecord:
+    """The record whose gzip member starts at ``offset`` in ``warc_path``."""
+    with warc_path.open("rb") as stream:
+        stream.seek(offset)
+        record = next(iter(ArchiveIterator(stream)))
+        http = record.http_headers
+        status = None
+        if http and record.rec_type in INDEXED_TYPES:
+            code = http.get_statuscode()
+            status = int(code) if code.isdigit() else None
+        return StoredRecord(
+            rec_type=record.rec_type,
+            url=record.rec_headers.get_header("WARC-Target-URI"),
+            digest=record.rec_headers.get_header("WARC-Payload-Digest"),
+            status=status,
+            headers=list(http.headers) if http else [],
+            payload=record.raw_stream.read())

@@ -1,0 +1,395 @@
+"""WARC files on disk: records, CDXJ indexes, rotation and recovery, checked with warcio itself."""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import json
+import random
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+from warcio.cli import main as warcio_main
+
+from crawler.warc.cdxj import CdxjEntry, lookup, read_record, surt_key
+from crawler.warc.exchange import TRUNCATED_LENGTH, Exchange
+from crawler.warc.files import (
+    Recovered,
+    WarcFiles,
+    WarcLockedError,
+    Written,
+    index_path,
+    recover,
+    warc_name,
+)
+from crawler.warc.records import payload_digest
+
+INFO = {"software": "broadcrawl/test", "format": "WARC File Format 1.1", "isPartOf": "test"}
+RECEIVED = 1_704_164_645.123456  # 2024-01-02T03:04:05.123456Z
+HTML = b"<html><body>hello</body></html>"
+GZIPPED = gzip.compress(b"<html>" + b"compressible " * 200 + b"</html>", mtime=0)
+
+
+def exchange(url: str, body: bytes = HTML, *, status: int = 200, reason: str = "OK",
+             headers: list[tuple[str, str]] | None = None, received_at: float = RECEIVED,
+             **kwargs: object) -> Exchange:
+    host = url.split("/")[2]
+    return Exchange(
+        url=url, method="GET",
+        request_headers=[("Host", host), ("User-Agent", "broadcrawl/test")],
+        request_body=b"", status=status, reason=reason,
+        response_headers=headers if headers is not None else [
+            ("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body)))],
+        body=body, received_at=received_at, **kwargs)  # type: ignore[arg-type]
+
+
+def warcio_check(*paths: Path) -> int:
+    """Exit status of ``warcio check`` (it verifies every block and payload digest)."""
+    with pytest.raises(SystemExit) as done:
+        warcio_main(["check", *map(str, paths)])
+    return int(done.value.code or 0)
+
+
+def records(path: Path) -> list:
+    """Every record of ``path`` with its payload read (so digests are checked)."""
+    found = []
+    with path.open("rb") as stream:
+        for record in ArchiveIterator(stream, check_digests=True):
+            record.payload = record.content_stream().read()
+            found.append(record)
+    return found
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> tuple[Path, dict[str, Written], list[Path]]:
+    """One closed WARC holding a page, a gzip page, a truncated page, a revisit, a 404."""
+    files = WarcFiles(tmp_path, "TEST", "vm:5510", 10_000_000, INFO)
+    written = {
+        "page": files.write(exchange("http://www.example.com/a?z=1&a=2", ip_address="192.0.2.7")),
+        "gzip": files.write(exchange(
+            "https://example.com/gz", GZIPPED, headers=[
+                ("Content-Type", "text/html"), ("Content-Encoding", "gzip"),
+                ("Content-Disposition", "attachment; filename=\xe9t\xe9.html")])),
+        "truncated": files.write(exchange(
+            "http://example.com/big", b"x" * 1000, truncated=TRUNCATED_LENGTH)),
+        "missing": files.write(exchange("http://example.com/nope", b"", status=404,
+                                        reason="Not Found", headers=[])),
+    }
+    first = written["page"]
+    written["revisit"] = files.write(
+        exchange("http://example.com/copy", received_at=RECEIVED + 60),
+        revisit_of=("http://www.example.com/a?z=1&a=2", first.date_iso),
+        digest=payload_digest(HTML))
+    return tmp_path, written, files.close()
+
+
+def test_warcio_check_passes_and_every_digest_is_verified(archive) -> None:
+    _, _, paths = archive
+    assert len(paths) == 1
+    assert warcio_check(*paths) == 0
+    checked = [r for r in records(paths[0]) if r.rec_type in ("response", "request")]
+    assert len(checked) == 9
+    for record in checked:
+        assert record.rec_headers.get_header("WARC-Block-Digest")
+        assert record.rec_headers.get_header("WARC-Payload-Digest")
+        assert record.digest_checker.passed is True, record.digest_checker.problems
+
+
+def test_warcio_check_fails_on_a_damaged_record(archive) -> None:
+    """The check above can fail: one changed payload byte is caught."""
+    _, written, paths = archive
+    damaged = paths[0].with_name("damaged.warc.gz")
+    data = bytearray(paths[0].read_bytes())
+    at = written["page"].offset
+    member = gzip.decompress(data[at:at + written["page"].length]).replace(b"hello", b"jello")
+    data[at:at + written["page"].length] = gzip.compress(member)
+    damaged.write_bytes(bytes(data))
+    assert warcio_check(damaged) == 1
+
+
+def test_warcio_index_lists_one_response_per_exchange(archive, capsys) -> None:
+    _, _, paths = archive
+    capsys.readouterr()
+    warcio_main(["index", "-f", "warc-type,warc-target-uri,http:status", str(paths[0])])
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines[0]["warc-type"] == "warcinfo"
+    responses = [(r["warc-target-uri"], r["http:status"]) for r in lines
+                 if r["warc-type"] == "response"]
+    assert responses == [("http://www.example.com/a?z=1&a=2", "200"),
+                         ("https://example.com/gz", "200"),
+                         ("http://example.com/big", "200"),
+                         ("http://example.com/nope", "404")]
+    assert [r["warc-type"] for r in lines].count("revisit") == 1
+    assert [r["warc-type"] for r in lines].count("request") == 5
+
+
+def test_records_carry_what_was_exchanged(archive) -> None:
+    _, _, paths = archive
+    by_uri = {(r.rec_type, r.rec_headers["WARC-Target-URI"]): r for r in records(paths[0])}
+    warcinfo = records(paths[0])[0]
+    assert warcinfo.rec_type == "warcinfo"
+    assert warcinfo.rec_headers["WARC-Filename"] == paths[0].name
+    assert b"isPartOf: test\r\n" in warcinfo.payload
+
+    page = by_uri["response", "http://www.example.com/a?z=1&a=2"]
+    assert page.rec_headers["WARC-Date"] == "2024-01-02T03:04:05.123456Z"
+    assert page.rec_headers["WARC-IP-Address"] == "192.0.2.7"
+    assert page.rec_headers["WARC-Truncated"] is None
+    assert page.http_headers.protocol == "HTTP/1.1"
+    assert page.http_headers.statusline == "200 OK"
+    assert page.payload == HTML
+
+    gz = by_uri["response", "https://example.com/gz"]
+    assert gz.payload.startswith(b"<html>compressible")  # content_stream() decodes gzip
+    # The Latin-1 header goes back as its octet, not percent-encoded.
+    assert gz.http_headers["Content-Disposition"] == "attachment; filename=\xe9t\xe9.html"
+
+    assert by_uri["response", "http://example.com/big"].rec_headers["WARC-Truncated"] == "length"
+    assert by_uri["response", "http://example.com/nope"].http_headers.statusline == "404 Not Found"
+
+    request = by_uri["request", "http://www.example.com/a?z=1&a=2"]
+    assert request.http_headers.protocol == "GET"
+    assert request.http_headers.statusline == "/a?z=1&a=2 HTTP/1.1"
+    assert request.http_headers["Host"] == "www.example.com"
+
+    revisit = by_uri["revisit", "http://example.com/copy"]
+    assert revisit.rec_headers["WARC-Profile"] == (
+        "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest")
+    assert revisit.rec_headers["WARC-Refers-To-Target-URI"] == "http://www.example.com/a?z=1&a=2"
+    assert revisit.rec_headers["WARC-Refers-To-Date"] == "2024-01-02T03:04:05.123456Z"
+    assert revisit.rec_headers["WARC-Payload-Digest"] == payload_digest(HTML)
+    assert revisit.rec_headers["WARC-Block-Digest"]
+    assert revisit.rec_headers["WARC-Truncated"] is None
+    assert revisit.http_headers.statusline == "200 OK"
+    assert revisit.payload == b""
+
+
+def test_requests_are_linked_to_their_responses(archive) -> None:
+    _, _, paths = archive
+    found = records(paths[0])
+    answers = {r.rec_headers["WARC-Record-ID"]: r for r in found
+               if r.rec_type in ("response", "revisit")}
+    requests = [r for r in found if r.rec_type == "request"]
+    assert len(requests) == len(answers) == 5
+    for request in requests:
+        answer = answers[request.rec_headers["WARC-Concurrent-To"]]
+        assert answer.rec_headers["WARC-Target-URI"] == request.rec_headers["WARC-Target-URI"]
+        assert answer.rec_headers["WARC-Date"] == request.rec_headers["WARC-Date"]
+    assert len({r.rec_headers["WARC-Concurrent-To"] for r in requests}) == 5
+
+
+def test_every_index_line_reads_back(archive) -> None:
+    directory, written, paths = archive
+    lines = index_path(paths[0]).read_text().splitlines()
+    assert len(lines) == 5
+    assert lines == sorted(lines)  # sorted at close, as pywb wants
+    for line in lines:
+        entry = CdxjEntry.parse(line)
+        assert entry.line() == line
+        assert entry.filename == paths[0].name
+        stored = read_record(directory / entry.filename, entry.offset)
+        assert stored.url == entry.url
+        assert stored.digest == entry.digest
+        assert stored.status == entry.status
+        assert stored.rec_type == ("revisit" if entry.revisit else "response")
+    by_url = {CdxjEntry.parse(line).url: CdxjEntry.parse(line) for line in lines}
+    for what in written.values():
+        entry = by_url[read_record(what.path, what.offset).url]
+        assert (entry.offset, entry.length, entry.digest) == (what.offset, what.length,
+                                                               what.digest)
+    gz = read_record(paths[0], written["gzip"].offset)
+    assert gz.payload == GZIPPED  # stored as received, Content-Encoding not undone
+    assert gz.digest == payload_digest(GZIPPED) == written["gzip"].digest
+    assert ("Content-Encoding", "gzip") in gz.headers
+    page = by_url["http://www.example.com/a?z=1&a=2"]
+    assert (page.surt, page.timestamp, page.mime, page.status) == (
+        "com,example)/a?a=2&z=1", "20240102030405", "text/html", 200)
+    revisit = by_url["http://example.com/copy"]
+    assert revisit.revisit and revisit.mime == "warc/revisit"
+    assert revisit.digest == page.digest == payload_digest(HTML)
+    assert read_record(paths[0], revisit.offset).payload == b""
+
+
+def test_lookup_finds_captures_newest_first(tmp_path: Path) -> None:
+    files = WarcFiles(tmp_path, "TEST", "w1", 10_000_000, INFO)
+    older = files.write(exchange("http://example.com/p", b"one"))
+    newer = files.write(exchange("http://www.EXAMPLE.com/p", b"two", received_at=RECEIVED + 5))
+    files.write(exchange("http://example.com/other"))
+    open_name = files.current.name
+    found = lookup(tmp_path, "https://example.com/p")
+    assert [(e.offset, e.filename) for e in found] == [(newer.offset, open_name),
+                                                       (older.offset, open_name)]
+    assert read_record(tmp_path / found[0].filename, found[0].offset).payload == b"two"
+    (closed,) = files.close()
+    found = lookup(tmp_path, "http://example.com/p")
+    assert [e.filename for e in found] == [closed.name, closed.name]
+    assert read_record(tmp_path / found[1].filename, found[1].offset).payload == b"one"
+    assert lookup(tmp_path, "http://example.com/missing") == []
+
+
+def test_a_wrong_digest_for_a_response_is_refused_before_writing(tmp_path: Path) -> None:
+    files = WarcFiles(tmp_path, "TEST", "w1", 10_000_000, INFO)
+    with pytest.raises(ValueError, match="is not the payload's"):
+        files.write(exchange("http://example.com/"), digest=payload_digest(b"other"))
+    assert files.current is None and files.close() == []
+
+
+def test_open_file_is_locked_and_named_open_until_closed(tmp_path: Path) -> None:
+    files = WarcFiles(tmp_path / "new", "TEST", "w1", 10_000_000, INFO)
+    assert files.current is None and list((tmp_path / "new").iterdir()) == []  # lazily
+    written = files.write(exchange("http://example.com/"))
+    current = files.current
+    assert current is not None and current.name.endswith(".warc.gz.open")
+    assert written.path.name + ".open" == current.name and not written.path.exists()
+    assert written.name == written.path.name
+    size = current.stat().st_size
+    with pytest.raises(WarcLockedError, match="locked by a live writer"):
+        recover(current)
+    assert current.stat().st_size == size
+    assert files.close() == [written.path]
+    assert written.path.exists() and not current.exists()
+    assert warcio_check(written.path) == 0
+
+
+def test_rotation_gives_complete_files_each_starting_with_warcinfo(tmp_path: Path) -> None:
+    noise = random.Random(7)
+    files = WarcFiles(tmp_path, "TEST", "w1", 3000, INFO)
+    urls = [f"http://h{i}.test/page" for i in range(7)]
+    for url in urls:
+        files.write(exchange(url, noise.randbytes(1500)))  # incompressible
+    paths = files.close()
+    assert len(paths) >= 3
+    assert sorted(tmp_path.glob("*.open")) == []
+    assert [int(p.name.split("-")[2]) for p in paths] == list(range(len(paths)))
+    assert warcio_check(*paths) == 0
+    seen = []
+    for path in paths:
+        found = records(path)
+        assert found[0].rec_type == "warcinfo"
+        assert found[0].rec_headers["WARC-Filename"] == path.name
+        assert [r.rec_type for r in found].count("warcinfo") == 1
+        seen += [r.rec_headers["WARC-Target-URI"] for r in found if r.rec_type == "response"]
+        assert len(index_path(path).read_text().splitlines()) == len(found) // 2
+    assert seen == urls
+    assert all(len(lookup(tmp_path, url)) == 1 for url in urls)
+
+
+def test_two_workers_share_a_folder_without_collisions(tmp_path: Path) -> None:
+    one = WarcFiles(tmp_path, "TEST", "vm:1", 2000, INFO)
+    two = WarcFiles(tmp_path, "TEST", "vm:2", 2000, INFO)
+    noise = random.Random(3)
+    for i in range(4):
+        one.write(exchange(f"http://a.test/{i}", noise.randbytes(1200)))
+        two.write(exchange(f"http://b.test/{i}", noise.randbytes(1200)))
+    paths_one, paths_two = one.close(), two.close()
+    assert not set(paths_one) & set(paths_two)
+    assert all(p.name.endswith("-vm-1.warc.gz") for p in paths_one)
+    assert all(p.name.endswith("-vm-2.warc.gz") for p in paths_two)
+    for paths, host in ((paths_one, "a.test"), (paths_two, "b.test")):
+        uris = [r.rec_headers["WARC-Target-URI"] for p in paths for r in records(p)
+                if r.rec_type == "response"]
+        assert uris == [f"http://{host}/{i}" for i in range(4)]
+    assert warcio_check(*paths_one, *paths_two) == 0
+    assert len(list(tmp_path.glob("*.cdxj"))) == len(paths_one) + len(paths_two)
+
+
+#: How much of the last response a killed writer got onto the disk.
+KEEP = {"middle": lambda n: n // 2, "all-but-trailer": lambda n: n - 4,
+        "one-byte": lambda n: 1, "nothing": lambda n: 0, "all": lambda n: n}
+
+
+def killed_copy(tmp_path: Path, keep: str) -> tuple[Path, list[Written]]:
+    """A live writer's file, copied up to ``KEEP[keep]`` of its last response: a kill."""
+    files = WarcFiles(tmp_path / "live", "TEST", "w1", 10_000_000, INFO)
+    written = [files.write(exchange(f"http://example.com/{i}", b"body %d " % i * 50))
+               for i in range(3)]
+    assert files.current is not None
+    data = files.current.read_bytes()
+    dead = tmp_path / "dead" / files.current.name.replace("TEST", "DEAD")
+    dead.parent.mkdir()
+    dead.write_bytes(data[:written[-1].offset + KEEP[keep](written[-1].length)])
+    files.close()
+    return dead, written
+
+
+@pytest.mark.parametrize("keep", ["middle", "all-but-trailer", "one-byte", "nothing"])
+def test_recover_cuts_a_killed_writers_partial_record(tmp_path: Path, keep: str) -> None:
+    dead, written = killed_copy(tmp_path, keep)
+    size = dead.stat().st_size
+    result = recover(dead)
+    final = dead.with_name(dead.name.removesuffix(".open"))
+    assert result == Recovered(final, 1 + 2 * 2, size - written[-1].offset)
+    assert final.exists() and not dead.exists()
+    assert final.stat().st_size == written[-1].offset
+    assert warcio_check(final) == 0
+    entries = [CdxjEntry.parse(line) for line in index_path(final).read_text().splitlines()]
+    assert sorted(e.url for e in entries) == ["http://example.com/0", "http://example.com/1"]
+    for entry, what in zip(sorted(entries, key=lambda e: e.offset), written, strict=False):
+        assert entry.filename == final.name
+        assert (entry.offset, entry.length, entry.digest) == (what.offset, what.length,
+                                                              what.digest)
+        assert read_record(final, entry.offset).payload == b"body %d " % int(entry.url[-1]) * 50
+    with pytest.raises(ValueError, match="not an open WARC"):
+        recover(final)  # a complete file is never touched
+
+
+def test_recover_at_every_cut_point_of_the_last_exchange(tmp_path: Path) -> None:
+    """Wherever the kill lands in the last response or request, what is complete is kept."""
+    _, written = killed_copy(tmp_path, "all")
+    data = (tmp_path / "live" / written[-1].name).read_bytes()
+    response_end = written[-1].offset + written[-1].length
+    for cut in range(written[-1].offset, len(data) + 1, 5):
+        copy = tmp_path / "dead" / f"CUT-{cut}.warc.gz.open"
+        copy.write_bytes(data[:cut])
+        result = recover(copy)
+        kept = (len(data) if cut == len(data) else response_end if cut >= response_end
+                else written[-1].offset)
+        assert (result.records, result.cut_bytes) == (
+            5 + (cut >= response_end) + (cut == len(data)), cut - kept), cut
+        assert result.path.stat().st_size == kept
+        with result.path.open("rb") as stream:
+            assert len(list(ArchiveIterator(stream, check_digests="raise"))) == result.records
+
+
+def test_recover_keeps_a_file_cut_at_a_record_boundary(tmp_path: Path) -> None:
+    dead, _ = killed_copy(tmp_path, "all")  # the response written, its request not
+    result = recover(dead)
+    assert (result.records, result.cut_bytes) == (1 + 2 * 2 + 1, 0)
+    assert warcio_check(result.path) == 0
+    assert len(index_path(result.path).read_text().splitlines()) == 3
+
+
+def test_recover_removes_an_empty_abandoned_file(tmp_path: Path) -> None:
+    empty = tmp_path / "TEST-20240102030405123-00000-w1.warc.gz.open"
+    empty.write_bytes(b"")
+    final = tmp_path / "TEST-20240102030405123-00000-w1.warc.gz"
+    assert recover(empty) == Recovered(final, 0, 0, removed=True)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_recover_leaves_a_file_that_is_no_warc(tmp_path: Path) -> None:
+    other = tmp_path / "TEST-20240102030405123-00000-w1.warc.gz.open"
+    other.write_bytes(b"not a WARC at all\r\n" * 10)
+    with pytest.raises(ValueError, match="no complete WARC record"):
+        recover(other)
+    assert other.read_bytes() == b"not a WARC at all\r\n" * 10
+
+
+def test_warc_name_follows_the_iipc_convention() -> None:
+    when = dt.datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=dt.UTC)
+    assert warc_name("TEST", when, 7, "vm:5510") == "TEST-20240102030405678-00007-vm-5510.warc.gz"
+    local = when.astimezone(dt.timezone(dt.timedelta(hours=2)))
+    assert warc_name("P", local, 12345, "a b/c_d.e") == (
+        "P-20240102030405678-12345-a-b-c-d.e.warc.gz")
+
+
+@pytest.mark.parametrize(("url", "key"), [
+    ("http://www.Example.com/A/b?z=1&a=2", "com,example)/a/b?a=2&z=1"),
+    ("https://h00001.test:8080/", "test,h00001:8080)/"),
+    ("https://example.com:443", "com,example)/"),
+    ("http://user:pw@www2.example.co.uk/x#frag", "uk,co,example)/x"),
+    ("http://192.0.2.7:81/p?", "192.0.2.7:81)/p"),
+])
+def test_surt_key(url: str, key: str) -> None:
+    assert surt_key(url) == key
