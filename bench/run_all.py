@@ -19,10 +19,10 @@ from pathlib import Path
 
 from bench.common import REPO, Report, machine_info
 
-BENCHMARKS = ("headofline", "claimcost", "memory", "throughput", "faults")
+BENCHMARKS = ("headofline", "claimcost", "memory", "throughput", "faults", "warc")
 #: Seconds a benchmark may take before it is stopped (full run, quick run).
 TIMEOUTS = {"headofline": (600, 240), "claimcost": (400, 180), "memory": (600, 240),
-            "throughput": (900, 300), "faults": (1200, 400)}
+            "throughput": (900, 300), "faults": (1200, 400), "warc": (900, 300)}
 README = Path(__file__).resolve().parent / "README.md"
 
 NOISE = """\

@@ -39,6 +39,7 @@ class Record:
     digest: str
     refers_to: str | None
     length: int
+    truncated: str | None
 
 
 @dataclass
@@ -62,7 +63,8 @@ def warc_records(warc_dir: Path) -> list[Record]:
                 records.append(Record(
                     path.name, rec.rec_type, h.get_header("WARC-Target-URI"),
                     int(rec.http_headers.get_statuscode()), h.get_header("WARC-Payload-Digest"),
-                    h.get_header("WARC-Refers-To-Target-URI"), len(payload)))
+                    h.get_header("WARC-Refers-To-Target-URI"), len(payload),
+                    h.get_header("WARC-Truncated")))
     return records
 
 
@@ -83,7 +85,7 @@ def crawl(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
                 "DEPTH_LIMIT": 2, "ADMISSION_MAX_PAGES_PER_HOST": 8, "RETRY_BACKOFF_BASE": 0.2,
                 "WARC_DIR": str(warc_dir), "WARC_MAX_SIZE": 40_000,
                 "WARC_OPERATOR": "ops@example.org"}
-    with SimWebProcess(seed=21, n_hosts=24, mix=MIX) as web:
+    with SimWebProcess(seed=21, n_hosts=24, mix=MIX, pinned={0: "robots:oversized"}) as web:
         started = time.monotonic()
         procs = [start_crawl(web.proxy_url, web.web.seed_urls()[i::2], tmp / f"w{i}",
                              {**settings, "FRONTIER_WORKER_ID": f"w{i}"}) for i in range(2)]
@@ -126,8 +128,12 @@ def test_every_answer_the_server_sent_is_archived_once(crawl: Crawl) -> None:
     sizes = {(f"http://{e['host']}{e['path']}", e["bytes"]) for e in crawl.ledger
              if e["done"] is not None and e["status"]}
     for r in records:
-        if r.type == "response":
+        if r.type == "response" and not r.truncated:
             assert (r.url, r.length) in sizes, r
+    # The oversized robots.txt was cut at ROBOTS_MAX_BYTES, and says so.
+    [cut] = [r for r in records if r.truncated]
+    assert cut.url == f"http://{crawl.web.web.hosts[0].name}/robots.txt"
+    assert (cut.truncated, cut.status) == ("length", 200) and cut.length >= 512_000
 
 
 def test_identical_payloads_are_revisits_across_workers(crawl: Crawl) -> None:

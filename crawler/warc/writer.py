@@ -38,14 +38,25 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-# Returns the earlier capture's JSON, or stores this one and returns nil:
-# one round trip, atomic across workers.
-_FIRST_CAPTURE = """
-local earlier = redis.call('HGET', KEYS[1], ARGV[1])
-if earlier then return earlier end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-return false
+# For each (digest, capture) pair: the earlier capture's JSON, or "" after
+# storing this one. One round trip a batch, atomic across workers; a digest
+# twice in one batch gets the first one back.
+_FIRST_CAPTURES = """
+local out = {}
+for i = 1, #ARGV, 2 do
+  local earlier = redis.call('HGET', KEYS[1], ARGV[i])
+  if earlier then
+    out[#out + 1] = earlier
+  else
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+    out[#out + 1] = ''
+  end
+end
+return out
 """
+#: Exchanges the writer thread takes from its queue at a time (one digest
+#: lookup, one reactor wake-up for all of them).
+BATCH = 64
 
 
 class DigestIndex:
@@ -60,20 +71,30 @@ class DigestIndex:
         self.client = client
         self.key = key
         self._local: dict[str, tuple[str, str]] = {}
-        self._script = client.register_script(_FIRST_CAPTURE) if client is not None else None
+        self._script = client.register_script(_FIRST_CAPTURES) if client is not None else None
+
+    def first_captures(self, captures: list[tuple[str, str, str]]
+                       ) -> list[tuple[str, str] | None]:
+        """For each ``(digest, url, date)``: the earlier capture of the digest, or
+        ``None`` (and this one is recorded), in order."""
+        if not captures:
+            return []
+        if self._script is None:
+            return [self._first_local(*capture) for capture in captures]
+        args = [part for digest, url, date in captures
+                for part in (digest, json.dumps([url, date]))]
+        answers = self._script(keys=[self.key], args=args)
+        return [tuple(json.loads(a)) if a else None for a in answers]  # type: ignore[misc]
 
     def first_capture(self, digest: str, url: str, date: str) -> tuple[str, str] | None:
         """The earlier capture of ``digest``, or ``None`` (and this one is recorded)."""
-        if self._script is None:
-            earlier = self._local.get(digest)
-            if earlier is None:
-                self._local[digest] = (url, date)
-            return earlier
-        earlier = self._script(keys=[self.key], args=[digest, json.dumps([url, date])])
+        return self.first_captures([(digest, url, date)])[0]
+
+    def _first_local(self, digest: str, url: str, date: str) -> tuple[str, str] | None:
+        earlier = self._local.get(digest)
         if earlier is None:
-            return None
-        earlier_url, earlier_date = json.loads(earlier)
-        return earlier_url, earlier_date
+            self._local[digest] = (url, date)
+        return earlier
 
     def close(self) -> None:
         if self.client is not None:
@@ -147,9 +168,11 @@ class ArchiveWriter:
         self._thread.join(timeout)
         return self.closed_paths
 
-    def _done(self, result: Deferred[Written | Exception], outcome: Written | Exception) -> None:
-        """On the reactor: hand out the outcome, let waiting producers in."""
-        result.callback(outcome)
+    def _done(self, outcomes: list[tuple[Deferred[Written | Exception], Written | Exception]]
+              ) -> None:
+        """On the reactor: hand out the outcomes, let waiting producers in."""
+        for result, outcome in outcomes:
+            result.callback(outcome)
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             waiter.callback(None)
@@ -157,42 +180,64 @@ class ArchiveWriter:
     # ------------------------------------------------------------ writer thread
 
     def _run(self) -> None:
-        while True:
+        closing = False
+        while not closing:
             with self._lock:
                 while not self._queue:
                     self._lock.wait()
-                job = self._queue.popleft()
-            if job is None:
-                break
-            exchange, result = job
-            outcome: Written | Exception
-            try:
-                outcome = self._write(exchange)
-            except Exception as exc:  # a full disk must not kill the thread
-                self.stats.inc_value("warc/errors")
-                logger.error("WARC: could not archive %s: %s", exchange.url, exc,
-                             extra={"url": exchange.url})
-                outcome = exc
+                batch = []
+                while self._queue and len(batch) < BATCH:
+                    job = self._queue.popleft()
+                    if job is None:
+                        closing = True
+                        break
+                    batch.append(job)
+            outcomes = self._write_batch([exchange for exchange, _ in batch])
             with self._lock:
-                self._queued_bytes -= exchange.size
-            self._reactor.callFromThread(self._done, result, outcome)
+                self._queued_bytes -= sum(exchange.size for exchange, _ in batch)
+            if batch:
+                self._reactor.callFromThread(
+                    self._done, [(result, outcome) for (_, result), outcome
+                                 in zip(batch, outcomes, strict=True)])
         try:
             self.closed_paths = self.files.close()
         finally:
             self.digests.close()
 
-    def _write(self, exchange: Exchange) -> Written:
-        digest = payload_digest(exchange.body)
-        earlier = None
-        if self.revisits and _revisitable(exchange):
-            earlier = self.digests.first_capture(digest, exchange.url,
-                                                 warc_date(exchange.received_at))
-        written = self.files.write(exchange, revisit_of=earlier, digest=digest)
+    def _write_batch(self, exchanges: list[Exchange]) -> list[Written | Exception]:
+        """Write each exchange (a revisit where its payload was archived before)."""
+        digests = [payload_digest(exchange.body) for exchange in exchanges]
+        earlier: list[tuple[str, str] | None] = [None] * len(exchanges)
+        if self.revisits:
+            wanted = [i for i, exchange in enumerate(exchanges) if _revisitable(exchange)]
+            try:
+                found = self.digests.first_captures(
+                    [(digests[i], exchanges[i].url, warc_date(exchanges[i].received_at))
+                     for i in wanted])
+            except Exception as exc:  # Redis away: archive in full rather than lose pages
+                self.stats.inc_value("warc/digest_index_errors")
+                logger.warning("WARC: digest index unavailable (%s); writing full records", exc)
+                found = [None] * len(wanted)
+            for i, capture in zip(wanted, found, strict=True):
+                earlier[i] = capture
+        return [self._write(exchange, digest, capture)
+                for exchange, digest, capture in zip(exchanges, digests, earlier, strict=True)]
+
+    def _write(self, exchange: Exchange, digest: str, earlier: tuple[str, str] | None
+               ) -> Written | Exception:
+        try:
+            written = self.files.write(exchange, revisit_of=earlier, digest=digest)
+        except Exception as exc:  # a full disk must not kill the thread
+            self.stats.inc_value("warc/errors")
+            logger.error("WARC: could not archive %s: %s", exchange.url, exc,
+                         extra={"url": exchange.url})
+            return exc
+        now = time.time()
         self.stats.inc_value("warc/records")
         self.stats.inc_value("warc/revisits" if earlier else f"warc/records/{exchange.kind}")
         self.stats.inc_value("warc/payload_bytes", len(exchange.body))
-        self.stats.max_value("warc/lag_max_seconds", round(time.time() - exchange.received_at, 3))
-        self.stats.set_value("warc/lag_seconds", round(time.time() - exchange.received_at, 3))
+        self.stats.max_value("warc/lag_max_seconds", round(now - exchange.received_at, 3))
+        self.stats.set_value("warc/lag_seconds", round(now - exchange.received_at, 3))
         return written
 
 

@@ -1,0 +1,104 @@
+"""The archive's writer thread: backpressure on a slow disk, revisits, failures."""
+
+from __future__ import annotations
+
+import errno
+import time
+from pathlib import Path
+
+import pytest_twisted
+import redis
+from scrapy.statscollectors import MemoryStatsCollector
+from scrapy.utils.test import get_crawler
+from warcio.archiveiterator import ArchiveIterator
+
+from crawler.warc.exchange import Exchange
+from crawler.warc.files import WarcFiles, Written
+from crawler.warc.writer import ArchiveWriter, DigestIndex
+from tests.test_warc_files import INFO, exchange, warcio_check
+
+
+class SlowDisk(WarcFiles):
+    """Real WARC files on a disk that takes ``delay`` seconds per write."""
+
+    def __init__(self, *args: object, delay: float, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.delay = delay
+
+    def write(self, *args: object, **kwargs: object) -> Written:
+        time.sleep(self.delay)
+        return super().write(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def _stats() -> MemoryStatsCollector:
+    return MemoryStatsCollector(get_crawler())
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_slow_disk_makes_producers_wait_instead_of_memory_growing(tmp_path: Path) -> None:
+    body = b"x" * 100_000
+    bound = 350_000
+    stats = _stats()
+    files = SlowDisk(tmp_path, "t", "w0", 10**9, INFO, delay=0.02)
+    writer = ArchiveWriter(files, DigestIndex(), bound, stats, revisits=False)
+    writer.start()
+    peak = 0
+    results = []
+    started = time.monotonic()
+    for i in range(30):
+        results.append(await writer.put(exchange(f"http://a.test/{i}", body + str(i).encode())))
+        peak = max(peak, writer.queued_bytes)
+    waited = time.monotonic() - started
+    outcomes = [await r for r in results]
+    paths = writer.close(timeout=30)
+    assert peak <= bound
+    assert stats.get_value("warc/backpressure_waits") > 0
+    assert waited >= 0.02 * (30 - bound // 100_000 - 1)  # the producer went at the disk's pace
+    assert all(isinstance(o, Written) for o in outcomes)
+    assert [o.offset for o in outcomes] == sorted(o.offset for o in outcomes)
+    assert warcio_check(*paths) == 0
+    with paths[0].open("rb") as f:
+        assert sum(1 for r in ArchiveIterator(f) if r.rec_type == "response") == 30
+    assert stats.get_value("warc/lag_max_seconds") > 0
+
+
+class FullDisk(WarcFiles):
+    """Real WARC files on a disk that is full while writing ``full_for``."""
+
+    def __init__(self, *args: object, full_for: str, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.full_for = full_for
+
+    def write(self, exchange: Exchange, *args: object, **kwargs: object) -> Written:
+        if exchange.url == self.full_for:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return super().write(exchange, *args, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_failed_write_is_an_outcome_and_the_writer_goes_on(tmp_path: Path) -> None:
+    stats = _stats()
+    files = FullDisk(tmp_path, "t", "w0", 10**9, INFO, full_for="http://a.test/bad")
+    writer = ArchiveWriter(files, DigestIndex(), 10**6, stats)
+    writer.start()
+    first = await (await writer.put(exchange("http://a.test/bad")))
+    second = await (await writer.put(exchange("http://a.test/good")))
+    paths = writer.close(timeout=10)
+    assert isinstance(first, OSError) and isinstance(second, Written)
+    assert stats.get_value("warc/errors") == 1
+    assert warcio_check(*paths) == 0
+
+
+def test_digest_index_is_shared_through_redis(redis_url: str, redis_prefix: str) -> None:
+    """Two writers (workers) on one Redis: the first capture wins, the other gets it back."""
+    key = f"{{{redis_prefix}/warc}}:digests"
+    a = DigestIndex(redis.Redis.from_url(redis_url), key)
+    b = DigestIndex(redis.Redis.from_url(redis_url), key)
+    try:
+        assert a.first_capture("sha1:X", "http://a.test/", "2026-01-01T00:00:00Z") is None
+        assert b.first_capture("sha1:X", "http://b.test/", "2026-01-02T00:00:00Z") == (
+            "http://a.test/", "2026-01-01T00:00:00Z")
+        assert b.first_capture("sha1:Y", "http://b.test/", "2026-01-02T00:00:00Z") is None
+    finally:
+        a.close()
+        b.close()
