@@ -284,6 +284,26 @@ ITEM_PIPELINES = {"crawler.pipelines.warc.WarcPipeline": 300}
 BROAD_DEFAULT_FEED = "output/%(name)s-%(time)s.jsonl"
 FEED_EXPORT_ENCODING = "utf-8"
 
+# --- Metrics and progress ---------------------------------------------------
+# /metrics for Prometheus from engine start to stop (crawler/extensions/
+# prometheus.py). Loopback only unless you say otherwise; each worker on a
+# machine takes the first free port of the range and logs it. Set
+# PROMETHEUS_FILE_SD_DIR to a folder your Prometheus reads with file_sd_configs
+# and every worker writes its own target there.
+PROMETHEUS_ENABLED = True
+PROMETHEUS_HOST = "127.0.0.1"
+PROMETHEUS_PORT = "9410-9430"
+PROMETHEUS_FILE_SD_DIR = ""
+# Seconds between reads of the shared frontier for metrics (one worker reads).
+PROMETHEUS_FRONTIER_INTERVAL = 5.0
+EXTENSIONS = {
+    # The progress line (pages, useful pages, errors, frontier, hosts)
+    # replaces Scrapy's LogStats, every LOGSTATS_INTERVAL seconds.
+    "scrapy.extensions.logstats.LogStats": None,
+    "crawler.extensions.progress.ProgressLog": 0,
+    "crawler.extensions.prometheus.PrometheusExtension": 0,
+}
+
 # --- Logs -------------------------------------------------------------------
 # DEBUG logs a line per request: unreadable at broad-crawl rates.
 LOG_LEVEL = "INFO"

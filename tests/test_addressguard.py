@@ -428,3 +428,17 @@ def test_resolver_refuses_bad_inner_resolvers() -> None:
         GuardedResolver.from_crawler(crawler, reactor=None)
     with pytest.raises(TypeError, match="IResolverSimple"):
         GuardedResolver(None, object(), AddressPolicy())
+
+
+@pytest.mark.parametrize(("handler", "checked"), [
+    ("crawler.handlers.CountedHTTP11DownloadHandler", True),
+    ("scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler", True),
+    ("scrapy.core.downloader.handlers.file.FileDownloadHandler", False),
+    ("no.such.Handler", False),
+])
+def test_dns_answers_are_checked_for_twisted_handlers_and_their_subclasses(
+    handler: str, checked: bool
+) -> None:
+    from crawler.middlewares.addressguard import _resolves_through_twisted
+
+    assert _resolves_through_twisted(handler) is checked

@@ -346,8 +346,8 @@ class FrontierAdmin:
 
     # --- status
 
-    def status(self) -> Status:
-        """Counts, hosts by state, workers and the oldest queued URL's age."""
+    def status(self, oldest: bool = True) -> Status:
+        """Counts, hosts by state, workers and (``oldest``) the oldest queued URL's age."""
         sec, usec = self.client.time()
         now_ms = sec * 1000 + usec // 1000
         pipe = self.client.pipeline(transaction=False)
@@ -369,9 +369,9 @@ class FrontierAdmin:
             paced += int(replies[3 * i + 2])
         hosts = {"total": counts["hosts"], "ready_now": ready_now, "paced": paced,
                  "other": max(0, counts["hosts"] - ready_now - paced)}
-        oldest = self.oldest_queued_age(sec) if counts["queued"] else None
+        age = self.oldest_queued_age(sec) if oldest and counts["queued"] else None
         return Status(self.keys.namespace, self.keys.partitions, self.layout_found, counts,
-                      hosts, self._workers(replies[-1]), oldest)
+                      hosts, self._workers(replies[-1]), age)
 
     def oldest_queued_age(self, now_s: int) -> float | None:
         """How long the oldest head of a host queue has waited, in seconds.

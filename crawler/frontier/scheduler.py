@@ -660,11 +660,15 @@ class FrontierScheduler:
         self._wake()
 
     async def _heartbeat_loop(self) -> None:
-        """Renew held leases and announce this worker, a few times per lease."""
+        """Announce this worker (at once, so status and metrics see it from the
+        start) and renew its held leases, a few times per lease."""
         assert self.frontier is not None
         interval = max(self.limits.lease_ms / 3000, 0.2)
+        first = True
         while not self._closing:
-            await asyncio.sleep(interval)
+            if not first:
+                await asyncio.sleep(interval)
+            first = False
             try:
                 leases = [lease for lease, _ in self.held.values()]
                 renewed = await self.frontier.renew(leases, self.worker)

@@ -147,8 +147,16 @@ def _warn_if_dns_unchecked(settings: BaseSettings) -> None:
     handlers = settings.getwithbase("DOWNLOAD_HANDLERS")
     for scheme in ("http", "https"):
         handler = handlers.get(scheme)
-        name = handler if isinstance(handler, str) or handler is None \
-            else f"{handler.__module__}.{handler.__qualname__}"
-        if name is not None and name not in _TWISTED_HANDLERS:
+        if handler is not None and not _resolves_through_twisted(handler):
             logger.warning("Address guard: DNS answers are not checked for %s: its download "
-                           "handler %s does not resolve through Twisted", scheme, name)
+                           "handler %s does not resolve through Twisted", scheme, handler)
+
+
+def _resolves_through_twisted(handler: object) -> bool:
+    """Scrapy's Twisted handlers, or a subclass (crawler.handlers' is one)."""
+    try:
+        cls = load_object(handler) if isinstance(handler, str) else handler
+    except (ImportError, NameError, ValueError, AttributeError):
+        return False
+    return isinstance(cls, type) and any(
+        f"{base.__module__}.{base.__qualname__}" in _TWISTED_HANDLERS for base in cls.__mro__)

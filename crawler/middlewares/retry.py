@@ -31,6 +31,7 @@ from scrapy.exceptions import DownloadCancelledError, IgnoreRequest, NotConfigur
 from scrapy.utils.misc import load_object
 
 from crawler.frontier.scheduler import LEASE_META, OUTCOME_META
+from crawler.signals import retry_after_applied
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -74,6 +75,7 @@ class RetryPolicyMiddleware:
 
     def __init__(self, crawler: Crawler) -> None:
         s = crawler.settings
+        self.crawler = crawler
         self.stats = crawler.stats
         self.max_retries = s.getint("RETRY_TIMES")
         self.codes = {int(c) for c in s.getlist("RETRY_HTTP_CODES")}
@@ -158,6 +160,7 @@ class RetryPolicyMiddleware:
             self.stats.inc_value("retry/retry_after_capped")
             logger.info("Retry-After of %.0f s from %s capped to %.0f s (RETRY_AFTER_MAX)",
                         asked, request.url, self.after_max, extra={"url": request.url})
-            return self.after_max
+            asked = self.after_max
+        self.crawler.signals.send_catch_log(retry_after_applied, url=request.url, seconds=asked)
         return asked
 

@@ -70,6 +70,7 @@ class RobotsPolicyMiddleware:
             logger.debug("Forbidden by robots.txt: %s", request.url,
                          extra={"url": request.url, "host": host})
             raise IgnoreRequest(f"forbidden by robots.txt: {request.url}")
+        self.crawler.stats.inc_value("robots/allowed")
 
     def _not_from_frontier(self, request: Request) -> None:
         """A request that did not come from the frontier cannot be checked: refused."""

@@ -31,6 +31,7 @@ from scrapy import Request
 from crawler.frontier.store import Frontier, RobotsOutcome, RobotsRetry
 from crawler.robots.fetch import BLOCKED_ERROR, Fetched, RobotsFetcher
 from crawler.robots.rules import MAX_ROBOTS_BYTES, Rules, classify, prepare
+from crawler.signals import crawl_delay_applied
 from crawler.urls import host_origin
 
 if TYPE_CHECKING:
@@ -216,6 +217,7 @@ class RobotsPolicy:
             asked = self.settings.max_delay_s
         floor = round(asked * 1000)
         self.stats.inc_value("robots/crawl_delay/hosts")
+        self.crawler.signals.send_catch_log(crawl_delay_applied, host=host, seconds=asked)
         return Pacing(1, max(delay_ms, floor), floor, floor)
 
     # ------------------------------------------------------------- looking up

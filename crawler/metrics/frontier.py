@@ -1,0 +1,161 @@
+"""The shared frontier's state as Prometheus metrics, exported by one worker.
+
+Every worker of a crawl sees the same frontier. If each exported it, a
+``sum()`` over workers would count every URL once per worker; so the worker
+with the smallest id among those alive (heartbeats in ``<namespace>:workers``)
+is the *reporter* and the only one exporting the ``crawler_frontier_*``
+state; every worker exports ``crawler_frontier_reporter`` (1 on the
+reporter), so a dashboard can tell. When the reporter stops, the next worker
+takes over once its heartbeat is gone (60 s).
+
+Reads are cheap and rate-limited: one pipelined round trip over the
+partitions' count hashes and ready sets at most every ``interval`` seconds
+(:meth:`FrontierAdmin.status` without its scan), and the oldest queued URL's
+age, which scans the host queues (about a second per 100k hosts), at most
+every ``oldest_interval`` seconds and only on the reporter. A scrape never
+waits on Redis longer than the client's timeout; on an error the last good
+values are served and the error is counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+
+import redis
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from crawler.frontier.admin import FrontierAdmin, Status
+from crawler.frontier.keys import Keys
+from crawler.frontier.store import STATES
+
+logger = logging.getLogger(__name__)
+
+#: Frontier counts that only grow, exported as counters.
+OFFER_RESULTS = {"dup": "duplicate", "refused": "refused", "blocked": "blocked"}
+
+
+class FrontierCollector(Collector):
+    """Frontier metrics for Prometheus (thread-safe: scrapes may overlap)."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, worker: str, *,
+                 interval: float = 5.0, oldest_interval: float = 60.0) -> None:
+        self.admin = FrontierAdmin(client, keys)
+        self.worker = worker
+        self.interval = interval
+        self.oldest_interval = oldest_interval
+        self._lock = threading.Lock()
+        self._status: Status | None = None
+        self._read_at = 0.0
+        self._oldest: float | None = None
+        self._oldest_at = 0.0
+        self.errors = 0
+
+    def collect(self) -> Iterator[Metric]:
+        status = self.refresh()
+        frontier = self.admin.keys.namespace
+        reporter = status is not None and self.is_reporter(status)
+        gauge = GaugeMetricFamily(
+            "crawler_frontier_reporter",
+            "1 on the one worker that exports the shared frontier's state.",
+            labels=["frontier"])
+        gauge.add_metric([frontier], 1.0 if reporter else 0.0)
+        yield gauge
+        errors = CounterMetricFamily("crawler_frontier_metrics_errors",
+                                     "Failed reads of the frontier for metrics.",
+                                     labels=["frontier"])
+        errors.add_metric([frontier], self.errors)
+        yield errors
+        if reporter and status is not None:
+            yield from self._families(status, frontier)
+
+    def refresh(self) -> Status | None:
+        """The cached status, read again when older than ``interval``."""
+        with self._lock:
+            now = time.monotonic()
+            if self._status is not None and now - self._read_at < self.interval:
+                return self._status
+            try:
+                status = self.admin.status(oldest=False)
+                if self.is_reporter(status) and (
+                        now - self._oldest_at >= self.oldest_interval):
+                    self._oldest = (self.admin.oldest_queued_age(int(time.time()))
+                                    if status.counts.get("queued") else None)
+                    self._oldest_at = now
+            except (redis.RedisError, OSError) as exc:
+                self.errors += 1
+                logger.debug("Frontier metrics: %s", exc)
+                return self._status
+            self._status, self._read_at = status, now
+            return status
+
+    def is_reporter(self, status: Status) -> bool:
+        alive = sorted(w.id for w in status.workers if w.state == "alive")
+        return bool(alive) and alive[0] == self.worker
+
+    def _families(self, status: Status, frontier: str) -> Iterator[Metric]:
+        counts = status.counts
+        urls = GaugeMetricFamily("crawler_frontier_urls", "URLs in the frontier, by state.",
+                                 labels=["frontier", "state"])
+        for state in STATES:
+            urls.add_metric([frontier, state], counts.get(state, 0))
+        yield urls
+        hosts = GaugeMetricFamily(
+            "crawler_frontier_hosts",
+            "Hosts with URLs by state: ready (may be claimed now), waiting (paced, backing "
+            "off or in cool-down until a later time), idle (every slot busy, or nothing queued).",
+            labels=["frontier", "state"])
+        for state, key in (("ready", "ready_now"), ("waiting", "paced"), ("idle", "other")):
+            hosts.add_metric([frontier, state], status.hosts.get(key, 0))
+        yield hosts
+        breaker = GaugeMetricFamily("crawler_frontier_hosts_breaker",
+                                    "Hosts by circuit breaker state (open, parked).",
+                                    labels=["frontier", "state"])
+        breaker.add_metric([frontier, "open"], counts.get("breaker_open", 0))
+        breaker.add_metric([frontier, "parked"], counts.get("breaker_parked", 0))
+        yield breaker
+        offers = CounterMetricFamily(
+            "crawler_frontier_offers",
+            "URLs offered to the frontier by every worker, by result.",
+            labels=["frontier", "result"])
+        admitted = sum(counts.get(state, 0) for state in STATES)
+        offers.add_metric([frontier, "admitted"], admitted)
+        for key, result in OFFER_RESULTS.items():
+            offers.add_metric([frontier, result], counts.get(key, 0))
+        yield offers
+        offered = admitted + sum(counts.get(key, 0) for key in OFFER_RESULTS)
+        yield _gauge("crawler_frontier_duplicate_ratio",
+                     "Offers refused as already seen / all offers, since the crawl started.",
+                     frontier, counts.get("dup", 0) / offered if offered else 0.0)
+        expired = CounterMetricFamily(
+            "crawler_frontier_leases_expired",
+            "Leases that expired (their worker vanished) and were put back in the queues.",
+            labels=["frontier"])
+        expired.add_metric([frontier], counts.get("expired", 0))
+        yield expired
+        robots = CounterMetricFamily("crawler_frontier_robots_fetches",
+                                     "robots.txt fetches stored by every worker, by result.",
+                                     labels=["frontier", "result"])
+        robots.add_metric([frontier, "fetched"], counts.get("robots_fetched", 0))
+        robots.add_metric([frontier, "failed"], counts.get("robots_failed", 0))
+        yield robots
+        if self._oldest is not None and counts.get("queued"):
+            yield _gauge("crawler_frontier_oldest_queued_age_seconds",
+                         "How long the oldest queued URL has waited (within 10 s; read at "
+                         "most once a minute).", frontier, self._oldest)
+        workers = GaugeMetricFamily("crawler_frontier_workers",
+                                    "Workers by heartbeat state (alive, gone).",
+                                    labels=["frontier", "state"])
+        for state in ("alive", "gone"):
+            workers.add_metric([frontier, state],
+                               sum(1 for w in status.workers if w.state == state))
+        yield workers
+
+
+def _gauge(name: str, doc: str, frontier: str, value: float) -> GaugeMetricFamily:
+    gauge = GaugeMetricFamily(name, doc, labels=["frontier"])
+    gauge.add_metric([frontier], value)
+    return gauge

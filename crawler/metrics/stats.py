@@ -1,0 +1,157 @@
+"""Scrapy's stats as Prometheus metrics, read when Prometheus scrapes.
+
+A stats key such as ``downloader/response_status_count/404`` is one sample
+of ``crawler_responses_total{code="404",class="4xx"}``. The mapping is a
+table (:data:`COUNTERS`): a stats key, or a key prefix whose remainder
+becomes one label. Keys are read from a copy of the stats dict taken under
+the GIL (``dict.copy`` is atomic), so a scrape from the HTTP thread never
+sees a half-updated dict. Label values come from a bounded set in practice
+(status codes, exception types, the crawler's own reasons); nothing here
+labels by host or URL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """``key`` exactly (``label`` None) or every ``key<value>`` (the value is ``label``)."""
+
+    name: str  # without the "_total" suffix of a counter
+    key: str
+    doc: str
+    label: str | None = None
+    fixed: tuple[tuple[str, str], ...] = ()  # labels every sample of this key gets
+
+
+#: Counters (monotonic stats). Several rules may feed one metric name with
+#: different fixed labels; their samples are merged.
+COUNTERS: tuple[Rule, ...] = (
+    Rule("crawler_requests", "downloader/request_count", "Requests sent to the downloader."),
+    Rule("crawler_responses", "downloader/response_status_count/",
+         "Responses received, by HTTP status code (and class).", "code"),
+    Rule("crawler_response_bytes", "downloader/response_bytes",
+         "Bytes of responses received (headers and bodies)."),
+    Rule("crawler_exceptions", "downloader/exception_type_count/",
+         "Download exceptions, by type.", "type"),
+    Rule("crawler_retries", "retry/reason_count/", "Retries scheduled, by reason.", "reason"),
+    Rule("crawler_retries_given_up", "retry/gave_up/",
+         "URLs that reached the maximum attempts, by reason.", "reason"),
+    Rule("crawler_requests_dropped", "frontier/refused/",
+         "Requests not sent, by stage and reason.", "reason", (("stage", "frontier"),)),
+    Rule("crawler_requests_dropped", "admission/refused/",
+         "Requests not sent, by stage and reason.", "reason", (("stage", "admission"),)),
+    Rule("crawler_requests_dropped", "guard/blocked/",
+         "Requests not sent, by stage and reason.", "reason", (("stage", "address-guard"),)),
+    Rule("crawler_requests_dropped", "download/aborted/",
+         "Requests not sent, by stage and reason.", "reason", (("stage", "download"),)),
+    Rule("crawler_robots_decisions", "robots/allowed", "Robots decisions on requests.",
+         None, (("decision", "allowed"),)),
+    Rule("crawler_robots_decisions", "robots/denied", "Robots decisions on requests.",
+         None, (("decision", "denied"),)),
+    Rule("crawler_robots_decisions", "robots/unchecked", "Robots decisions on requests.",
+         None, (("decision", "unchecked"),)),
+    Rule("crawler_robots_files", "robots/fetch/status/",
+         "robots.txt fetches, by HTTP status or error.", "outcome"),
+    Rule("crawler_robots_files", "robots/fetch/error/",
+         "robots.txt fetches, by HTTP status or error.", "outcome"),
+    Rule("crawler_robots_hosts_parked", "robots/hosts_parked",
+         "Hosts whose robots.txt stayed unreachable: their URLs became dead letters."),
+    Rule("crawler_breaker_transitions", "breaker/",
+         "Circuit breaker transitions (all hosts), by event.", "event"),
+    Rule("crawler_backoff_host_holds", "backoff/host_holds",
+         "429/503 answers that held their whole host back."),
+    Rule("crawler_items", "item_scraped_count", "Items (pages) through the pipelines."),
+    Rule("crawler_items_dropped", "item_dropped_count", "Items dropped by a pipeline."),
+    Rule("crawler_warc_records", "warc/records/", "WARC response records written, by kind.",
+         "kind"),
+    Rule("crawler_warc_records", "warc/revisits", "WARC response records written, by kind.",
+         None, (("kind", "revisit"),)),
+    Rule("crawler_warc_payload_bytes", "warc/payload_bytes", "Payload bytes archived."),
+    Rule("crawler_warc_errors", "warc/errors", "Answers the archive failed to write."),
+    Rule("crawler_warc_backpressure_waits", "warc/backpressure_waits",
+         "Times a download waited for room in the WARC writer's queue."),
+    Rule("crawler_frontier_leases", "frontier/leases/",
+         "This worker's frontier leases, by event (claimed, done, retried, dead, ...).",
+         "event"),
+    Rule("crawler_frontier_offered", "frontier/offered",
+         "URLs this worker offered to the frontier."),
+    Rule("crawler_frontier_admitted", "frontier/admitted",
+         "URLs this worker's offers added to the frontier (not seen before)."),
+    Rule("crawler_frontier_redis_errors", "frontier/redis_errors",
+         "Frontier operations that failed on a Redis error."),
+    Rule("crawler_seeds", "seeds/loaded", "Seed lines read.", None, (("result", "loaded"),)),
+    Rule("crawler_seeds", "seeds/malformed", "Seed lines read.", None,
+         (("result", "malformed"),)),
+)
+
+#: Gauges (point-in-time stats).
+GAUGES: tuple[Rule, ...] = (
+    Rule("crawler_warc_lag_seconds", "warc/lag_seconds",
+         "Seconds between the download and the WARC write of the last record."),
+    Rule("crawler_warc_lag_max_seconds", "warc/lag_max_seconds",
+         "Largest download-to-write lag of the crawl so far."),
+)
+
+
+class StatsCollector(Collector):
+    """Yields the metrics of :data:`COUNTERS` and :data:`GAUGES` from a stats dict."""
+
+    def __init__(self, stats: Any) -> None:
+        self.stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        values = self.stats.get_stats().copy()
+        yield from families(values)
+
+
+def families(values: Mapping[str, Any]) -> Iterator[Metric]:
+    """The metric families of one snapshot of the stats."""
+    counters: dict[str, CounterMetricFamily] = {}
+    gauges: dict[str, GaugeMetricFamily] = {}
+    for rules, made, kind in ((COUNTERS, counters, CounterMetricFamily),
+                              (GAUGES, gauges, GaugeMetricFamily)):
+        for rule in rules:
+            family = made.get(rule.name)
+            labels = _label_names(rule, rules)
+            if family is None:
+                family = made[rule.name] = kind(rule.name, rule.doc, labels=labels)
+            for label_values, value in _samples(rule, values):
+                family.add_metric([*label_values][: len(labels)], value)
+    yield from counters.values()
+    yield from gauges.values()
+
+
+def _label_names(rule: Rule, rules: tuple[Rule, ...]) -> list[str]:
+    """The labels of the metric ``rule`` feeds (the same for every rule of that name)."""
+    first = next(r for r in rules if r.name == rule.name)
+    names = [name for name, _ in first.fixed]
+    if first.label:
+        names.append(first.label)
+    if first.name == "crawler_responses":
+        names.append("class")
+    return names
+
+
+def _samples(rule: Rule, values: Mapping[str, Any]) -> Iterator[tuple[list[str], float]]:
+    fixed = [value for _, value in rule.fixed]
+    if rule.label is None:
+        if rule.key in values and _number(values[rule.key]):
+            yield fixed, float(values[rule.key])
+        return
+    for key, value in values.items():
+        if key.startswith(rule.key) and len(key) > len(rule.key) and _number(value):
+            label = key[len(rule.key):]
+            extra = [f"{label[0]}xx"] if rule.name == "crawler_responses" else []
+            yield [*fixed, label, *extra], float(value)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

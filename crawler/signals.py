@@ -1,0 +1,15 @@
+"""The crawler's own Scrapy signals (``crawler.signals.connect(handler, signal=...)``).
+
+They carry values that are observations, not counts - a Crawl-delay, a
+Retry-After wait - so that an extension can put them in a histogram
+(:mod:`crawler.extensions.prometheus`) without the policies knowing about
+metrics. Stats keep the counts.
+"""
+
+#: A host's robots.txt asked for a Crawl-delay (or Request-rate) that now
+#: paces it. Arguments: ``host`` (key), ``seconds`` (after clamping).
+crawl_delay_applied = object()
+
+#: A response's Retry-After decided how long its URL waits. Arguments:
+#: ``url``, ``seconds`` (after capping at RETRY_AFTER_MAX).
+retry_after_applied = object()
