@@ -90,3 +90,11 @@ def _report(sim: Any, seconds: float, out: Path) -> None:
         f"  pages fetched twice  {repeated}  (retries of 429/503 pages and the like)\n"
         f"Items (JSON lines): {out / 'pages.jsonl'}; crawl seeds: {out / 'seeds.txt'}"
     )
+    warcs = sorted((out / "job" / "warc").glob("*.warc.gz"))
+    if warcs:
+        size = sum(w.stat().st_size for w in warcs) / 1e6
+        ok = next((e for e in answered if e["status"] == 200), None)
+        example = f"http://{ok['host']}{ok['path']}" if ok else "URL"
+        print(f"WARC archive: {len(warcs)} file(s), {size:.1f} MB, with CDXJ indexes, in "
+              f"{warcs[0].parent}\n  a page back: .venv/bin/scrapy warc get {example} "
+              f"-s JOBDIR={out / 'job'}")
