@@ -140,6 +140,9 @@ FRONTIER_LEASE_SECONDS = 60
 # Keep a worker alive this long with an empty frontier, for shared crawls fed
 # from outside (0: close as soon as nothing is queued, leased or delayed).
 FRONTIER_IDLE_WAIT = 0
+# This worker's name in the frontier (heartbeats, leases, status, metrics,
+# WARC file names); "" means hostname:pid, unique per live process.
+FRONTIER_WORKER_ID = ""
 # Seed lines pushed onto this Redis list (scrapy-redis's setting; %(name)s is
 # the spider's name) are crawled by every worker of the frontier, also while
 # it runs; "" turns the feed off. Taken in batches, never lost to a crash.

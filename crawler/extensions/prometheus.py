@@ -25,20 +25,26 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import redis
-from prometheus_client import Gauge, Histogram, Info, ProcessCollector
+from prometheus_client import (
+    Gauge,
+    GCCollector,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+)
 from prometheus_client.registry import CollectorRegistry
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 import crawler
-from crawler.frontier.scheduler import scheduler_of
+from crawler.frontier.scheduler import scheduler_of, worker_identity
 from crawler.metrics.frontier import FrontierCollector
 from crawler.metrics.server import parse_ports, serve, stop
 from crawler.metrics.stats import StatsCollector
@@ -75,6 +81,8 @@ class PrometheusExtension:
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(StatsCollector(crawler.stats))
         ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
         self.latency = Histogram("crawler_download_latency_seconds",
                                  "Time from sending a request to its response's headers.",
                                  buckets=LATENCY_BUCKETS, registry=self.registry)
@@ -134,8 +142,7 @@ class PrometheusExtension:
 
     def spider_opened(self, spider: Spider) -> None:
         scheduler = scheduler_of(self.crawler)
-        worker = scheduler.worker if scheduler is not None else f"{socket.gethostname()}:" \
-            f"{os.getpid()}"
+        worker = worker_identity(self.crawler.settings)
         self.info.info({"spider": spider.name, "worker": worker,
                         "partition": str(getattr(spider, "part", "") or ""),
                         "version": crawler.__version__})
@@ -187,11 +194,11 @@ class PrometheusExtension:
     def _write_sd_target(self) -> None:
         """``<dir>/<worker>.json`` for Prometheus' file_sd_configs (written atomically)."""
         assert self.sd_dir is not None and self.port is not None
-        scheduler = scheduler_of(self.crawler)
-        worker = scheduler.worker if scheduler is not None else str(os.getpid())
+        worker = worker_identity(self.crawler.settings)
         host = socket.getfqdn() if self.host in ("0.0.0.0", "::", "") else self.host
-        target = [{"targets": [f"{_url_host(host)}:{self.port}"],
-                   "labels": {"worker": worker, "job": "broadcrawl"}}]
+        # No labels: the scrape config's job_name stands, and crawler_worker_info
+        # keeps its own "worker" label (a target label would rename it).
+        target = [{"targets": [f"{_url_host(host)}:{self.port}"], "labels": {}}]
         self.sd_dir.mkdir(parents=True, exist_ok=True)
         path = self.sd_dir / f"{re.sub(r'[^A-Za-z0-9.-]', '-', worker)}.json"
         tmp = path.with_suffix(".tmp")

@@ -142,10 +142,11 @@ class FrontierCollector(Collector):
         robots.add_metric([frontier, "fetched"], counts.get("robots_fetched", 0))
         robots.add_metric([frontier, "failed"], counts.get("robots_failed", 0))
         yield robots
-        if self._oldest is not None and counts.get("queued"):
+        if self._oldest is not None or not counts.get("queued"):
+            age = self._oldest if counts.get("queued") else 0.0
             yield _gauge("crawler_frontier_oldest_queued_age_seconds",
                          "How long the oldest queued URL has waited (within 10 s; read at "
-                         "most once a minute).", frontier, self._oldest)
+                         "most once a minute; 0 when nothing is queued).", frontier, age or 0.0)
         workers = GaugeMetricFamily("crawler_frontier_workers",
                                     "Workers by heartbeat state (alive, gone).",
                                     labels=["frontier", "state"])
