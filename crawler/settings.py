@@ -139,6 +139,10 @@ FRONTIER_PARTITIONS = 16
 FRONTIER_LEASE_SECONDS = 60
 # Keep a worker alive this long with an empty frontier, for shared crawls fed
 # from outside (0: close as soon as nothing is queued, leased or delayed).
+# REDIS_URL names one node of a Redis Cluster: every frontier script touches
+# one partition, whose keys share a hash tag (one slot), so the frontier runs
+# unchanged on a Cluster; the clients must be cluster clients.
+REDIS_CLUSTER = False
 FRONTIER_IDLE_WAIT = 0
 # This worker's name in the frontier (heartbeats, leases, status, metrics,
 # WARC file names); "" means hostname:pid, unique per live process.

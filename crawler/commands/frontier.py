@@ -107,7 +107,8 @@ class Command(ScrapyCommand):
         display = safe_url(url) if url else "the embedded Redis"
         try:
             with connect(url, None if url else self._embedded_dir(opts.spider),
-                         settings.getdict("REDIS_PARAMS"), notice=_note) as conn:
+                         settings.getdict("REDIS_PARAMS"), notice=_note,
+                         cluster=settings.getbool("REDIS_CLUSTER")) as conn:
                 display = conn.url
                 admin = self._admin(conn, opts.spider)
                 self._dispatch(sub, rest, admin, conn, opts)

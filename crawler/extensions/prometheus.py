@@ -30,7 +30,6 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import redis
 from prometheus_client import (
     Gauge,
     GCCollector,
@@ -148,8 +147,7 @@ class PrometheusExtension:
                         "version": crawler.__version__})
         if scheduler is None or scheduler.url is None or scheduler.frontier is None:
             return
-        client = redis.Redis.from_url(scheduler.url, socket_timeout=5,
-                                      **scheduler.redis_params)
+        client = scheduler.sync_client(socket_timeout=5)
         self._frontier = FrontierCollector(client, scheduler.frontier.keys, worker,
                                            interval=self.frontier_interval)
         self.registry.register(self._frontier)

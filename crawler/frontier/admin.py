@@ -26,6 +26,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from crawler.frontier.connection import sync_client
 from crawler.frontier.embedded import EmbeddedRedis
 from crawler.frontier.keys import Keys, partition_of
 from crawler.frontier.records import record_url
@@ -142,8 +143,10 @@ def connect(
     embedded_dir: Path | None,
     params: dict[str, Any] | None = None,
     notice: Callable[[str], None] = print,
+    cluster: bool = False,
 ) -> Iterator[Connection]:
-    """A pinged client on ``redis_url``, else on the embedded Redis of a folder.
+    """A pinged client on ``redis_url`` (a Redis Cluster with ``cluster``), else on
+    the embedded Redis of a folder.
 
     An embedded server that is not running is started for the duration and
     stopped afterwards, but only if this call started it, and only if no
@@ -153,7 +156,7 @@ def connect(
     options: dict[str, Any] = {"socket_connect_timeout": 5, "socket_timeout": 30}
     options.update(params or {})
     if redis_url:
-        client = redis.Redis.from_url(redis_url, **options)
+        client = sync_client(redis_url, {}, cluster, **options)
         try:
             client.ping()
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:

@@ -32,7 +32,8 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
@@ -43,6 +44,7 @@ from scrapy.utils.reactor import is_asyncio_reactor_installed
 from crawler.addressguard import BLOCKED_REASON, AddressPolicy
 from crawler.admission import TrapRules
 from crawler.frontier.admin import safe_url
+from crawler.frontier.connection import async_client, sync_client
 from crawler.frontier.embedded import EmbeddedRedis
 from crawler.frontier.keys import Keys
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, from_record, to_record
@@ -82,17 +84,10 @@ def scheduler_of(crawler: Crawler) -> FrontierScheduler | None:
     return _SCHEDULERS.get(crawler)
 
 
-def redis_client(url: str, params: dict[str, Any]) -> Redis:
-    """An async client whose pool *waits* for a free connection.
-
-    Every request in flight may talk to Redis (start gate, robots rules) on
-    top of claims, flushes and robots jobs; redis-py's default pool fails
-    with "Too many connections" past 100 instead of waiting. A bounded,
-    blocking pool also keeps a fleet of workers from exhausting a shared
-    Redis's ``maxclients``. ``REDIS_PARAMS`` can change both numbers.
-    """
-    options = {"max_connections": 32, "timeout": 30, **params}
-    return Redis.from_pool(BlockingConnectionPool.from_url(url, **options))
+def redis_client(url: str, params: dict[str, Any], cluster: bool = False
+                 ) -> Redis | RedisCluster:
+    """The scheduler's client (see :func:`crawler.frontier.connection.async_client`)."""
+    return async_client(url, params, cluster)
 
 
 def worker_identity(settings: Any) -> str:
@@ -112,6 +107,7 @@ class FrontierScheduler:
         self.worker = worker_identity(s)
         self.redis_url: str | None = s.get("REDIS_URL")
         self.redis_params: dict[str, Any] = s.getdict("REDIS_PARAMS")
+        self.cluster = s.getbool("REDIS_CLUSTER")
         self.partitions = s.getint("FRONTIER_PARTITIONS", 16)
         self.seen_buckets = s.getint("FRONTIER_SEEN_BUCKETS", 4096)
         self.namespace_template = s.get("FRONTIER_NAMESPACE", "frontier:%(spider)s")
@@ -184,7 +180,8 @@ class FrontierScheduler:
         assert self.spider is not None
         url = self.redis_url or self._start_embedded()
         self.url = url  # for components with their own connections (the WARC writer)
-        self.client = redis_client(url, self.redis_params)
+        cluster = self.cluster and self.redis_url is not None  # the embedded one is not
+        self.client = redis_client(url, self.redis_params, cluster)
         namespace = self.namespace_template % {"spider": self.spider.name}
         keys = Keys(namespace, self.partitions, self.seen_buckets)
         await self._check_layout(keys)
@@ -203,6 +200,12 @@ class FrontierScheduler:
             counts["done"], counts["dead"], self.worker,
             extra={"worker": self.worker, "namespace": namespace},
         )
+
+    def sync_client(self, **overrides: Any) -> Any:
+        """A blocking client on the frontier's Redis, for threads (metrics, WARC digests)."""
+        assert self.url is not None, "the frontier is not open"
+        return sync_client(self.url, self.redis_params,
+                           self.cluster and self.redis_url is not None, **overrides)
 
     def _start_embedded(self) -> str:
         assert self.spider is not None

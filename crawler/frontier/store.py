@@ -8,6 +8,7 @@ hundred links, one for a claim across every partition. The class speaks to
 
 from __future__ import annotations
 
+import asyncio
 import pkgutil
 import random
 from collections import defaultdict
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
 
 from crawler.frontier.keys import Keys, partition_of
 
@@ -153,12 +155,17 @@ class Limits:
 
 
 class Frontier:
-    """The shared crawl state of one namespace, in one Redis."""
+    """The shared crawl state of one namespace, in one Redis or one Redis Cluster.
 
-    def __init__(self, client: Redis, keys: Keys, limits: Limits) -> None:
+    Every script touches the keys of one partition only, which share a hash
+    tag (one slot), so on a Cluster each runs on its partition's node.
+    """
+
+    def __init__(self, client: Redis | RedisCluster, keys: Keys, limits: Limits) -> None:
         self.client = client
         self.keys = keys
         self.limits = limits
+        self.cluster = isinstance(client, RedisCluster)
         self._admit = client.register_script(script_source("admit"))
         self._claim = client.register_script(script_source("claim"))
         self._release = client.register_script(script_source("release"))
@@ -183,12 +190,10 @@ class Frontier:
         result = AdmitResult()
         if not groups:
             return result
-        pipe = self.client.pipeline(transaction=False)
-        for part, args in groups.items():
-            head = [self.keys.prefix(part), self.limits.concurrency, self.limits.delay_ms,
-                    self.limits.budget]
-            await self._admit(keys=[self.keys.counts(part)], args=head + args, client=pipe)
-        for added, dups, refused, blocked, parked in await pipe.execute():
+        calls = [(self._admit, [self.keys.counts(part)],
+                  [self.keys.prefix(part), self.limits.concurrency, self.limits.delay_ms,
+                   self.limits.budget, *args]) for part, args in groups.items()]
+        for added, dups, refused, blocked, parked in await self._per_partition(calls):
             result.added += added
             result.duplicates += dups
             result.refused += refused
@@ -226,14 +231,12 @@ class Frontier:
         self, asks: list[tuple[int, int]], worker: str, result: ClaimResult
     ) -> list[int]:
         """One pipelined round; returns the partitions that gave all they were asked."""
-        pipe = self.client.pipeline(transaction=False)
-        for part, want in asks:
-            args = [self.keys.prefix(part), want, self.limits.lease_ms, worker,
-                    random.random(), self.limits.jitter, self.limits.move_max,
-                    self.limits.robots_ms]
-            await self._claim(keys=[self.keys.counts(part)], args=args, client=pipe)
+        calls = [(self._claim, [self.keys.counts(part)],
+                  [self.keys.prefix(part), want, self.limits.lease_ms, worker, random.random(),
+                   self.limits.jitter, self.limits.move_max, self.limits.robots_ms])
+                 for part, want in asks]
         full = []
-        for (part, want), reply in zip(asks, await pipe.execute(), strict=True):
+        for (part, want), reply in zip(asks, await self._per_partition(calls), strict=True):
             result.server_ms = max(result.server_ms, int(reply[0]))
             nxt = int(reply[1])
             if nxt >= 0:
@@ -262,14 +265,12 @@ class Frontier:
         if not groups:
             return ReleaseResult(0, 0)
         b = self.limits.breaker
-        pipe = self.client.pipeline(transaction=False)
-        for part, args in groups.items():
-            head = [self.keys.prefix(part), worker, b.threshold, b.base_ms, b.cap_ms,
-                    b.max_openings]
-            await self._release(keys=[self.keys.counts(part)], args=head + args, client=pipe)
+        calls = [(self._release, [self.keys.counts(part)],
+                  [self.keys.prefix(part), worker, b.threshold, b.base_ms, b.cap_ms,
+                   b.max_openings, *args]) for part, args in groups.items()]
         released = stale = 0
         events: list[BreakerEvent] = []
-        for reply in await pipe.execute():
+        for reply in await self._per_partition(calls):
             released += reply[0]
             stale += reply[1]
             events += [BreakerEvent(reply[i].decode(), reply[i + 1].decode(), int(reply[i + 2]))
@@ -283,12 +284,38 @@ class Frontier:
             groups[self.partition(lease.host)].append(lease.fingerprint)
         if not groups:
             return 0
+        calls = [(self._renew, [self.keys.counts(part)],
+                  [self.keys.prefix(part), worker, self.limits.lease_ms, *fps])
+                 for part, fps in groups.items()]
+        return sum(await self._per_partition(calls))
+
+    async def _per_partition(self, calls: list[tuple[Any, list[Any], list[Any]]]) -> list[Any]:
+        """Run one script per partition: pipelined on one Redis. On a Redis Cluster,
+        where redis-py refuses scripts in pipelines (partitions live on different
+        nodes), the calls to each node run one after the other and the nodes in
+        parallel (redis-py's async cluster client mixes up a node's connections
+        when several commands to it start at once)."""
+        if self.cluster:
+            return await self._per_node(calls)
         pipe = self.client.pipeline(transaction=False)
-        for part, fps in groups.items():
-            await self._renew(keys=[self.keys.counts(part)],
-                              args=[self.keys.prefix(part), worker, self.limits.lease_ms, *fps],
-                              client=pipe)
-        return sum(await pipe.execute())
+        for script, keys, args in calls:
+            await script(keys=keys, args=args, client=pipe)
+        return await pipe.execute()
+
+    async def _per_node(self, calls: list[tuple[Any, list[Any], list[Any]]]) -> list[Any]:
+        await self.client.initialize()  # the slot map (a no-op once loaded)
+        by_node: dict[str, list[int]] = defaultdict(list)
+        for i, (_, keys, _) in enumerate(calls):
+            by_node[self.client.get_node_from_key(keys[0]).name].append(i)
+        results: list[Any] = [None] * len(calls)
+
+        async def run(indexes: list[int]) -> None:
+            for i in indexes:
+                script, keys, args = calls[i]
+                results[i] = await script(keys=keys, args=args)
+
+        await asyncio.gather(*(run(indexes) for indexes in by_node.values()))
+        return results
 
     async def start_gate(self, host: str) -> int:
         """0 if a request to ``host`` may start now, else the ms to wait first."""

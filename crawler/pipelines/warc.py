@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
-import redis
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.threads import deferToThread
@@ -121,7 +120,7 @@ class Archive:
         if scheduler is None or scheduler.url is None or scheduler.frontier is None:
             return DigestIndex()
         namespace = scheduler.frontier.keys.namespace
-        client = redis.Redis.from_url(scheduler.url, **scheduler.redis_params)
+        client = scheduler.sync_client()
         return DigestIndex(client, f"{{{namespace}/warc}}:digests")
 
 

@@ -1,0 +1,173 @@
+"""The frontier on a real Redis Cluster (three masters started for the test, on loopback)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from redis.asyncio.cluster import RedisCluster
+
+from crawler.frontier.keys import Keys
+from crawler.frontier.store import Frontier, Limits, Release
+from tests.crawl_runner import REPO, finish_crawl, proxy_env, start_crawl
+from tests.simweb import SimWebProcess
+from tests.test_frontier_store import _admission
+
+SERVER = shutil.which("redis-server")
+CLI = shutil.which("redis-cli")
+pytestmark = pytest.mark.skipif(SERVER is None or CLI is None,
+                                reason="redis-server and redis-cli are needed for a cluster")
+
+
+def _free_ports(n: int) -> list[int]:
+    """Ports p that are free, with their cluster bus ports p + 10000 free too."""
+    found: list[int] = []
+    for port in random.sample(range(20000, 30000), 2000):
+        if all(_bindable(p) for p in (port, port + 10000)):
+            found.append(port)
+            if len(found) == n:
+                return found
+    raise RuntimeError("no free ports for a cluster")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+@pytest.fixture(scope="module")
+def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``redis://`` URL of one node of a fresh three-master cluster (no replicas)."""
+    root = tmp_path_factory.mktemp("cluster")
+    ports = _free_ports(3)
+    procs = []
+    for port in ports:
+        folder = root / str(port)
+        folder.mkdir()
+        procs.append(subprocess.Popen(
+            [SERVER, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+             "--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "no",
+             "--dir", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    try:
+        for port in ports:
+            _wait(lambda p=port: _ask(p, "PING"))
+        subprocess.run([CLI, "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
+                        "--cluster-replicas", "0", "--cluster-yes"],
+                       check=True, capture_output=True, timeout=60)
+        for port in ports:  # every node must know the whole slot map, not just the first
+            _wait(lambda p=port: b"cluster_state:ok" in _ask(p, "CLUSTER", "INFO")
+                  and len(_ask(p, "CLUSTER", "NODES").splitlines()) == 3)
+        yield f"redis://127.0.0.1:{ports[0]}/0"
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(10)
+
+
+def _ask(port: int, *command: str) -> object:
+    client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
+    try:
+        return client.execute_command(*command)
+    finally:
+        client.close()
+
+
+def _wait(check: object, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if check():  # type: ignore[operator]
+                return
+        except redis.RedisError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError("the cluster did not come up")
+        time.sleep(0.1)
+
+
+def test_each_partition_lives_in_one_slot_and_the_store_works_across_nodes(
+    cluster_url: str
+) -> None:
+    keys = Keys(f"test:cluster:{time.time_ns()}", partitions=8, seen_buckets=64)
+
+    async def scenario() -> tuple[int, int, dict[str, int]]:
+        client = RedisCluster.from_url(cluster_url)
+        try:
+            frontier = Frontier(client, keys, Limits(delay_ms=0))
+            admitted = await frontier.admit([_admission(f"http://h{i}.test/p{j}")
+                                             for i in range(12) for j in range(3)])
+            claimed = await frontier.claim(12, "w1")
+            released = await frontier.release(
+                [Release(lease.host, lease.fingerprint, "done") for lease in claimed.leases],
+                "w1")
+            return admitted.added, released.released, await frontier.counts()
+        finally:
+            await client.aclose()
+
+    added, released, counts = asyncio.run(scenario())
+    assert (added, released) == (36, 12)  # each script ran once: nothing counted as a dup
+    assert (counts["queued"], counts["done"], counts["leased"]) == (24, 12, 0)
+    sync = redis.RedisCluster.from_url(cluster_url)
+    try:
+        slots: dict[int, set[int]] = {}
+        nodes = set()
+        for part in range(keys.partitions):
+            found = list(sync.scan_iter(match=f"{{{keys.namespace}/p{part}}}*", count=1000))
+            slots[part] = {sync.keyslot(k) for k in found}
+            nodes.add(sync.get_node_from_key(keys.counts(part)).port)
+        assert all(len(s) == 1 for s in slots.values() if s), slots
+        assert len(nodes) >= 2  # the partitions really are spread over the nodes
+        for key in sync.scan_iter(match=f"*{keys.namespace}*", count=1000):
+            sync.delete(key)
+    finally:
+        sync.close()
+
+
+@pytest.mark.crawl
+def test_two_workers_crawl_on_a_cluster_and_status_reads_it(
+    cluster_url: str, tmp_path: Path
+) -> None:
+    namespace = f"test:cluster-crawl:{time.time_ns()}"
+    settings = {"REDIS_URL": cluster_url, "REDIS_CLUSTER": True, "FRONTIER_NAMESPACE": namespace,
+                "FRONTIER_PARTITIONS": 8, "FRONTIER_SEEN_BUCKETS": 64, "DOWNLOAD_DELAY": 0.1,
+                "DEPTH_LIMIT": 2, "ADMISSION_MAX_PAGES_PER_HOST": 6}
+    with SimWebProcess(seed=12, n_hosts=12, mix={"robots:allow-all": 1.0,
+                                                "page:normal": 1.0}) as web:
+        started = time.monotonic()
+        procs = [start_crawl(web.proxy_url, web.web.seed_urls()[i::2], tmp_path / f"w{i}",
+                             {**settings, "FRONTIER_WORKER_ID": f"w{i}"}) for i in range(2)]
+        results = [finish_crawl(p, tmp_path / f"w{i}", started) for i, p in enumerate(procs)]
+        ledger = web.ledger()
+        status = subprocess.run(
+            [sys.executable, "-m", "scrapy", "frontier", "status", "--json",
+             "-s", f"REDIS_URL={cluster_url}", "-s", "REDIS_CLUSTER=True",
+             "-s", f"FRONTIER_NAMESPACE={namespace}"],
+            cwd=REPO, env=proxy_env(web.proxy_url), capture_output=True, text=True, timeout=60)
+    for result in results:
+        assert result.returncode == 0, result.log[-3000:]
+        assert "Traceback" not in result.log
+    pages = ledger.pages(web.web)
+    assert pages and max(pages.values()) == 1  # every page once, across both workers
+    assert all(int(r.stat("frontier/leases/claimed") or 0) > 0 for r in results)
+    assert status.returncode == 0, status.stderr[-2000:]
+    counts = json.loads(status.stdout)["counts"]
+    assert counts["done"] == len(pages) and counts["queued"] == 0
+    client = redis.RedisCluster.from_url(cluster_url)
+    for key in client.scan_iter(match=f"*{namespace}*", count=1000):
+        client.delete(key)
+    client.close()
