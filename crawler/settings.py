@@ -143,6 +143,12 @@ FRONTIER_LEASE_SECONDS = 60
 # one partition, whose keys share a hash tag (one slot), so the frontier runs
 # unchanged on a Cluster; the clients must be cluster clients.
 REDIS_CLUSTER = False
+# A crawl id (spider argument crawl_id, or this setting) gives the crawl a
+# namespace of its own: FRONTIER_NAMESPACE + ":" + id. The same id again
+# continues that crawl (its dedup, its queues); a new id is a fresh crawl, e.g.
+# one per month for a recurring crawl. `scrapy frontier crawls` lists them,
+# `scrapy frontier delete --crawl-id ID --yes` removes one.
+FRONTIER_CRAWL_ID = ""
 FRONTIER_IDLE_WAIT = 0
 # This worker's name in the frontier (heartbeats, leases, status, metrics,
 # WARC file names); "" means hostname:pid, unique per live process.

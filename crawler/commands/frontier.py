@@ -8,6 +8,8 @@ without a Redis shell or knowledge of the key layout::
     scrapy frontier dead [--reason R] [--host H] [--limit N] [--json]
     scrapy frontier requeue [--reason R] [--host H] [--front]
     scrapy frontier drop-host HOST
+    scrapy frontier crawls [--json]
+    scrapy frontier delete (--crawl-id ID | --idle-days N) [--yes] [--force]
 
 The frontier is found as the crawl finds it: ``--redis-url`` or REDIS_URL,
 else the embedded Redis of JOBDIR (or ``.scrapy/frontier/<spider>``), which
@@ -26,6 +28,7 @@ import shutil
 import sys
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -39,19 +42,23 @@ from crawler.frontier.admin import (
     EXTRA_COUNTS,
     AdminError,
     Connection,
+    CrawlInfo,
     DeadLetter,
     FrontierAdmin,
     RedisUnreachable,
     Status,
     connect,
+    delete_crawl,
     frontier_keys,
+    list_crawls,
     parse_host,
     safe_url,
     url_password,
 )
+from crawler.frontier.keys import crawl_namespace
 from crawler.frontier.store import STATES
 
-SUBCOMMANDS = ("status", "dead", "requeue", "drop-host")
+SUBCOMMANDS = ("status", "dead", "requeue", "drop-host", "crawls", "delete")
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen: a refresh without scrolling
 MAX_WORKER_ROWS = 20
 
@@ -64,7 +71,7 @@ class Command(ScrapyCommand):
     requires_crawler_process = False
 
     def syntax(self) -> str:
-        return "status|dead|requeue|drop-host [HOST] [options]"
+        return "status|dead|requeue|drop-host [HOST]|crawls|delete [options]"
 
     def short_desc(self) -> str:
         return "Show and repair the crawl frontier (status, dead letters, requeue, drop a host)"
@@ -76,6 +83,11 @@ class Command(ScrapyCommand):
             "requeue: put dead letters back in their queues (--reason, --host, --front). "
             "drop-host HOST: make a host's queued URLs dead letters (reason 'dropped') and "
             "refuse its new links until requeue --host HOST. "
+            "crawls: the spider's crawls (one per crawl id) and how long each has been idle. "
+            "delete: remove a crawl's frontier (--crawl-id ID, or every crawl idle for "
+            "--idle-days N); shows what it would remove unless --yes; refuses a crawl with "
+            "live workers unless --force. --crawl-id ID makes every subcommand act on that "
+            "crawl. "
             "Redis: --redis-url or REDIS_URL, else the embedded Redis of JOBDIR or "
             ".scrapy/frontier/SPIDER."
         )
@@ -98,9 +110,19 @@ class Command(ScrapyCommand):
                            help="dead shows at most N (0 for all, default 50)")
         group.add_argument("--front", action="store_true",
                            help="requeue to the front of the host queues, not the back")
+        group.add_argument("--crawl-id", metavar="ID", default=None,
+                           help="the crawl (spider argument crawl_id) to act on")
+        group.add_argument("--idle-days", type=float, metavar="N",
+                           help="delete: every crawl of the spider idle for N days or more")
+        group.add_argument("--yes", action="store_true", help="delete: really delete")
+        group.add_argument("--force", action="store_true",
+                           help="delete: even a crawl whose workers are alive")
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         sub, rest = self._parse(args, opts)
+        self._crawl_id = opts.crawl_id if opts.crawl_id is not None else (
+            self.settings.get("FRONTIER_CRAWL_ID") if self.settings else None)
+        self._namespace(opts.spider, self._crawl_id)  # a bad id is a usage error, before Redis
         settings = self.settings
         assert settings is not None
         url = opts.redis_url or settings.get("REDIS_URL") or None
@@ -135,6 +157,9 @@ class Command(ScrapyCommand):
         if not args or args[0] not in SUBCOMMANDS:
             raise UsageError(f"give one of: {', '.join(SUBCOMMANDS)}")
         sub, rest = args[0], args[1:]
+        if sub == "delete" and (opts.crawl_id is None) == (opts.idle_days is None):
+            raise UsageError("delete takes --crawl-id ID (\"\" for the default crawl) or "
+                             "--idle-days N")
         if sub == "drop-host" and len(rest) != 1:
             raise UsageError("drop-host takes one HOST (example.com or https://example.com:8443)")
         if sub != "drop-host" and rest:
@@ -145,6 +170,14 @@ class Command(ScrapyCommand):
             raise UsageError("--limit must be 0 (all) or more")
         return sub, rest
 
+    def _namespace(self, spider: str, crawl_id: str | None) -> str:
+        assert self.settings is not None
+        template = self.settings.get("FRONTIER_NAMESPACE", "frontier:%(spider)s")
+        try:
+            return crawl_namespace(template, spider, crawl_id)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
     def _embedded_dir(self, spider: str) -> Path:
         """Where the crawl's embedded Redis keeps its files (as the scheduler does)."""
         assert self.settings is not None
@@ -154,7 +187,7 @@ class Command(ScrapyCommand):
     def _admin(self, conn: Connection, spider: str) -> FrontierAdmin:
         s = self.settings
         assert s is not None
-        namespace = s.get("FRONTIER_NAMESPACE", "frontier:%(spider)s") % {"spider": spider}
+        namespace = self._namespace(spider, self._crawl_id)
         keys, found = frontier_keys(conn.client, namespace, s.getint("FRONTIER_PARTITIONS", 16),
                                     s.getint("FRONTIER_SEEN_BUCKETS", 4096))
         return FrontierAdmin(
@@ -185,11 +218,58 @@ class Command(ScrapyCommand):
             where = _filters(opts.reason, host)
             print(f"requeued {moved:,} dead letter(s){where}" if moved
                   else f"no dead letters matched{where}")
+        elif sub == "crawls":
+            _print_crawls(list_crawls(conn.client, self._namespace(opts.spider, None)),
+                          opts.json)
+        elif sub == "delete":
+            self._delete(admin, conn, opts)
         else:
             _drop_host(admin, rest[0])
 
+    def _delete(self, admin: FrontierAdmin, conn: Connection, opts: argparse.Namespace) -> None:
+        """Delete one crawl, or every crawl idle for --idle-days; dry run without --yes."""
+        if opts.idle_days is not None:
+            base = self._namespace(opts.spider, None)
+            chosen = [c for c in list_crawls(conn.client, base)
+                      if c.idle_s is not None and c.idle_s >= opts.idle_days * 86400]
+        else:
+            chosen = [c for c in list_crawls(conn.client, self._namespace(opts.spider, None))
+                      if c.namespace == admin.keys.namespace]
+            if not chosen:
+                self._fail(f"no crawl {admin.keys.namespace} at {conn.url}")
+                return
+        for crawl in chosen:
+            if crawl.alive_workers and not opts.force:
+                self._fail(f"{crawl.namespace}: {crawl.alive_workers} worker(s) alive; stop "
+                           "them first (or --force)")
+                continue
+            keys, _ = frontier_keys(conn.client, crawl.namespace, crawl.partitions or 16)
+            if not opts.yes:
+                print(f"would delete {crawl.namespace} ({crawl.partitions} partitions, idle "
+                      f"{_ago(crawl.idle_s)}); add --yes to delete")
+                continue
+            removed = delete_crawl(conn.client, keys)
+            print(f"deleted {crawl.namespace}: {removed:,} keys")
+        if not chosen:
+            print("no crawl matched")
+
 
 # ---------------------------------------------------------------------- output
+
+
+def _print_crawls(crawls: list[CrawlInfo], as_json: bool) -> None:
+    if as_json:
+        for crawl in crawls:
+            print(json.dumps(asdict(crawl)))
+        return
+    if not crawls:
+        print("no crawls")
+        return
+    rows: list[list[Any]] = [["crawl id", "namespace", "partitions", "idle", "alive workers"]]
+    rows += [[c.crawl_id or "(default)", c.namespace, c.partitions,
+              "?" if c.idle_s is None else _duration(c.idle_s), c.alive_workers]
+             for c in crawls]
+    print(table(rows, left=(0, 1)))
 
 
 def _note(message: str) -> None:

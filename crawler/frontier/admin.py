@@ -530,3 +530,73 @@ def _int(value: Any) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         return None
+
+
+# ---------------------------------------------------------------------- crawls
+
+
+@dataclass(slots=True)
+class CrawlInfo:
+    """One crawl (namespace) of a spider, as ``scrapy frontier crawls`` lists it."""
+
+    namespace: str
+    crawl_id: str  # "" for the spider's default namespace
+    partitions: int
+    idle_s: float | None  # since a worker last beat; None if none ever did
+    alive_workers: int
+
+
+def list_crawls(client: redis.Redis, base: str) -> list[CrawlInfo]:
+    """Every crawl whose namespace is ``base`` or ``base:ID`` (found by their layout keys)."""
+    pattern = _glob_escape(base) + "*:layout"
+    now = time.time()
+    crawls = []
+    for raw in client.scan_iter(match=pattern, count=1000):
+        namespace = raw.decode()[: -len(":layout")]
+        crawl_id = namespace[len(base) + 1:] if namespace != base else ""
+        if namespace != base and not namespace.startswith(base + ":"):
+            continue
+        try:
+            partitions = int(json.loads(client.get(raw) or b"{}").get("partitions", 0))
+        except (ValueError, AttributeError):
+            partitions = 0
+        seen = client.get(f"{namespace}:seen")
+        beats = client.hgetall(f"{namespace}:workers")
+        alive = sum(1 for value in beats.values() if now - _beat_time(value) < ALIVE_SECONDS)
+        crawls.append(CrawlInfo(namespace, crawl_id, partitions,
+                                now - int(seen) if seen else None, alive))
+    return sorted(crawls, key=lambda c: (c.idle_s is None, c.idle_s or 0.0))
+
+
+def delete_crawl(client: redis.Redis, keys: Keys) -> int:
+    """Remove every key of the crawl ``keys`` names; returns how many were removed.
+
+    Partition keys are found by their hash tag (``{NS/pP}``), one partition at a
+    time, and unlinked in batches; the global keys by name. Keys of another
+    crawl id (``NS:ID``) never match: their tags differ.
+    """
+    removed = 0
+    for part in range(keys.partitions):
+        pattern = "{" + _glob_escape(f"{keys.namespace}/p{part}") + "}*"
+        batch: list[bytes] = []
+        for key in client.scan_iter(match=pattern, count=1000):
+            batch.append(key)
+            if len(batch) >= BATCH:
+                removed += client.unlink(*batch)
+                batch = []
+        if batch:
+            removed += client.unlink(*batch)
+    for key in keys.globals():
+        removed += client.unlink(key)
+    return removed
+
+
+def _beat_time(value: bytes) -> float:
+    try:
+        return float(json.loads(value).get("seen", 0))
+    except (ValueError, AttributeError, TypeError):
+        return 0.0
+
+
+def _glob_escape(text: str) -> str:
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)

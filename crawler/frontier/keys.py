@@ -34,13 +34,36 @@ key                 type       holds
 ``PP:e``            zset       time marks: admission time (s) by first seq
 ==================  =========  ===============================================
 
-Global keys (no hash tag, never touched by scripts): ``ns:workers``.
+Global keys (no hash tag, never touched by scripts): ``ns:workers``,
+``ns:layout``, ``ns:seen`` (last heartbeat, epoch s); the WARC digest index
+``{ns/warc}:digests`` has a slot of its own.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
+
+#: A crawl id: short, and safe inside Redis key names and glob patterns.
+_CRAWL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def crawl_namespace(template: str, spider: str, crawl_id: str | None = None) -> str:
+    """The frontier namespace of a crawl: ``FRONTIER_NAMESPACE`` for the spider,
+    plus ``:CRAWL_ID`` when the crawl has one.
+
+    The same seeds crawled again under the same id continue that crawl (its
+    seen set, its queues); a new id starts afresh. Old crawls are listed and
+    deleted with ``scrapy frontier crawls`` / ``delete``.
+    """
+    base = template % {"spider": spider}
+    if not crawl_id:
+        return base
+    if not _CRAWL_ID.fullmatch(crawl_id):
+        raise ValueError(f"crawl_id {crawl_id!r}: use 1 to 64 letters, digits, '.', '_' or '-', "
+                         "starting with a letter or digit")
+    return f"{base}:{crawl_id}"
 
 
 #: The hash that places a host in a partition. Never change it: frontiers,
@@ -86,6 +109,15 @@ class Keys:
 
     def workers(self) -> str:
         return f"{self.namespace}:workers"
+
+    def seen_at(self) -> str:
+        """When a worker of this crawl last beat (epoch seconds): how idle the crawl is."""
+        return f"{self.namespace}:seen"
+
+    def globals(self) -> list[str]:
+        """The keys outside the partitions (no hash tag), and the WARC digest index."""
+        ns = self.namespace
+        return [f"{ns}:workers", f"{ns}:layout", f"{ns}:seen", f"{{{ns}/warc}}:digests"]
 
     def seen_slot(self, fingerprint: bytes) -> tuple[int, str]:
         """The seen-set bucket and member of a 16-byte fingerprint.

@@ -46,7 +46,7 @@ from crawler.admission import TrapRules
 from crawler.frontier.admin import safe_url
 from crawler.frontier.connection import async_client, sync_client
 from crawler.frontier.embedded import EmbeddedRedis
-from crawler.frontier.keys import Keys
+from crawler.frontier.keys import Keys, crawl_namespace
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, from_record, to_record
 from crawler.frontier.seedfeed import SeedFeed
 from crawler.frontier.store import (
@@ -111,6 +111,7 @@ class FrontierScheduler:
         self.partitions = s.getint("FRONTIER_PARTITIONS", 16)
         self.seen_buckets = s.getint("FRONTIER_SEEN_BUCKETS", 4096)
         self.namespace_template = s.get("FRONTIER_NAMESPACE", "frontier:%(spider)s")
+        self.crawl_id: str = s.get("FRONTIER_CRAWL_ID") or ""
         self.idle_wait = s.getfloat("FRONTIER_IDLE_WAIT", 0.0)
         self.meta_keys = tuple(s.getlist("FRONTIER_META_KEYS", list(DEFAULT_META_KEYS)))
         self.concurrency = s.getint("CONCURRENT_REQUESTS")
@@ -182,7 +183,8 @@ class FrontierScheduler:
         self.url = url  # for components with their own connections (the WARC writer)
         cluster = self.cluster and self.redis_url is not None  # the embedded one is not
         self.client = redis_client(url, self.redis_params, cluster)
-        namespace = self.namespace_template % {"spider": self.spider.name}
+        crawl_id = getattr(self.spider, "crawl_id", None) or self.crawl_id
+        namespace = crawl_namespace(self.namespace_template, self.spider.name, crawl_id)
         keys = Keys(namespace, self.partitions, self.seen_buckets)
         await self._check_layout(keys)
         self.frontier = Frontier(self.client, keys, self.limits)
@@ -681,6 +683,7 @@ class FrontierScheduler:
                     "seen": time.time(), "held": len(self.held), "pid": os.getpid(),
                     "host": socket.gethostname(),
                 }))
+                await self.client.set(self.frontier.keys.seen_at(), int(time.time()))
                 self._redis_ok()
             except (RedisError, OSError) as exc:
                 self._redis_trouble(exc)
