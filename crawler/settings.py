@@ -296,6 +296,12 @@ ITEM_PIPELINES = {"crawler.pipelines.warc.WarcPipeline": 300}
 # offset of its record. An empty value turns the default feed off.
 BROAD_DEFAULT_FEED = "output/%(name)s-%(time)s.jsonl"
 FEED_EXPORT_ENCODING = "utf-8"
+# Fields of any feed that does not list its own (scrapyd's items_dir feed,
+# -O pages.jsonl): the page metadata, never the body (it is in the WARC).
+FEED_EXPORT_FIELDS = [
+    "url", "final_url", "status", "content_type", "length", "fetched_at", "depth",
+    "referrer", "redirects", "headers", "warc_file", "warc_offset",
+]
 
 # --- Metrics and progress ---------------------------------------------------
 # /metrics for Prometheus from engine start to stop (crawler/extensions/

@@ -35,6 +35,13 @@ from crawler.frontier.seedfeed import SeedFeed
 from crawler.items import PageItem
 from crawler.middlewares.warc import WARC_META
 from crawler.seeds import Seed, SeedError, parse_seed_line, read_seeds
+from crawler.spiders.args import (
+    PASSED_THROUGH,
+    BroadArgs,
+    SpiderArgumentError,
+    describe,
+    lookalikes,
+)
 from crawler.urls import canonical_url, stripper_from_settings
 
 logger = logging.getLogger(__name__)
@@ -55,17 +62,21 @@ _NOFOLLOW_META = "//meta[translate(@name, 'ROBTS', 'robts') = 'robots']/@content
 class BroadSpider(Spider):
     """Crawl every http(s) page reachable from the seeds, within the limits.
 
-    Spider arguments: ``seeds`` (a file path, or ``-`` for standard input);
-    optional with the frontier scheduler, which resumes its crawl and reads
-    seed lines pushed onto ``REDIS_START_URLS_KEY`` while the crawl runs.
+    Spider arguments (strings, as scrapyd passes them; checked at once, see
+    :mod:`crawler.spiders.args`): ``seeds`` (a file path, or ``-`` for
+    standard input); optional with the frontier scheduler, which resumes its
+    crawl and reads seed lines pushed onto ``REDIS_START_URLS_KEY`` while the
+    crawl runs. ``part`` (the seed partition, a label for logs and metrics),
+    ``sitemaps`` (yes/no), ``depth_limit`` and ``max_pages_per_host`` (this
+    job's ``DEPTH_LIMIT`` and ``ADMISSION_MAX_PAGES_PER_HOST``).
     Settings: ``BROAD_SEEDS_ADD_SCHEME`` (give ``http://`` to seed lines that
     have no scheme), ``BROAD_LINK_RELS`` (``<link rel=...>`` values followed as
     links), ``BROAD_DENY_EXTENSIONS`` (link extensions never followed) and
     ``BROAD_OBEY_NOFOLLOW`` (skip ``rel=nofollow`` links and pages marked
     ``<meta name=robots content=nofollow>``). Limits are the ``DEPTH_LIMIT``,
     ``URLLENGTH_LIMIT`` and ``ADMISSION_*`` settings. With ``-a sitemaps=1``
-    (or ``ROBOTS_SITEMAPS``) the sitemaps listed in each host's robots.txt
-    seed the crawl too (:meth:`parse_sitemap`).
+    (or ``ROBOTS_SITEMAPS`` and no ``sitemaps`` argument) the sitemaps listed
+    in each host's robots.txt seed the crawl too (:meth:`parse_sitemap`).
     """
 
     name = "broad"
@@ -86,23 +97,53 @@ class BroadSpider(Spider):
         if uri and not settings.getdict("FEEDS"):
             settings.set("FEEDS", {uri: dict(DEFAULT_FEED_OPTIONS)}, priority="spider")
 
-    def __init__(self, seeds: str | None = None, sitemaps: str | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        seeds: str | None = None,
+        sitemaps: str | bool | None = None,
+        part: str | int | None = None,
+        depth_limit: str | int | None = None,
+        max_pages_per_host: str | int | None = None,
+        crawl_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # Every value may be a string (scrapyd passes nothing else): convert
+        # and check them all before anything starts (crawler/spiders/args.py).
+        parsed = BroadArgs.parse(seeds=seeds, part=part, sitemaps=sitemaps,
+                                 depth_limit=depth_limit, max_pages_per_host=max_pages_per_host,
+                                 crawl_id=crawl_id)
         super().__init__(**kwargs)
-        self.seeds_path = seeds
-        self.follow_sitemaps = str(sitemaps or "").lower() in {"1", "true", "yes", "on"}
+        self.args = parsed
+        self.seeds_path = self.args.seeds
+        self.follow_sitemaps = bool(self.args.sitemaps)
+        #: The seed partition as text ("0", "1", ...), for logs and metric labels.
+        self.part = None if self.args.part is None else str(self.args.part)
+        #: Read by the frontier scheduler: the crawl's namespace (FRONTIER_CRAWL_ID).
+        self.crawl_id = self.args.crawl_id
+        self._extra_args = {k: v for k, v in kwargs.items() if k not in PASSED_THROUGH}
 
     @classmethod
     def from_crawler(cls, crawler: Any, *args: Any, **kwargs: Any) -> BroadSpider:
-        spider = super().from_crawler(crawler, *args, **kwargs)
+        try:
+            spider = super().from_crawler(crawler, *args, **kwargs)
+            spider.args.apply(crawler.settings)
+        except SpiderArgumentError as exc:
+            # One line that says it all, ahead of the traceback Scrapy prints.
+            logger.error("Cannot start the %s spider: %s", cls.name, exc)
+            raise
         spider._configure(crawler.settings)
+        for name, known in lookalikes(spider._extra_args).items():
+            logger.warning("Unknown spider argument %s=%r: did you mean %s?",
+                           name, spider._extra_args[name], known)
+        logger.info("Spider arguments: %s", describe(spider.args, spider._extra_args))
         return spider
 
     def _configure(self, settings: Any) -> None:
         if not self.seeds_path and not _uses_frontier(settings):
             raise NotConfigured("the broad spider needs seeds: scrapy crawl broad -a seeds=FILE")
         self.poll_seconds = settings.getfloat("REDIS_START_URLS_POLL_SECONDS", 1.0)
-        self.follow_sitemaps = self.follow_sitemaps or settings.getbool("ROBOTS_SITEMAPS")
+        if self.args.sitemaps is None:  # an explicit sitemaps=0 turns the setting off
+            self.follow_sitemaps = settings.getbool("ROBOTS_SITEMAPS")
         self.sitemap_max_size = settings.getint("DOWNLOAD_MAXSIZE")
         self.add_scheme = settings.getbool("BROAD_SEEDS_ADD_SCHEME", False)
         self.link_rels = {r.lower() for r in settings.getlist("BROAD_LINK_RELS", [])}

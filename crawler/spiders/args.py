@@ -1,0 +1,207 @@
+"""Arguments of the broad spider, which arrive as strings.
+
+``scrapy crawl broad -a name=value`` and scrapyd's ``schedule.json`` (every
+field that is not ``project``, ``spider``, ``setting``, ``jobid`` or
+``_version``) hand the spider text. This module turns that text into typed
+values and refuses what it cannot read with a :class:`SpiderArgumentError`
+that names the argument and the value, so a job fails at once with a one-line
+reason instead of crawling with a limit it silently ignored.
+
+==========================  =================================================
+argument                    meaning
+==========================  =================================================
+``seeds``                   a readable seed file, or ``-`` (standard input);
+                            leave it out to join (or resume) a shared frontier
+``part``                    the partition this worker's seeds came from: a
+                            non-negative integer, a label for logs and metrics
+``sitemaps``                ``1/0``, ``true/false``, ``yes/no``, ``on/off``:
+                            follow the sitemaps listed in robots.txt (without
+                            it, ``ROBOTS_SITEMAPS`` decides)
+``depth_limit``             ``DEPTH_LIMIT`` for this job (``0``: no limit)
+``max_pages_per_host``      ``ADMISSION_MAX_PAGES_PER_HOST`` for this job
+                            (``0``: no cap)
+``crawl_id``                the crawl this job belongs to: the same id continues
+                            a crawl, a new one starts afresh (its own frontier
+                            namespace; ``FRONTIER_CRAWL_ID``)
+==========================  =================================================
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scrapy.exceptions import UsageError
+from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
+
+from crawler.frontier.keys import crawl_namespace
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off"})
+
+#: Arguments that set a setting for the job, and the setting each one sets.
+SETTING_OF: dict[str, str] = {
+    "depth_limit": "DEPTH_LIMIT",
+    "max_pages_per_host": "ADMISSION_MAX_PAGES_PER_HOST",
+}
+
+#: Every argument the broad spider reads.
+KNOWN: frozenset[str] = frozenset({"seeds", "part", "sitemaps", "crawl_id", *SETTING_OF})
+
+#: Arguments that others pass and Scrapy keeps as attributes: not typos.
+#: (``_job`` is scrapyd's job id; ``name`` and ``start_urls`` are Scrapy's.)
+PASSED_THROUGH: frozenset[str] = frozenset({"_job", "name", "start_urls"})
+
+
+class SpiderArgumentError(UsageError, ValueError):
+    """A spider argument that cannot be used; the message names it and its value."""
+
+
+def to_bool(name: str, value: object) -> bool:
+    """``1/0``, ``true/false``, ``yes/no``, ``on/off`` (any case) as a bool."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise SpiderArgumentError(
+        f"spider argument {name}={value!r} is not a yes/no value "
+        "(use 1/0, true/false, yes/no or on/off)")
+
+
+def to_count(name: str, value: object) -> int:
+    """A non-negative integer written in decimal (``"0"``, ``"25"``)."""
+    text = value.strip() if isinstance(value, str) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif text is not None and re.fullmatch(r"-?[0-9]+", text):
+        number = int(text)
+    else:
+        raise SpiderArgumentError(
+            f"spider argument {name}={value!r} is not a whole number (expected 0, 1, 2, ...)")
+    if number < 0:
+        raise SpiderArgumentError(f"spider argument {name}={value!r} must not be negative")
+    return number
+
+
+def to_seed_source(name: str, value: object) -> str:
+    """``-`` (standard input) or the path of a regular file this process can read."""
+    text = str(value)
+    if text == "-":
+        return text
+    if not text.strip():
+        raise SpiderArgumentError(
+            f"spider argument {name}={value!r} is empty: give a seed file, '-' for standard "
+            "input, or leave the argument out to join the shared frontier")
+    path = Path(text).expanduser()
+    where = f"{name}={text!r}" if path.is_absolute() else f"{name}={text!r} ({path.absolute()})"
+    if not path.exists():
+        raise SpiderArgumentError(f"spider argument {where}: no such file")
+    if not path.is_file():
+        raise SpiderArgumentError(f"spider argument {where}: not a regular file")
+    if not os.access(path, os.R_OK):
+        raise SpiderArgumentError(f"spider argument {where}: not readable by this process")
+    return str(path)
+
+
+def to_crawl_id(name: str, value: object) -> str:
+    """A crawl id as :func:`crawler.frontier.keys.crawl_namespace` accepts it."""
+    text = str(value).strip()
+    try:
+        crawl_namespace("%(spider)s", "x", text)
+    except ValueError as exc:
+        raise SpiderArgumentError(f"spider argument {exc}") from None
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class BroadArgs:
+    """The broad spider's arguments, converted. ``None``: not given."""
+
+    seeds: str | None = None
+    part: int | None = None
+    sitemaps: bool | None = None
+    depth_limit: int | None = None
+    max_pages_per_host: int | None = None
+    crawl_id: str | None = None
+
+    @classmethod
+    def parse(
+        cls,
+        seeds: object = None,
+        part: object = None,
+        sitemaps: object = None,
+        depth_limit: object = None,
+        max_pages_per_host: object = None,
+        crawl_id: object = None,
+    ) -> BroadArgs:
+        """Convert and check the arguments (:class:`SpiderArgumentError` on the first bad one)."""
+        return cls(
+            seeds=None if seeds is None else to_seed_source("seeds", seeds),
+            part=None if part is None else to_count("part", part),
+            sitemaps=None if sitemaps is None else to_bool("sitemaps", sitemaps),
+            depth_limit=None if depth_limit is None else to_count("depth_limit", depth_limit),
+            max_pages_per_host=None if max_pages_per_host is None
+            else to_count("max_pages_per_host", max_pages_per_host),
+            crawl_id=None if crawl_id is None else to_crawl_id("crawl_id", crawl_id),
+        )
+
+    def settings(self) -> dict[str, int]:
+        """The settings these arguments set, by name (only those given)."""
+        given = {name: getattr(self, name) for name in SETTING_OF}
+        return {SETTING_OF[name]: value for name, value in given.items() if value is not None}
+
+    def apply(self, settings: BaseSettings) -> None:
+        """Set :meth:`settings` on the crawler's settings, at ``spider`` priority.
+
+        They override the project's settings. A different value of the same
+        setting given at a higher priority (``-s NAME=VALUE``, scrapyd's
+        ``setting=NAME=VALUE``) is a contradiction and an error: one of the two
+        would be ignored.
+        """
+        spider_priority = SETTINGS_PRIORITIES["spider"]
+        arg_of = {setting: arg for arg, setting in SETTING_OF.items()}
+        for setting, value in self.settings().items():
+            if settings.frozen:  # the spider was made after the crawler was configured
+                if settings.getint(setting) != value:
+                    raise SpiderArgumentError(
+                        f"spider argument {arg_of[setting]}={value} comes too late: the "
+                        f"crawler's settings are frozen with {setting}={settings.get(setting)}")
+                continue
+            priority = settings.getpriority(setting) or 0
+            if priority > spider_priority and settings.getint(setting) != value:
+                where = next((k for k, v in SETTINGS_PRIORITIES.items() if v == priority),
+                             str(priority))
+                raise SpiderArgumentError(
+                    f"spider argument {arg_of[setting]}={value} contradicts "
+                    f"{setting}={settings.get(setting)} (set at {where} priority): give one")
+            settings.set(setting, value, priority="spider")
+
+
+def lookalikes(names: Iterable[str], known: Iterable[str] = KNOWN) -> dict[str, str]:
+    """Unknown argument names that look like a typo of a known one, with that one."""
+    known = sorted(known)
+    found = {}
+    for name in names:
+        if name in known or name in PASSED_THROUGH:
+            continue
+        close = difflib.get_close_matches(name.lower().replace("-", "_"), known, n=1, cutoff=0.75)
+        if close:
+            found[name] = close[0]
+    return found
+
+
+def describe(args: BroadArgs, extra: Mapping[str, Any] | None = None) -> str:
+    """``name=value`` of the arguments given, for the log line a job starts with."""
+    given = {name: getattr(args, name)
+             for name in ("seeds", "part", "sitemaps", "crawl_id", *SETTING_OF)}
+    shown = [f"{k}={v}" for k, v in given.items() if v is not None]
+    shown += [f"{k}={v!r}" for k, v in sorted((extra or {}).items())]
+    return ", ".join(shown) or "none"

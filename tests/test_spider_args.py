@@ -1,0 +1,223 @@
+"""Spider arguments arrive as strings (scrapyd passes nothing else) and are checked at once."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scrapy.crawler import AsyncCrawlerRunner, Crawler, CrawlerRunner
+from scrapy.exceptions import NotConfigured, UsageError
+from scrapy.settings import Settings
+from scrapy.spidermiddlewares.depth import DepthMiddleware
+from scrapy.utils.reactor import is_reactor_installed
+from scrapy.utils.test import get_crawler, get_reactor_settings
+
+import crawler.settings
+from crawler.middlewares.admission import AdmissionMiddleware
+from crawler.spiders.args import (
+    BroadArgs,
+    SpiderArgumentError,
+    describe,
+    lookalikes,
+    to_bool,
+    to_count,
+    to_seed_source,
+)
+from crawler.spiders.broad import BroadSpider
+
+PROJECT = {k: getattr(crawler.settings, k) for k in dir(crawler.settings) if k.isupper()}
+
+
+def _crawler(**settings: Any) -> Crawler:
+    """A crawler as ``Crawler.crawl`` has it when it makes the spider: not configured yet."""
+    values = {**get_reactor_settings(), **PROJECT, **settings}
+    runner = CrawlerRunner(values) if is_reactor_installed() else AsyncCrawlerRunner(values)
+    return runner.create_crawler(BroadSpider)
+
+
+@pytest.fixture
+def seeds(tmp_path: Path) -> Path:
+    path = tmp_path / "part-0.txt"
+    path.write_text("http://a.test/\n")
+    return path
+
+
+# ------------------------------------------------------------ conversions
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("1", True), ("true", True), ("Yes", True), (" on ", True), (True, True),
+    ("0", False), ("FALSE", False), ("no", False), ("off", False), (False, False),
+])
+def test_yes_no_values(text: object, expected: bool) -> None:
+    assert to_bool("sitemaps", text) is expected
+
+
+@pytest.mark.parametrize("text", ["", "2", "maybe", "y", "None"])
+def test_other_yes_no_values_are_refused(text: str) -> None:
+    with pytest.raises(SpiderArgumentError, match=rf"sitemaps={text!r} is not a yes/no value"):
+        to_bool("sitemaps", text)
+
+
+@pytest.mark.parametrize(("text", "expected"), [("0", 0), ("3", 3), (" 12 ", 12), (7, 7)])
+def test_counts(text: object, expected: int) -> None:
+    assert to_count("depth_limit", text) == expected
+
+
+@pytest.mark.parametrize(
+    "text", ["", "abc", "2.5", "1e3", "+3", "--3", "-", "10_000", "٣", True, 1.0, None])
+def test_what_is_not_a_whole_number_is_refused(text: object) -> None:
+    with pytest.raises(SpiderArgumentError, match=r"^spider argument depth_limit=.* whole number"):
+        to_count("depth_limit", text)
+
+
+@pytest.mark.parametrize("value", ["-1", -1])
+def test_negative_counts_are_refused(value: object) -> None:
+    with pytest.raises(SpiderArgumentError, match=r"depth_limit=.*-1.* must not be negative"):
+        to_count("depth_limit", value)
+
+
+def test_a_seed_file_must_be_a_readable_file(seeds: Path, tmp_path: Path) -> None:
+    assert to_seed_source("seeds", str(seeds)) == str(seeds)
+    assert to_seed_source("seeds", "-") == "-"
+    with pytest.raises(SpiderArgumentError, match=r"seeds='.*missing.txt': no such file$"):
+        to_seed_source("seeds", str(tmp_path / "missing.txt"))
+    with pytest.raises(SpiderArgumentError, match="not a regular file"):
+        to_seed_source("seeds", str(tmp_path))
+    with pytest.raises(SpiderArgumentError, match="is empty"):
+        to_seed_source("seeds", "")
+
+
+def test_a_relative_seed_path_is_reported_with_where_it_was_looked_for(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SpiderArgumentError) as info:
+        to_seed_source("seeds", "seeds/part-1.txt")
+    assert str(info.value) == (f"spider argument seeds='seeds/part-1.txt' "
+                               f"({tmp_path / 'seeds/part-1.txt'}): no such file")
+
+
+def test_an_unreadable_seed_file_is_refused(seeds: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # (chmod 0 would not do: the tests may run as root, who reads every file.)
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != seeds)
+    with pytest.raises(SpiderArgumentError, match="not readable by this process"):
+        to_seed_source("seeds", str(seeds))
+
+
+def test_errors_are_usage_and_value_errors_on_one_line() -> None:
+    with pytest.raises(SpiderArgumentError) as info:
+        BroadArgs.parse(part="first\nsecond")
+    assert isinstance(info.value, UsageError) and isinstance(info.value, ValueError)
+    assert "\n" not in str(info.value)  # repr() of the value escapes it
+    assert str(info.value).startswith("spider argument part='first\\nsecond'")
+
+
+def test_parse_converts_every_argument(seeds: Path) -> None:
+    args = BroadArgs.parse(seeds=str(seeds), part="1", sitemaps="yes", depth_limit="3",
+                           max_pages_per_host="50")
+    assert args == BroadArgs(str(seeds), 1, True, 3, 50)
+    assert args.settings() == {"DEPTH_LIMIT": 3, "ADMISSION_MAX_PAGES_PER_HOST": 50}
+    assert BroadArgs.parse() == BroadArgs() and BroadArgs().settings() == {}
+    assert describe(args, {"foo": "x"}).startswith(f"seeds={seeds}, part=1, sitemaps=True")
+    assert describe(BroadArgs()) == "none"
+
+
+def test_limits_override_project_settings_but_contradict_command_line_ones() -> None:
+    settings = Settings({"DEPTH_LIMIT": 10, "ADMISSION_MAX_PAGES_PER_HOST": 10_000})
+    BroadArgs(depth_limit=2, max_pages_per_host=0).apply(settings)
+    assert settings.getint("DEPTH_LIMIT") == 2
+    assert settings.getint("ADMISSION_MAX_PAGES_PER_HOST") == 0
+    cmdline = Settings()
+    cmdline.set("DEPTH_LIMIT", "5", priority="cmdline")
+    BroadArgs(depth_limit=5).apply(cmdline)  # the same value twice is no contradiction
+    with pytest.raises(SpiderArgumentError, match=(
+            r"^spider argument depth_limit=4 contradicts DEPTH_LIMIT=5 "
+            r"\(set at cmdline priority\): give one$")):
+        BroadArgs(depth_limit=4).apply(cmdline)
+
+
+def test_lookalikes_of_known_arguments() -> None:
+    assert lookalikes(["depht_limit", "seed", "max-pages-per-host", "Part", "colour", "_job"]) == {
+        "depht_limit": "depth_limit", "seed": "seeds",
+        "max-pages-per-host": "max_pages_per_host", "Part": "part"}
+
+
+# ------------------------------------------------------------ the spider
+
+
+def test_string_arguments_reach_the_spider_and_the_components(seeds: Path) -> None:
+    crawler = _crawler()
+    spider = BroadSpider.from_crawler(crawler, seeds=str(seeds), part="0", sitemaps="0",
+                                      depth_limit="2", max_pages_per_host="7")
+    assert spider.seeds_path == str(seeds)
+    assert spider.part == "0"  # text, so a metric label of partition 0 is not empty
+    assert spider.follow_sitemaps is False
+    # Components are built after the spider, from the settings it set.
+    crawler._apply_settings()
+    assert DepthMiddleware.from_crawler(crawler).maxdepth == 2
+    assert AdmissionMiddleware.from_crawler(crawler).max_pages == 7
+
+
+def test_without_arguments_the_settings_decide() -> None:
+    crawler = _crawler(ROBOTS_SITEMAPS=True)
+    spider = BroadSpider.from_crawler(crawler)
+    assert spider.seeds_path is None and spider.part is None
+    assert spider.follow_sitemaps is True
+    assert crawler.settings.getint("DEPTH_LIMIT") == PROJECT["DEPTH_LIMIT"]
+
+
+def test_an_explicit_sitemaps_no_turns_the_setting_off() -> None:
+    spider = BroadSpider.from_crawler(_crawler(ROBOTS_SITEMAPS=True), sitemaps="off")
+    assert spider.follow_sitemaps is False
+
+
+def test_a_worker_without_seeds_joins_the_frontier_but_needs_one() -> None:
+    assert BroadSpider.from_crawler(_crawler()).seeds_path is None  # the frontier scheduler
+    with pytest.raises(NotConfigured, match="needs seeds"):
+        BroadSpider.from_crawler(_crawler(SCHEDULER="scrapy.core.scheduler.Scheduler"))
+
+
+@pytest.mark.parametrize(("name", "value", "message"), [
+    ("seeds", "/nonexistent/part-9.txt", "seeds='/nonexistent/part-9.txt': no such file"),
+    ("part", "one", "part='one' is not a whole number"),
+    ("part", "-1", "part='-1' must not be negative"),
+    ("sitemaps", "sure", "sitemaps='sure' is not a yes/no value"),
+    ("depth_limit", "3.5", "depth_limit='3.5' is not a whole number"),
+    ("max_pages_per_host", "lots", "max_pages_per_host='lots' is not a whole number"),
+])
+def test_a_bad_argument_stops_the_spider_with_one_logged_line(
+        name: str, value: str, message: str, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.ERROR), pytest.raises(SpiderArgumentError, match=message):
+        BroadSpider.from_crawler(_crawler(), **{name: value})
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1 and "\n" not in errors[0]
+    assert errors[0].startswith(f"Cannot start the broad spider: spider argument {message}")
+
+
+def test_limits_given_after_the_crawler_was_configured_must_agree_with_it(seeds: Path) -> None:
+    configured = get_crawler(BroadSpider, {**PROJECT, "DEPTH_LIMIT": 2})  # frozen settings
+    BroadSpider.from_crawler(configured, seeds=str(seeds), depth_limit="2")
+    with pytest.raises(SpiderArgumentError, match="depth_limit=3 comes too late"):
+        BroadSpider.from_crawler(configured, seeds=str(seeds), depth_limit="3")
+
+
+def test_a_contradicted_limit_stops_the_spider(caplog: pytest.LogCaptureFixture) -> None:
+    crawler = _crawler()
+    crawler.settings.set("ADMISSION_MAX_PAGES_PER_HOST", 9, priority="cmdline")
+    with caplog.at_level(logging.ERROR), pytest.raises(SpiderArgumentError):
+        BroadSpider.from_crawler(crawler, max_pages_per_host="3")
+    assert "max_pages_per_host=3 contradicts ADMISSION_MAX_PAGES_PER_HOST=9" in caplog.text
+
+
+def test_a_lookalike_argument_is_warned_about_and_kept(
+        seeds: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="crawler.spiders.broad"):
+        spider = BroadSpider.from_crawler(_crawler(), seeds=str(seeds), depht_limit="2",
+                                          _job="abc123", colour="blue")
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == ["Unknown spider argument depht_limit='2': did you mean depth_limit?"]
+    assert spider.depht_limit == "2" and spider._job == "abc123"  # Scrapy keeps them
+    assert f"Spider arguments: seeds={seeds}, colour='blue', depht_limit='2'" in caplog.text
