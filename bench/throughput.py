@@ -62,6 +62,9 @@ COMMON: dict[str, Any] = {
     # frontier's policy would apply it. Clamped to the delay both use, so the
     # comparison is of schedulers, not of how polite each is.
     "ROBOTS_MAX_CRAWL_DELAY": 0.05,
+    # Schedulers are compared, not outputs: the baseline's middlewares have no
+    # WARC capture, so the archive is off on both sides (bench/warc.py prices it).
+    "WARC_ENABLED": False,
 }
 VARIANTS: dict[str, dict[str, Any]] = {
     "frontier": {},
