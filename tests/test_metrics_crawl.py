@@ -39,7 +39,7 @@ class Scraper:
     """Scrapes every target the workers list in the file_sd folder, in rounds, until stopped."""
 
     sd_dir: Path
-    complete: dict[str, str] = field(default_factory=dict)  # last round that got every worker
+    complete: dict[str, str] = field(default_factory=dict)  # last round with both workers open
     targets_seen: set[str] = field(default_factory=set)
     stop: threading.Event = field(default_factory=threading.Event)
 
@@ -50,7 +50,9 @@ class Scraper:
                 with contextlib.suppress(OSError):
                     scraped[target] = OPENER.open(f"http://{target}/metrics",
                                                   timeout=5).read().decode()
-            if len(scraped) == 2:
+            # Both workers open (a closing one has dropped its frontier collector).
+            if len(scraped) == 2 and all("crawler_frontier_reporter{" in text
+                                         for text in scraped.values()):
                 self.complete = scraped
 
     def _targets(self) -> list[str]:
