@@ -50,8 +50,9 @@ def retry_after_seconds(value: bytes | str | None, now: float) -> float | None:
     if value is None:
         return None
     text = (value.decode("latin-1") if isinstance(value, bytes) else value).strip()
-    if text.isdigit():
-        return float(int(text))
+    if text.isascii() and text.isdigit():  # "²".isdigit() is True, int("²") is not
+        # Beyond 15 digits it is more than 30 million years: a cap will apply.
+        return float(int(text)) if len(text) <= 15 else 1e15
     try:
         when = email.utils.parsedate_to_datetime(text)
     except (TypeError, ValueError, IndexError):

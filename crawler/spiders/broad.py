@@ -260,7 +260,20 @@ class BroadSpider(Spider):
         return None
 
     def links(self, response: HtmlResponse) -> list[str]:
-        """Canonical http(s) URLs this page links to, in page order, once each."""
+        """Canonical http(s) URLs this page links to, in page order, once each.
+
+        A page Scrapy cannot read - a ``<base href>`` that is no URL, a charset
+        that is no text encoding - has no links (counted), rather than an error.
+        """
+        try:
+            return self._links(response)
+        except (ValueError, LookupError) as exc:  # UnicodeError is a ValueError
+            self.crawler.stats.inc_value("broad/unreadable_pages")
+            logger.info("No links read from %s: %s", response.url, exc,
+                        extra={"url": response.url})
+            return []
+
+    def _links(self, response: HtmlResponse) -> list[str]:
         if self.obey_nofollow and _meta_nofollow(response):
             self.crawler.stats.inc_value("broad/nofollow_pages")
             return []
@@ -279,7 +292,10 @@ class BroadSpider(Spider):
         for link in response.css("link[rel][href]"):
             rels = set((link.attrib.get("rel") or "").lower().split())
             if rels & self.link_rels:
-                urls.append(response.urljoin(link.attrib["href"].strip()))
+                try:
+                    urls.append(response.urljoin(link.attrib["href"].strip()))
+                except ValueError:  # "http://[::1": one bad href, not a bad page
+                    continue
         return urls
 
     def on_error(self, failure: Any) -> None:
