@@ -26,6 +26,7 @@ from scrapy.exceptions import UsageError
 
 from crawler.pipelines.warc import warc_dir
 from crawler.urls import canonical_url
+from crawler.warc import cdxj
 from crawler.warc.cdxj import CdxjEntry, lookup, read_record
 from crawler.warc.files import RecoverError, recover
 
@@ -109,11 +110,5 @@ def _newest_capture(directory: Path, url: str) -> CdxjEntry | None:
     newest = entries[0]
     if not newest.revisit:
         return newest
-    originals = [e for e in _all_entries(directory) if e.digest == newest.digest
-                 and not e.revisit]
+    originals = [e for e in cdxj.entries(directory) if e.digest == newest.digest and not e.revisit]
     return originals[0] if originals else None
-
-
-def _all_entries(directory: Path) -> list[CdxjEntry]:
-    return [CdxjEntry.parse(line) for index in sorted(directory.glob("*.cdxj"))
-            for line in index.read_text().splitlines() if line.strip()]

@@ -401,8 +401,7 @@ class FrontierAdmin:
         return float(max(0, now_s - min(marks))) if marks else None
 
     def _queue_pattern(self) -> str:
-        ns = "".join(f"\\{c}" if c in "*?[]\\" else c for c in self.keys.namespace)
-        return f"{{{ns}/p*}}:q:*"
+        return f"{{{_glob_escape(self.keys.namespace)}/p*}}:q:*"
 
     def _queue_heads(self, keys: list[bytes], heads: dict[int, int]) -> None:
         pipe = self.client.pipeline(transaction=False)

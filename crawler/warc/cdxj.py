@@ -164,16 +164,22 @@ def lookup(directory: Path, url: str) -> list[CdxjEntry]:
     this returns: a reader that finds no ``.open`` file should try the
     complete name.
     """
-    key = surt_key(url)
-    prefix = key + " "
+    found = entries(directory, surt_key(url))
+    found.sort(key=lambda e: (e.timestamp, e.filename.removesuffix(OPEN_SUFFIX), e.offset),
+               reverse=True)
+    return found
+
+
+def entries(directory: Path, surt: str | None = None) -> list[CdxjEntry]:
+    """Every complete line of ``directory``'s ``*.cdxj`` indexes (only ``surt``'s, if
+    given), each naming its WARC file as it exists now."""
+    prefix = None if surt is None else surt + " "
     found = []
     for index in sorted(directory.glob("*.cdxj")):
         with index.open(encoding="utf-8") as lines:
             for line in lines:
-                if line.startswith(prefix) and line.endswith("\n"):
+                if line.endswith("\n") and (prefix is None or line.startswith(prefix)):
                     found.append(_resolve(directory, CdxjEntry.parse(line)))
-    found.sort(key=lambda e: (e.timestamp, e.filename.removesuffix(OPEN_SUFFIX), e.offset),
-               reverse=True)
     return found
 
 
