@@ -215,6 +215,9 @@ class Rules:
         if there are none either, everything is allowed.
         """
         token = _product_token(agent) or agent.strip().lower()
+        # Text not from prepare() may hold lone surrogates (bytes decoded with
+        # surrogateescape); Protego's quoting raises on them: replace them.
+        text = text.encode("utf-8", "replace").decode("utf-8")
         lines, sitemaps = _select(_directives(text), token)
         if not lines:
             return cls(sitemaps=sitemaps)
