@@ -55,7 +55,8 @@ ROBOTS_MAX_BYTES = 512000
 # long between requests); above this many seconds the delay is clamped.
 ROBOTS_MAX_CRAWL_DELAY = 60.0
 # Unreachable (5xx, 429, timeout, network error): nothing of the host is
-# fetched; robots.txt is tried again after 60 s, doubling up to 1 h. A last
+# fetched; robots.txt is tried again after 60 s, doubling up to 1 h (or after
+# the Retry-After it came with, when longer). A last
 # good copy keeps serving for up to 30 days meanwhile. With no good copy, after
 # 8 failed tries (~3 h) the host's queued URLs become dead letters
 # "robots-unreachable" (scrapy frontier requeue brings them back), so a finite

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import TYPE_CHECKING
 
 from scrapy.extensions.logstats import LogStats
@@ -85,14 +84,7 @@ class ProgressLog(LogStats):
 async def _frontier_part(frontier: object) -> str:
     """``frontier: ... queued, ...; hosts: ... ready, ... waiting, ... breaker-open``."""
     counts = await frontier.counts()  # type: ignore[attr-defined]
-    keys = frontier.keys  # type: ignore[attr-defined]
-    now_ms = int(time.time() * 1000)
-    pipe = frontier.client.pipeline(transaction=False)  # type: ignore[attr-defined]
-    for part in range(keys.partitions):
-        pipe.zcount(keys.ready(part), "-inf", now_ms)
-        pipe.zcount(keys.ready(part), f"({now_ms}", "+inf")
-    replies = await pipe.execute()
-    ready, waiting = sum(replies[0::2]), sum(replies[1::2])
+    ready, waiting = await frontier.ready_hosts()  # type: ignore[attr-defined]
     return (f"frontier: {counts['queued']} queued, {counts['leased']} leased, "
             f"{counts['delayed']} delayed, {counts['dead']} dead; hosts: {ready} ready, "
             f"{waiting} waiting, {counts.get('breaker_open', 0)} breaker-open")

@@ -18,7 +18,8 @@ key                 type       holds
 ``PP:h:HOST``       hash       host: n queued, i in flight, t next claim ms,
                                s next start ms, a admitted, c concurrency,
                                dl delay ms, fl delay floor ms (Crawl-delay),
-                               w held until ms, b blocked (dropped); robots:
+                               w held until ms (no claims), bk backoff
+                               until ms (no starts), b blocked (dropped); robots:
                                rs state (f fetching, k known, u unreachable),
                                rx refresh ms, ra failed tries, rt last good
                                fetch ms, rv version of the rules

@@ -8,6 +8,16 @@ middleware, placed last before the downloader, asks the frontier (one small
 script, about a tenth of a millisecond on a local Redis) whether the host may
 be contacted now and waits the few milliseconds it is told when not. In the
 normal case the answer is "now" and nothing waits.
+
+Two cases never go out early:
+
+- the host was held after its URL was claimed (a 429 or 503 with
+  Retry-After, a breaker that opened): a wait longer than a few seconds
+  gives the URL back to the frontier, delayed until the host may be
+  contacted, instead of holding a download slot all that time;
+- Redis does not answer: the request waits for it (the claims were paced, but
+  two URLs of one host claimed together are only kept apart here) and, if
+  Redis stays away longer than a lease, goes back to the head of its queue.
 """
 
 from __future__ import annotations
@@ -16,14 +26,18 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
+from scrapy.exceptions import IgnoreRequest
 
-from crawler.frontier.scheduler import LEASE_META, scheduler_of
+from crawler.frontier.scheduler import LEASE_META, OUTCOME_META, scheduler_of
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
 
-_MAX_WAIT_S = 60.0
+#: A wait longer than this gives the URL back to the frontier (delayed) rather
+#: than keeping its download slot.
+DEFER_AFTER_S = 5.0
+_REDIS_RETRY_S = (0.1, 2.0)  # first and longest pause while Redis does not answer
 
 
 class FrontierPacingMiddleware:
@@ -31,6 +45,7 @@ class FrontierPacingMiddleware:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
+        self.stats = crawler.stats
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierPacingMiddleware:
@@ -46,14 +61,28 @@ class FrontierPacingMiddleware:
         host = scheduler.host_of(token)
         if host is None:
             return
-        waited = 0.0
-        while waited < _MAX_WAIT_S:
+        redis_wait = 0.0
+        pause = _REDIS_RETRY_S[0]
+        while True:
             try:
                 wait_ms = await scheduler.frontier.start_gate(host)
             except (RedisError, OSError):
-                return  # Redis trouble is the scheduler's to report; claims were paced
+                if redis_wait >= scheduler.limits.lease_ms / 1000:
+                    self._give_back(request, "return", "", "Redis unreachable")
+                self.stats.inc_value("frontier/pacing/redis_waits")
+                await asyncio.sleep(pause)
+                redis_wait += pause
+                pause = min(pause * 2, _REDIS_RETRY_S[1])
+                continue
             if wait_ms <= 0:
-                break
-            self.crawler.stats.inc_value("frontier/pacing/waits")
+                return
+            if wait_ms > DEFER_AFTER_S * 1000:
+                self._give_back(request, "retry", str(wait_ms), "host held")
+            self.stats.inc_value("frontier/pacing/waits")
             await asyncio.sleep(wait_ms / 1000)
-            waited += wait_ms / 1000
+
+    def _give_back(self, request: Request, op: str, arg: str, why: str) -> None:
+        """End the lease without a download: delayed by ``arg`` ms, or back to its queue."""
+        self.stats.inc_value(f"frontier/pacing/given_back/{'held' if op == 'retry' else 'redis'}")
+        request.meta[OUTCOME_META] = {"op": op, "arg": arg, "health": ""}
+        raise IgnoreRequest(f"not started: {why}")

@@ -262,6 +262,22 @@ class FrontierScheduler:
         return (self.limits.delay_ms * (1 - self.limits.jitter) > 0 or bool(self.slot_settings)
                 or self.robots is not None)  # a Crawl-delay can slow any host down
 
+    def hold_now(self, token: str, seconds: float) -> None:
+        """Hold the host of a lease back for every worker at once (a 429 / 503 just
+        arrived), without waiting for the lease's release to say so. Best effort:
+        if Redis does not answer, the release holds the host when it goes through."""
+        host = self.host_of(token)
+        if host is None or self.frontier is None or seconds <= 0:
+            return
+        self._spawn(self._hold(host, round(seconds * 1000)))
+
+    async def _hold(self, host: str, ms: int) -> None:
+        try:
+            await self.frontier.hold(host, ms)  # type: ignore[union-attr]
+        except (RedisError, OSError):
+            return
+        self.stats.inc_value("frontier/holds/early")
+
     def host_of(self, token: str) -> str | None:
         """The host key of a lease this worker holds."""
         held = self.held.get(token)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import pkgutil
 import random
+import time
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -171,6 +172,7 @@ class Frontier:
         self._release = client.register_script(script_source("release"))
         self._renew = client.register_script(script_source("renew"))
         self._start = client.register_script(script_source("start"))
+        self._hold = client.register_script(script_source("hold"))
         self._robots = client.register_script(script_source("robots"))
         self._drop = client.register_script(script_source("drop_host"))
         self._next_partition = random.randrange(keys.partitions)
@@ -297,10 +299,12 @@ class Frontier:
         when several commands to it start at once)."""
         if self.cluster:
             return await self._per_node(calls)
-        pipe = self.client.pipeline(transaction=False)
-        for script, keys, args in calls:
-            await script(keys=keys, args=args, client=pipe)
-        return await pipe.execute()
+        # "async with": a pipeline that fails before it sends (Redis down while
+        # it loads its scripts) must still give its connection back to the pool.
+        async with self.client.pipeline(transaction=False) as pipe:
+            for script, keys, args in calls:
+                await script(keys=keys, args=args, client=pipe)
+            return await pipe.execute()
 
     async def _per_node(self, calls: list[tuple[Any, list[Any], list[Any]]]) -> list[Any]:
         await self.client.initialize()  # the slot map (a no-op once loaded)
@@ -322,15 +326,22 @@ class Frontier:
         key = self.keys.host(self.partition(host), host)
         return int(await self._start(keys=[key], args=[self.limits.jitter]))
 
+    async def hold(self, host: str, ms: int) -> bool:
+        """Hold ``host`` back for ``ms`` for every worker: no claim, no start (False: unknown)."""
+        part = self.partition(host)
+        return bool(await self._hold(keys=[self.keys.counts(part)],
+                                     args=[self.keys.prefix(part), host, ms]))
+
     async def store_robots(
         self, host: str, blob: bytes | None, ttl_ms: int, concurrency: int, delay_ms: int,
-        floor_ms: int, first_gap_ms: int, retry: RobotsRetry,
+        floor_ms: int, first_gap_ms: int, retry: RobotsRetry, wait_ms: int = 0,
     ) -> RobotsOutcome:
-        """Store a robots.txt outcome for every worker (``blob`` None: unreachable)."""
+        """Store a robots.txt outcome for every worker (``blob`` None: unreachable;
+        ``wait_ms``: the Retry-After it came with, the shortest wait before a retry)."""
         part = self.partition(host)
         args = [self.keys.prefix(part), host, "fail" if blob is None else "ok", ttl_ms,
                 blob or b"", concurrency, delay_ms, floor_ms, first_gap_ms, retry.base_ms,
-                retry.cap_ms, retry.max_attempts, retry.stale_max_ms]
+                retry.cap_ms, retry.max_attempts, retry.stale_max_ms, wait_ms]
         state, attempts, version = await self._robots(keys=[self.keys.counts(part)], args=args)
         return RobotsOutcome(state.decode(), int(attempts), int(version))
 
@@ -354,13 +365,25 @@ class Frontier:
             if not queued or not left:
                 return moved
 
+    async def ready_hosts(self) -> tuple[int, int]:
+        """Hosts with queued URLs that may be claimed now, and those waiting
+        (pacing, a hold), over every partition."""
+        now_ms = int(time.time() * 1000)
+        async with self.client.pipeline(transaction=False) as pipe:
+            for part in range(self.keys.partitions):
+                pipe.zcount(self.keys.ready(part), "-inf", now_ms)
+                pipe.zcount(self.keys.ready(part), f"({now_ms}", "+inf")
+            replies = await pipe.execute()
+        return sum(replies[0::2]), sum(replies[1::2])
+
     async def counts(self) -> dict[str, int]:
         """Counts per state (and dup, refused, expired, hosts), summed over partitions."""
-        pipe = self.client.pipeline(transaction=False)
-        for part in range(self.keys.partitions):
-            pipe.hgetall(self.keys.counts(part))
+        async with self.client.pipeline(transaction=False) as pipe:
+            for part in range(self.keys.partitions):
+                pipe.hgetall(self.keys.counts(part))
+            replies = await pipe.execute()
         total: dict[str, int] = dict.fromkeys(STATES, 0)
-        for reply in await pipe.execute():
+        for reply in replies:
             for key, value in reply.items():
                 name = key.decode()
                 if name != "seq":

@@ -20,17 +20,16 @@ scheduler turns it into the lease's release.
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
-import random
 import time
 from typing import TYPE_CHECKING
 
 from scrapy.exceptions import DownloadCancelledError, IgnoreRequest, NotConfigured
 from scrapy.utils.misc import load_object
 
-from crawler.frontier.scheduler import LEASE_META, OUTCOME_META
+from crawler.backoff import full_jitter, retry_after_seconds
+from crawler.frontier.scheduler import LEASE_META, OUTCOME_META, scheduler_of
 from crawler.signals import retry_after_applied
 
 if TYPE_CHECKING:
@@ -40,35 +39,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-
-def retry_after_seconds(value: bytes | str | None, now: float) -> float | None:
-    """Seconds a ``Retry-After`` value asks to wait (None: absent or garbage).
-
-    RFC 9110 10.2.3: delta-seconds or an HTTP date; a date in the past means
-    now (0).
-    """
-    if value is None:
-        return None
-    text = (value.decode("latin-1") if isinstance(value, bytes) else value).strip()
-    if text.isascii() and text.isdigit():  # "²".isdigit() is True, int("²") is not
-        # Beyond 15 digits it is more than 30 million years: a cap will apply.
-        return float(int(text)) if len(text) <= 15 else 1e15
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when is None or when.tzinfo is None:
-        return None
-    return max(0.0, when.timestamp() - now)
-
-
-def full_jitter(attempt: int, base: float, cap: float, rnd: random.Random | None = None) -> float:
-    """Exponential backoff with full jitter: uniform in [0, min(cap, base x 2^attempt)].
-
-    Spreading retries over the whole window keeps many URLs that failed
-    together from coming back together (AWS architecture blog, 2015).
-    """
-    return (rnd or random).uniform(0, min(cap, base * 2 ** attempt))
+__all__ = ["RetryPolicyMiddleware", "full_jitter", "retry_after_seconds"]
 
 
 class RetryPolicyMiddleware:
@@ -105,6 +76,9 @@ class RetryPolicyMiddleware:
         hold = wait if status in self.backoff_codes else 0.0
         if hold:
             self.stats.inc_value("backoff/host_holds")
+            scheduler = scheduler_of(self.crawler)
+            if scheduler is not None:
+                scheduler.hold_now(request.meta[LEASE_META], hold)
         self._retry_or_give_up(request, f"http-{status}", f"HTTP {status}", wait, hold, health)
         return response  # given up: the spider still sees the answer
 

@@ -12,6 +12,7 @@ frontier retries unreachable files with backoff) and no cookies.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urljoin
@@ -20,6 +21,7 @@ from scrapy import Request, signals
 from scrapy.exceptions import StopDownload
 
 from crawler.addressguard import AddressBlocked
+from crawler.backoff import retry_after_seconds
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -45,6 +47,7 @@ class Fetched:
     redirects: int = 0
     truncated: bool = False
     max_age: int | None = None  # Cache-Control max-age of the final answer, seconds
+    retry_after: float | None = None  # its Retry-After (a 429 / 503), seconds
 
 
 class RobotsFetcher:
@@ -113,7 +116,8 @@ def _redirect_target(response: Response) -> str | None:
 def _fetched(response: Response, redirects: int) -> Fetched:
     truncated = "download_stopped" in response.flags
     return Fetched(response.status, response.body, None, response.url, redirects, truncated,
-                   _max_age(response.headers.get(b"Cache-Control")))
+                   _max_age(response.headers.get(b"Cache-Control")),
+                   retry_after_seconds(response.headers.get(b"Retry-After"), time.time()))
 
 
 def _max_age(value: bytes | None) -> int | None:

@@ -126,8 +126,9 @@ class RobotsPolicy:
         fetched = await self.fetcher.fetch(host_origin(host))
         kind = self._count(fetched)
         if kind == "unreachable":
+            wait_ms = round(min(fetched.retry_after or 0.0, 1e12) * 1000)
             outcome = await self.frontier.store_robots(host, None, 0, 0, 0, 0, 0,
-                                                       self.settings.retry)
+                                                       self.settings.retry, wait_ms)
             await self._unreachable(host, fetched, outcome)
             return outcome
         text = await self._prepare(fetched.body) if kind == "rules" else ""

@@ -75,9 +75,29 @@ PAGE_MODES: tuple[str, ...] = (
 
 #: Page modes that only appear when pinned to a host (never drawn by a mix):
 #: ``slow`` answers every page after ``SLOW_SECONDS``; ``rate-limited-year``
-#: answers each page's first request 429 with a Retry-After of a year.
-EXTRA_PAGE_MODES: tuple[str, ...] = ("slow", "rate-limited-year")
+#: answers each page's first request 429 with a Retry-After of a year;
+#: ``internal-links`` serves normal pages that also link to the
+#: ``INTERNAL_HREFS`` (a crawler must never request them).
+EXTRA_PAGE_MODES: tuple[str, ...] = ("slow", "rate-limited-year", "internal-links")
 SLOW_SECONDS = 2.0
+#: Links to loopback, private, link-local and single-label destinations, the
+#: way a hostile or careless page points a crawler at an internal network. A
+#: test crawl reaches every host through the simulated web's proxy, so even a
+#: crawler that wrongly followed one would send nothing off the machine; the
+#: request would show up in the ledger under that host instead.
+INTERNAL_HREFS: tuple[str, ...] = (
+    "http://127.0.0.1/admin",
+    "http://localhost:8080/",
+    "http://[::1]/",
+    "http://10.0.0.1/",
+    "http://192.168.1.1/login",
+    "http://172.16.5.4/",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://2130706433/",
+    "http://0x7f.1/",
+    "http://intranet/",
+    "http://[fd00::1]/",
+)
 
 #: Robots modes whose (final) robots.txt body carries the ``/private/`` rule.
 #: Such hosts also link to ``/private/1`` and ``/private/2`` (which serve 200)
@@ -638,6 +658,8 @@ class Web:
             out.append(_plain(spec, *_pick(rng, targets), tag="area"))
         out += self._decorated(spec, k, rng, targets)
         out += self._non_http(spec, k, rng)
+        if spec.page == "internal-links":
+            out += [Link(href, None, "a") for href in INTERNAL_HREFS]
         return out
 
     def _special_links(self, spec: HostSpec, k: int, rng: random.Random) -> list[Link]:
@@ -902,6 +924,7 @@ class Web:
         robots_policy: Mapping[str, str] | None = None,
         robots_max_bytes: int | None = None,
         admit: Callable[[str], bool] | None = None,
+        delivered: Callable[[tuple[str, str]], bool] | None = None,
     ) -> dict[tuple[str, str], int]:
         """Ground truth: every page identity a correct crawl requests, mapped
         to its shortest depth (seeds are 0).
@@ -914,6 +937,9 @@ class Web:
         silently at ``limit`` identities, which (with ``max_depth``) keeps
         trap hosts finite.  ``admit(url)`` (e.g. a crawler's trap rules,
         passed in by a test) can refuse URLs like robots.txt does.
+        ``delivered(identity)`` (e.g. "the server's ledger shows a complete
+        answer") limits the walk to links a crawl could actually have seen:
+        the links and redirect of a page that never arrived are not followed.
         """
         queue = deque((url_identity(u), 0) for u in seed_urls)
         found: dict[tuple[str, str], int] = {}
@@ -938,6 +964,8 @@ class Web:
                 continue
             found[ident] = depth
             per_host[host] = per_host.get(host, 0) + 1
+            if delivered is not None and not delivered(ident):
+                continue
             route = self._route(spec, path)
             if route.kind == "redirect" and route.target is not None:
                 queue.appendleft((route.target, depth))  # same depth, BFS order kept

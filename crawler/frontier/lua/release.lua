@@ -35,9 +35,12 @@ local counts = {done = 0, queued = 0, delayed = 0, dead = 0, robots_denied = 0,
                 breaker_open = 0, breaker_parked = 0}
 local transitions = {}
 
+-- Hold the host back: no claim (w) and no start of a URL claimed before
+-- (bk, read by start.lua) until now + ms; a hold only ever grows.
 local function hold(hk, ms)
-  local w = tonumber(redis.call('HGET', hk, 'w') or '0')
-  if now + ms > w then redis.call('HSET', hk, 'w', now + ms) end
+  local st = redis.call('HMGET', hk, 'w', 'bk')
+  if now + ms > tonumber(st[1] or '0') then redis.call('HSET', hk, 'w', now + ms) end
+  if now + ms > tonumber(st[2] or '0') then redis.call('HSET', hk, 'bk', now + ms) end
 end
 
 local function breaker_failure(hk, host)

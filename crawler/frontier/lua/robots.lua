@@ -8,7 +8,8 @@
 --   the file's Crawl-delay / Request-rate; its version rv moves on so that
 --   workers reload their in-process copy; the hold is lifted.
 -- * "fail" (5xx, 429, timeout, network error: "unreachable"): attempt ra + 1;
---   the next try is after base * 2^(ra - 1) ms, capped. A last good copy no
+--   the next try is after base * 2^(ra - 1) ms, or the Retry-After the
+--   server sent if longer, capped. A last good copy no
 --   older than stale_max ms keeps serving meanwhile (RFC 9309 2.4); without
 --   one the host is held (complete disallow) and, after max_attempts, the
 --   caller parks its queued URLs as dead letters.
@@ -18,7 +19,8 @@
 -- ARGV[4]  ttl ms, ARGV[5] blob, ARGV[6] concurrency, ARGV[7] delay ms,
 -- ARGV[8]  floor ms (robots delay), ARGV[9] gap ms before the first page,
 -- ARGV[10] retry base ms, ARGV[11] retry cap ms, ARGV[12] max attempts (0: no
---          parking), ARGV[13] stale max ms
+--          parking), ARGV[13] stale max ms, ARGV[14] the shortest wait before the
+--          next try, ms (the answer's Retry-After; capped like the backoff)
 -- Returns {state, attempts, version}: state "rules", "stale", "unreachable"
 -- or "park".
 local p, host, outcome = ARGV[1], ARGV[2], ARGV[3]
@@ -40,7 +42,7 @@ end
 
 local attempts = redis.call('HINCRBY', hk, 'ra', 1)
 local base, cap = tonumber(ARGV[10]), tonumber(ARGV[11])
-local backoff = math.min(base * 2 ^ (attempts - 1), cap)
+local backoff = math.min(math.max(base * 2 ^ (attempts - 1), tonumber(ARGV[14] or '0')), cap)
 local good = tonumber(redis.call('HGET', hk, 'rt') or '-1')
 local version = tonumber(redis.call('HGET', hk, 'rv') or '0')
 redis.call('HINCRBY', KEYS[1], 'robots_failed', 1)

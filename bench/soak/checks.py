@@ -1,0 +1,312 @@
+"""What the soak checks once every worker has exited: the ledger, the frontier, the WARCs.
+
+The ground truth is the web's model (``tests.simweb``), which knows every
+page, link and robots rule without any crawler code, narrowed to what a crawl
+could have seen: links are only followed from pages whose answer actually
+arrived in full (a page behind a hanging or resetting host, or behind a
+trickle the crawler gave up on, was never discoverable). Each check is a
+:class:`Row`: what was measured, the target, and whether it was met.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from itertools import pairwise
+from pathlib import Path
+
+import redis
+
+from bench.soak.chaos import Event
+from bench.soak.scenario import USER_AGENT
+from crawler.frontier.admin import FrontierAdmin
+from crawler.frontier.keys import Keys
+from crawler.warc.files import RecoverError, recover
+from tests.simweb import Web
+from tests.simweb.ledger import Entry, Ledger, is_robots_path
+from tests.simweb.model import (
+    DEFAULT_ROBOTS_POLICY,
+    FLAKY_MODES,
+    INTERNAL_HREFS,
+    ROBOTS_TOO_MANY_RETRY_AFTER,
+    RULES_BODY_MODES,
+)
+
+#: How late the server may stamp an arrival on two busy cores (seconds): gaps
+#: between requests are measured from those stamps.
+LAG = 0.1
+#: Answers the crawler retries: not a page's final answer.
+RETRIED = frozenset({408, 429, 500, 502, 503, 504, 522, 524})
+#: The crawler's robots policy where RFC 9309 lets it choose: five redirects
+#: are followed, a sixth makes robots.txt "unavailable" (allow all).
+ROBOTS_POLICY = {**DEFAULT_ROBOTS_POLICY, "redirect-6": "allow"}
+ROBOTS_MAX_BYTES = 512_000  # crawler.settings.ROBOTS_MAX_BYTES
+#: Page modes whose links a crawl must not be expected to finish.
+TRAP_MODES = ("trap-calendar", "trap-repeat")
+COMPLETE = frozenset({"ok", "trickle"})
+
+
+@dataclass
+class Row:
+    """One line of the soak's table."""
+
+    check: str
+    measured: str
+    target: str
+    ok: bool | None  # None: for information
+
+
+def _final(entry: Entry) -> bool:
+    """An answer the crawler keeps (not one it retries), delivered in full."""
+    return entry["outcome"] in COMPLETE and entry["status"] not in RETRIED
+
+
+class Evidence:
+    """The ledger read once: page identities, their final answers, per-host request lists."""
+
+    def __init__(self, web: Web, ledger: Ledger) -> None:
+        self.web = web
+        self.ledger = ledger
+        self.pages = [e for e in ledger.entries if not is_robots_path(e["path"])]
+        self.ident = {e["id"]: web.page_identity(e["host"], e["path"]) for e in self.pages}
+        self.final = Counter(self.ident[e["id"]] for e in self.pages if _final(e))
+        self.delivered = {self.ident[e["id"]] for e in self.pages
+                          if e["outcome"] in COMPLETE and e["status"] and e["status"] < 400}
+        self.by_host: dict[str, list[Entry]] = defaultdict(list)
+        for e in sorted(ledger.entries, key=lambda e: e["arrival"]):
+            if not e["path"].startswith("/robots-hop/"):  # another host's robots chain
+                self.by_host[e["host"]].append(e)
+
+
+# ---------------------------------------------------------------------- completeness
+
+
+def wanted_pages(web: Web, seeds: list[str], evidence: Evidence) -> set[tuple[str, str]]:
+    """Pages a correct crawl must finish: reachable through delivered pages, allowed
+    by robots.txt, on hosts that are not traps (those stop at the per-host cap)."""
+    reachable = web.reachable(seeds, user_agent=USER_AGENT, limit=1_000_000,
+                              robots_policy=ROBOTS_POLICY, robots_max_bytes=ROBOTS_MAX_BYTES,
+                              delivered=evidence.delivered.__contains__)
+    traps = {h.name for h in web.hosts_where(page=TRAP_MODES)}
+    return {ident for ident in reachable if ident[0] not in traps}
+
+
+def dead_letters(admin: FrontierAdmin, web: Web) -> dict[tuple[str, str], str]:
+    """Every dead URL's identity and reason."""
+    return {web.url_identity(d.url): d.reason for d in admin.iter_dead() if d.url}
+
+
+def completeness_rows(wanted: set[tuple[str, str]], evidence: Evidence,
+                      dead: Mapping[tuple[str, str], str]) -> list[Row]:
+    done = {ident for ident in wanted if evidence.final[ident]}
+    died = {ident for ident in wanted - done if ident in dead}
+    lost = sorted(wanted - done - died)
+    no_reason = [ident for ident, reason in dead.items() if reason in ("", "?")]
+    reasons = Counter(dead.values()).most_common(4)
+    return [
+        Row("reachable allowed pages: done / dead", f"{len(done)} / {len(died)}",
+            f"all {len(wanted)}", not lost),
+        Row("  ...of which lost (neither)", f"{len(lost)} {lost[:3] if lost else ''}".strip(),
+            "0", not lost),
+        Row("dead letters without a reason", f"{len(no_reason)} of {len(dead)} "
+            f"({', '.join(f'{r} {n}' for r, n in reasons)})", "0", not no_reason),
+    ]
+
+
+def frontier_rows(client: redis.Redis, keys: Keys) -> list[Row]:
+    """The frontier's own books: nothing left in flight, and every admitted URL ended."""
+    counts: Counter[str] = Counter()
+    seen = 0
+    for part in range(keys.partitions):
+        counts.update({k.decode(): int(v) for k, v in client.hgetall(keys.counts(part)).items()
+                       if k != b"seq"})
+        for key in client.scan_iter(match=f"{_glob(keys.prefix(part))}:s:*", count=1000):
+            seen += client.scard(key)
+    left = {s: counts[s] for s in ("queued", "leased", "delayed") if counts[s]}
+    ended = counts["done"] + counts["dead"] + counts["refused"]
+    return [
+        Row("frontier: queued + leased + delayed at the end", str(sum(left.values())), "0",
+            not left),
+        Row("frontier: URLs seen vs done + dead + refused", f"{seen} vs {ended}", "equal",
+            seen == ended),
+        Row("frontier: leases expired (killed workers' URLs back)", str(counts["expired"]),
+            "> 0 when a worker held leases at a SIGKILL", None),
+    ]
+
+
+def _glob(text: str) -> str:
+    return "".join(f"[{c}]" if c in "*?[]" else c for c in text)
+
+
+# ---------------------------------------------------------------------- duplicates
+
+
+def duplicate_rows(evidence: Evidence, events: Iterable[Event]) -> list[Row]:
+    twice = sum(n - 1 for n in evidence.final.values() if n > 1)
+    strikes = [e for e in events if e.what in ("SIGKILL", "SIGTERM")]
+    held = sum(e.leased for e in strikes)
+    return [Row("duplicate fetches (a page's final answer twice)", str(twice),
+                f"<= {held} (URLs leased at the {len(strikes)} kills/stops)", twice <= held)]
+
+
+# ---------------------------------------------------------------------- politeness
+
+
+def robots_rows(web: Web, evidence: Evidence) -> list[Row]:
+    bad = [e for e in evidence.pages if web.host(e["host"]) is not None
+           and not web.allowed(e["host"], evidence.ident[e["id"]][1], USER_AGENT,
+                               robots_policy=ROBOTS_POLICY, robots_max_bytes=ROBOTS_MAX_BYTES)]
+    sample = [f"{e['host']}{e['path']}" for e in bad[:3]]
+    return [Row("requests robots.txt disallowed (or unreachable robots)",
+                f"{len(bad)} {sample if sample else ''}".strip(), "0", not bad)]
+
+
+def _crawl_delay(web: Web, host: str) -> float | None:
+    spec = web.host(host)
+    if spec is None or spec.robots not in RULES_BODY_MODES:
+        return None
+    return spec.crawl_delay if ROBOTS_POLICY[spec.robots] == "rules" else None
+
+
+def pacing_rows(web: Web, evidence: Evidence, delay_floor: float,
+                concurrency: int) -> list[Row]:
+    """Crawl-delay and DOWNLOAD_DELAY gaps, Retry-After waits and requests in flight."""
+    crawl_delay_bad, delay_bad, retry_bad, conc_bad = [], [], [], []
+    gaps = retry_checked = on_their_way = squeezed = 0
+    for host, entries in evidence.by_host.items():
+        pages = [e for e in entries if not is_robots_path(e["path"])]
+        cd = _crawl_delay(web, host)
+        need = cd if cd is not None else delay_floor
+        previous = float("inf")
+        for a, b in pairwise(pages):
+            gaps += 1
+            gap = b["arrival"] - a["arrival"]
+            if gap >= need - LAG:
+                pass
+            elif _late_stamp(previous, gap, need):
+                squeezed += 1
+            else:
+                (crawl_delay_bad if cd is not None else delay_bad).append(
+                    (host, round(gap, 3), need))
+            previous = gap
+        limit = 1 if cd is not None else concurrency
+        if (peak := _max_in_flight(pages)) > limit:
+            conc_bad.append((host, peak, limit))
+        for i, e in enumerate(entries):
+            wait = _retry_after(web, e)
+            if wait is None:
+                continue
+            retry_checked += 1
+            # Requests that reached the server within LAG of the 429 were sent
+            # before the crawler could have read it: in flight, not a violation.
+            later = [n["arrival"] - e["done"] for n in entries[i + 1:]
+                     if n["arrival"] < e["done"] + wait]
+            on_their_way += sum(1 for t in later if t <= LAG)
+            early = [round(t, 3) for t in later if LAG < t < wait - LAG]
+            if early:
+                retry_bad.append((host, e["path"], early[0], wait))
+    return [
+        Row("Crawl-delay violations (gap < Crawl-delay)", _some(crawl_delay_bad), "0",
+            not crawl_delay_bad),
+        Row("DOWNLOAD_DELAY violations (gap < delay x (1 - jitter))",
+            f"{_some(delay_bad)} of {gaps} gaps ({squeezed} squeezed by one late stamp)",
+            "0", not delay_bad),
+        Row("Retry-After violations (a request sent during the wait)",
+            f"{_some(retry_bad)} of {retry_checked} waits ({on_their_way} already in flight)",
+            "0", not retry_bad),
+        Row("per-host concurrency violations", _some(conc_bad),
+            f"0 (1 with a Crawl-delay, else {concurrency})", not conc_bad),
+    ]
+
+
+def _late_stamp(previous: float, gap: float, need: float) -> bool:
+    """Whether a short gap is one late arrival stamp, not two requests sent too close.
+
+    A request stamped late by d (a busy server loop, or its worker's reactor
+    busy between the start gate and the socket) lengthens the gap before it by
+    d and shortens the gap after it by d, so their sum still holds two gaps.
+    At most 2 x LAG is put down to a late stamp.
+    """
+    return gap >= need - 2 * LAG and previous + gap >= 2 * need - LAG
+
+
+def _some(items: list[tuple[object, ...]]) -> str:
+    return f"{len(items)} {items[:2]}" if items else "0"
+
+
+def _retry_after(web: Web, entry: Entry) -> float | None:
+    """The Retry-After (seconds) the server sent with ``entry``, if any."""
+    if entry["status"] != 429:
+        return None
+    spec = web.host(entry["host"])
+    if spec is None:
+        return None
+    if is_robots_path(entry["path"]):
+        return float(ROBOTS_TOO_MANY_RETRY_AFTER)
+    retry = FLAKY_MODES.get(spec.page, (0, 0, None))[2]
+    if retry is None:
+        return None
+    form, seconds = retry
+    # An HTTP-date has whole seconds: "3 s from now" is 2 to 3 s away.
+    return float(seconds if form == "seconds" else seconds - 1)
+
+
+def _max_in_flight(entries: list[Entry]) -> int:
+    """Most of ``entries`` open at one moment ([arrival, done); open ones never end)."""
+    events = []
+    for e in entries:
+        events += [(e["arrival"], 1), (e["done"] if e["done"] is not None else float("inf"), -1)]
+    best = current = 0
+    for _, delta in sorted(events):
+        current += delta
+        best = max(best, current)
+    return best
+
+
+def address_rows(web: Web, evidence: Evidence) -> list[Row]:
+    """No request to an internal address, while pages linking to them were read."""
+    strangers = sorted(evidence.ledger.hosts() - {h.name for h in web.hosts})
+    baits = {h.name for h in web.hosts_where(page="internal-links")}
+    read = sum(1 for ident in evidence.delivered if ident[0] in baits)
+    return [Row("pages linking to internal addresses read", str(read),
+                f"> 0 ({len(INTERNAL_HREFS)} such links each)", read > 0),
+            Row("requests to blocked addresses (hosts not in the web)",
+                f"{len(strangers)} {strangers[:3] if strangers else ''}".strip(), "0",
+                not strangers)]
+
+
+# ---------------------------------------------------------------------- workers and WARC
+
+
+def worker_rows(exits: list[tuple[str, int, str]], logs: Mapping[str, str]) -> list[Row]:
+    """Every exit explained: SIGKILLed by the driver, or a clean exit (SIGTERM included)."""
+    bad = [(wid, code) for wid, code, how in exits if how != "SIGKILL" and code != 0]
+    tracebacks = {wid: log.count("Traceback") for wid, log in logs.items() if "Traceback" in log}
+    return [
+        Row("workers exiting with an error", _some(bad), "0", not bad),
+        Row("tracebacks in worker logs", f"{sum(tracebacks.values())} {list(tracebacks)[:3]}"
+            if tracebacks else "0", "0", not tracebacks),
+    ]
+
+
+def warc_rows(warc_dir: Path) -> list[Row]:
+    """Recover what killed writers left open, then ``warcio check`` every file."""
+    recovered, unrecoverable = 0, []
+    for path in sorted(warc_dir.glob("*.warc.gz.open")):
+        try:
+            recover(path)
+            recovered += 1
+        except RecoverError as exc:
+            unrecoverable.append(f"{path.name}: {exc}")
+    files = sorted(warc_dir.glob("*.warc.gz"))
+    check = subprocess.run([sys.executable, "-m", "warcio.cli", "check", *map(str, files)],
+                           capture_output=True, text=True, check=False) if files else None
+    valid = check is not None and check.returncode == 0
+    problems = unrecoverable + ([check.stdout[-300:]] if check is not None and not valid else [])
+    return [Row("WARC files valid (warcio check), killed writers' recovered",
+                f"{len(files)} files, {recovered} recovered"
+                + (f"; {problems[:2]}" if problems else ""), "all valid",
+                valid and not unrecoverable)]

@@ -1,0 +1,22 @@
+-- Hold a host back now, for every worker: the server asked us to wait.
+--
+-- The release of the URL that got the 429 / 503 holds the host too, but only
+-- once its response has gone through the engine, tens of milliseconds or more
+-- later; meanwhile other workers could claim and start the host's next URLs.
+-- The retry middleware calls this as soon as the answer arrives. The hold
+-- only ever grows (the later of the two ends wins): w keeps the host out of
+-- the ready set (no claims) and bk keeps URLs claimed before from starting
+-- (start.lua).
+--
+-- KEYS[1]  the partition's counts hash (routes the call to the partition)
+-- ARGV[1]  prefix, ARGV[2] host, ARGV[3] hold ms
+-- Returns 1, or 0 when the frontier does not know the host.
+local p, host = ARGV[1], ARGV[2]
+local hk = p .. ':h:' .. host
+if redis.call('EXISTS', hk) == 0 then return 0 end
+local until_ms = now_ms() + tonumber(ARGV[3])
+local st = redis.call('HMGET', hk, 'w', 'bk')
+if until_ms > tonumber(st[1] or '0') then redis.call('HSET', hk, 'w', until_ms) end
+if until_ms > tonumber(st[2] or '0') then redis.call('HSET', hk, 'bk', until_ms) end
+refresh_host(p, host)
+return 1

@@ -1,0 +1,111 @@
+"""Regression tests for what the chaos soak (``bench/soak``) found, on a real Redis.
+
+- A 429's Retry-After reached Redis only when the URL's lease was released,
+  and the start gate ignored holds: URLs of the host claimed earlier (by any
+  worker) still started during the wait.
+- A robots.txt answering 429 with Retry-After was retried after the robots
+  backoff, sooner than the server asked.
+- A pipeline that failed before sending (Redis down while it loaded its
+  scripts) kept its connection: after a Redis restart a worker's pool ran dry
+  and it waited 30 s per command for a free connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+
+import pytest
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from crawler.frontier.keys import Keys
+from crawler.frontier.store import Frontier, Limits, Release
+from tests.redis_server import RedisServer, started_redis
+from tests.test_frontier_robots_store import HOST, RETRY
+from tests.test_frontier_store import Harness, _admission
+
+
+@pytest.fixture
+def harness(redis_url: str, redis_prefix: str) -> Iterator[Harness]:
+    h = Harness(redis_url, redis_prefix + "soakfix", concurrency=4, delay_ms=0, lease_ms=60_000)
+    yield h
+    h.close()
+
+
+def test_an_early_hold_stops_claims_and_starts_of_urls_claimed_before(harness: Harness) -> None:
+    f = harness.frontier
+    harness.run(f.admit([_admission(f"http://a.test/{i}") for i in range(6)]))
+    claimed = harness.run(f.claim(2, "w1")).leases  # two URLs on their way to the gate
+    assert len(claimed) == 2
+    assert harness.run(f.start_gate(HOST)) == 0  # the first starts and gets a 429...
+    assert harness.run(f.hold(HOST, 3000)) is True  # ...whose Retry-After holds the host
+    assert 2800 <= harness.run(f.start_gate(HOST)) <= 3000  # the second may not start
+    held = harness.run(f.claim(4, "w2"))
+    assert held.leases == []  # nor may anything else be claimed
+    assert 2800 <= held.next_ready_ms - held.server_ms <= 3000
+    # a later release's hold never shortens it
+    harness.run(f.release([Release(claimed[0].host, claimed[0].fingerprint, "retry", "500",
+                                   hold_ms=1000)], "w1"))
+    assert harness.run(f.start_gate(HOST)) >= 2500
+
+
+def test_a_release_hold_also_gates_urls_claimed_before(harness: Harness) -> None:
+    f = harness.frontier
+    harness.run(f.admit([_admission(f"http://a.test/{i}") for i in range(3)]))
+    first, _ = harness.run(f.claim(2, "w1")).leases
+    harness.run(f.release([Release(first.host, first.fingerprint, "retry", "2000",
+                                   hold_ms=2000)], "w1"))
+    assert 1800 <= harness.run(f.start_gate(HOST)) <= 2000
+
+
+def test_an_unknown_host_is_not_held(harness: Harness) -> None:
+    assert harness.run(harness.frontier.hold("http://nobody.test:80", 1000)) is False
+
+
+def test_robots_retry_waits_for_the_retry_after_it_was_sent(
+    redis_url: str, redis_prefix: str
+) -> None:
+    h = Harness(redis_url, redis_prefix + "soakfix-r", concurrency=4, delay_ms=0,
+                lease_ms=60_000, robots_ms=300)
+    try:
+        f = h.frontier
+        h.run(f.admit([_admission("http://a.test/1")]))
+        assert h.run(f.claim(5, "w1")).robots_jobs == [HOST]
+        # backoff base 200 ms (cap 400 ms), but the 429 said 5 s: the cap wins
+        h.run(f.store_robots(HOST, None, 0, 0, 0, 0, 0, RETRY, wait_ms=5000))
+        held = h.run(f.claim(5, "w1"))
+        assert 380 <= held.next_ready_ms - held.server_ms <= 400
+        longer = RETRY.__class__(base_ms=200, cap_ms=60_000, max_attempts=0,
+                                 stale_max_ms=60_000)
+        time.sleep(0.42)  # past the capped wait
+        assert h.run(f.claim(5, "w1")).robots_jobs == [HOST]
+        h.run(f.store_robots(HOST, None, 0, 0, 0, 0, 0, longer, wait_ms=5000))
+        held = h.run(f.claim(5, "w1"))
+        assert 4800 <= held.next_ready_ms - held.server_ms <= 5000
+    finally:
+        h.close()
+
+
+def test_a_pipeline_failing_while_redis_is_down_gives_its_connection_back() -> None:
+    async def scenario(server: RedisServer) -> tuple[int, int]:
+        pool = BlockingConnectionPool.from_url(server.url, max_connections=2, timeout=1)
+        client = Redis.from_pool(pool)
+        frontier = Frontier(client, Keys("leak", partitions=4, seen_buckets=8), Limits())
+        await frontier.admit([_admission("http://a.test/1")])
+        lease = (await frontier.claim(1, "w1")).leases[0]
+        server.stop()
+        for _ in range(5):  # more failures than the pool has connections
+            with pytest.raises((RedisConnectionError, OSError)):
+                await frontier.renew([lease], "w1")
+        in_use = len(pool._in_use_connections)
+        server.start()  # its script cache is empty: the pipeline loads them again
+        renewed = await frontier.renew([lease], "w1")
+        await client.aclose()
+        return in_use, renewed
+
+    with started_redis(appendonly=True) as server:
+        in_use, renewed = asyncio.run(scenario(server))
+    assert in_use == 0
+    assert renewed == 1
