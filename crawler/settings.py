@@ -151,6 +151,9 @@ REDIS_CLUSTER = False
 # `scrapy frontier delete --crawl-id ID --yes` removes one.
 FRONTIER_CRAWL_ID = ""
 FRONTIER_IDLE_WAIT = 0
+# A worker that starts while Redis does not answer (restarting, failing over)
+# waits this many seconds for it before giving up.
+FRONTIER_CONNECT_WAIT = 60.0
 # This worker's name in the frontier (heartbeats, leases, status, metrics,
 # WARC file names); "" means hostname:pid, unique per live process.
 FRONTIER_WORKER_ID = ""

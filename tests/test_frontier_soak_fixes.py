@@ -5,6 +5,7 @@
   worker) still started during the wait.
 - A robots.txt answering 429 with Retry-After was retried after the robots
   backoff, sooner than the server asked.
+- A worker started while Redis was down died at once with a traceback.
 - A pipeline that failed before sending (Redis down while it loaded its
   scripts) kept its connection: after a Redis restart a worker's pool ran dry
   and it waited 30 s per command for a free connection.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from redis.asyncio import BlockingConnectionPool, Redis
@@ -22,7 +24,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from crawler.frontier.keys import Keys
 from crawler.frontier.store import Frontier, Limits, Release
+from tests.crawl_runner import finish_crawl, start_crawl
 from tests.redis_server import RedisServer, started_redis
+from tests.simweb import SimWebProcess
 from tests.test_frontier_robots_store import HOST, RETRY
 from tests.test_frontier_store import Harness, _admission
 
@@ -109,3 +113,24 @@ def test_a_pipeline_failing_while_redis_is_down_gives_its_connection_back() -> N
         in_use, renewed = asyncio.run(scenario(server))
     assert in_use == 0
     assert renewed == 1
+
+
+@pytest.mark.crawl
+def test_a_worker_started_while_redis_is_down_waits_for_it(tmp_path: Path) -> None:
+    """The soak's SIGTERMed worker was restarted just before Redis went down, and died."""
+    with SimWebProcess(seed=5, n_hosts=6, mix="clean") as sim, \
+            started_redis(appendonly=True) as server:
+        server.stop()
+        started = time.monotonic()
+        worker = start_crawl(sim.proxy_url, sim.web.seed_urls(), tmp_path,
+                             {"REDIS_URL": server.url, "FRONTIER_NAMESPACE": "late",
+                              "FRONTIER_PARTITIONS": 4, "DOWNLOAD_DELAY": 0.1,
+                              "DEPTH_LIMIT": 1, "FRONTIER_CONNECT_WAIT": 30})
+        time.sleep(4)
+        assert worker.poll() is None, (tmp_path / "crawl.log").read_text()[-3000:]
+        server.start()
+        result = finish_crawl(worker, tmp_path, started, timeout=120)
+        served = {e["host"] for e in sim.ledger().entries}
+    assert result.returncode == 0, result.log[-3000:]
+    assert "unreachable" in result.log and "waiting up to 30 s" in result.log
+    assert served == {h.name for h in sim.web.hosts}

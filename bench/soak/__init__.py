@@ -137,11 +137,12 @@ def _soak(scenario: Scenario, sim: SimWebProcess, server: RedisServer, root: Pat
             *checks.frontier_rows(client, keys),
             *checks.duplicate_rows(evidence, driver.events),
             *checks.robots_rows(web, evidence),
+            *checks.warc_rows(warc_dir),  # first: it recovers the killed workers' files
             *checks.pacing_rows(web, evidence, delay_floor=_delay_floor(settings),
                                 concurrency=int(settings.get("CONCURRENT_REQUESTS_PER_DOMAIN",
-                                                             4))),
+                                                             4)),
+                                archived_429=checks.answers_archived(warc_dir, web, 429)),
             *checks.address_rows(web, evidence),
-            *checks.warc_rows(warc_dir),
         ]
     finally:
         client.close()

@@ -10,6 +10,8 @@ trickle the crawler gave up on, was never discoverable). Each check is a
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 import subprocess
 import sys
 from collections import Counter, defaultdict
@@ -17,8 +19,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
+from statistics import median
 
 import redis
+from warcio.archiveiterator import ArchiveIterator
 
 from bench.soak.chaos import Event
 from bench.soak.scenario import USER_AGENT
@@ -171,9 +175,17 @@ def _crawl_delay(web: Web, host: str) -> float | None:
     return spec.crawl_delay if ROBOTS_POLICY[spec.robots] == "rules" else None
 
 
-def pacing_rows(web: Web, evidence: Evidence, delay_floor: float,
-                concurrency: int) -> list[Row]:
-    """Crawl-delay and DOWNLOAD_DELAY gaps, Retry-After waits and requests in flight."""
+def pacing_rows(web: Web, evidence: Evidence, delay_floor: float, concurrency: int,
+                archived_429: Mapping[tuple[str, str], list[float]] | None = None) -> list[Row]:
+    """Crawl-delay and DOWNLOAD_DELAY gaps, Retry-After waits and requests in flight.
+
+    A request that reaches the server after a 429 was sent but before the
+    crawler had read it (``archived_429``: when a worker received it) was
+    already on its way: counted, not a violation. Any later request during the
+    wait is one.
+    """
+    archived_429 = archived_429 or {}
+    reaction: list[float] = []
     crawl_delay_bad, delay_bad, retry_bad, conc_bad = [], [], [], []
     gaps = retry_checked = on_their_way = squeezed = 0
     for host, entries in evidence.by_host.items():
@@ -200,12 +212,12 @@ def pacing_rows(web: Web, evidence: Evidence, delay_floor: float,
             if wait is None:
                 continue
             retry_checked += 1
-            # Requests that reached the server within LAG of the 429 were sent
-            # before the crawler could have read it: in flight, not a violation.
-            later = [n["arrival"] - e["done"] for n in entries[i + 1:]
-                     if n["arrival"] < e["done"] + wait]
-            on_their_way += sum(1 for t in later if t <= LAG)
-            early = [round(t, 3) for t in later if LAG < t < wait - LAG]
+            knew = _learned(e, web.page_identity(host, e["path"]), archived_429)
+            reaction.append(knew - e["done"])
+            later = [n["arrival"] for n in entries[i + 1:] if n["arrival"] < e["done"] + wait]
+            on_their_way += sum(1 for t in later if t <= knew + LAG)
+            early = [round(t - e["done"], 3) for t in later
+                     if knew + LAG < t < e["done"] + wait - LAG]
             if early:
                 retry_bad.append((host, e["path"], early[0], wait))
     return [
@@ -215,8 +227,9 @@ def pacing_rows(web: Web, evidence: Evidence, delay_floor: float,
             f"{_some(delay_bad)} of {gaps} gaps ({squeezed} squeezed by one late stamp)",
             "0", not delay_bad),
         Row("Retry-After violations (a request sent during the wait)",
-            f"{_some(retry_bad)} of {retry_checked} waits ({on_their_way} already in flight)",
-            "0", not retry_bad),
+            f"{_some(retry_bad)} of {retry_checked} waits ({on_their_way} sent before the "
+            f"crawler had the 429; it had it {_ms(median(reaction))} after the server sent "
+            f"it, at worst {_ms(max(reaction, default=0))})", "0", not retry_bad),
         Row("per-host concurrency violations", _some(conc_bad),
             f"0 (1 with a Crawl-delay, else {concurrency})", not conc_bad),
     ]
@@ -233,8 +246,40 @@ def _late_stamp(previous: float, gap: float, need: float) -> bool:
     return gap >= need - 2 * LAG and previous + gap >= 2 * need - LAG
 
 
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.0f} ms" if math.isfinite(seconds) else "-"
+
+
 def _some(items: list[tuple[object, ...]]) -> str:
     return f"{len(items)} {items[:2]}" if items else "0"
+
+
+def answers_archived(warc_dir: Path, web: Web, status: int) -> dict[tuple[str, str], list[float]]:
+    """When a worker received each answer of ``status``: the WARC-Date of its
+    response record (the capture middleware stamps it as the answer comes in),
+    by page identity. This is when the crawler *knew*; answers a killed worker
+    never wrote are missing."""
+    out: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for path in sorted(warc_dir.glob("*.warc.gz")):
+        with path.open("rb") as stream:
+            for record in ArchiveIterator(stream):
+                if record.rec_type != "response" or record.http_headers is None:
+                    continue
+                if record.http_headers.get_statuscode() != str(status):
+                    continue
+                uri = record.rec_headers.get_header("WARC-Target-URI")
+                date = record.rec_headers.get_header("WARC-Date")
+                when = dt.datetime.fromisoformat(date.replace("Z", "+00:00")).timestamp()
+                out[web.url_identity(uri)].append(when)
+    return out
+
+
+def _learned(entry: Entry, ident: tuple[str, str],
+             archived: Mapping[tuple[str, str], list[float]]) -> float:
+    """When the crawler had this answer: its archived time (the first one from when
+    the server sent it), else the server's own time."""
+    times = [t for t in archived.get(ident, ()) if entry["done"] - LAG <= t <= entry["done"] + 60]
+    return min(times, default=entry["done"])
 
 
 def _retry_after(web: Web, entry: Entry) -> float | None:

@@ -79,6 +79,10 @@ REASON_META = "_frontier_reason"
 _SCHEDULERS: weakref.WeakKeyDictionary[Any, FrontierScheduler] = weakref.WeakKeyDictionary()
 
 
+class FrontierUnavailable(RuntimeError):
+    """The frontier's Redis did not answer when the worker started."""
+
+
 def scheduler_of(crawler: Crawler) -> FrontierScheduler | None:
     """The frontier scheduler of a crawl (for its middlewares), if it uses one."""
     return _SCHEDULERS.get(crawler)
@@ -113,6 +117,7 @@ class FrontierScheduler:
         self.namespace_template = s.get("FRONTIER_NAMESPACE", "frontier:%(spider)s")
         self.crawl_id: str = s.get("FRONTIER_CRAWL_ID") or ""
         self.idle_wait = s.getfloat("FRONTIER_IDLE_WAIT", 0.0)
+        self.connect_wait = s.getfloat("FRONTIER_CONNECT_WAIT", 60.0)
         self.meta_keys = tuple(s.getlist("FRONTIER_META_KEYS", list(DEFAULT_META_KEYS)))
         self.concurrency = s.getint("CONCURRENT_REQUESTS")
         self.limits = Limits(
@@ -186,6 +191,7 @@ class FrontierScheduler:
         crawl_id = getattr(self.spider, "crawl_id", None) or self.crawl_id
         namespace = crawl_namespace(self.namespace_template, self.spider.name, crawl_id)
         keys = Keys(namespace, self.partitions, self.seen_buckets)
+        await self._wait_for_redis(url)
         await self._check_layout(keys)
         self.frontier = Frontier(self.client, keys, self.limits)
         if self.robots is not None:
@@ -215,6 +221,31 @@ class FrontierScheduler:
             data_path(f"frontier/{self.spider.name}", createdir=True))
         self.embedded = EmbeddedRedis(folder)
         return self.embedded.start()
+
+    async def _wait_for_redis(self, url: str) -> None:
+        """A worker started while Redis restarts (a scrapyd job, a supervisor) waits
+        for it, up to ``FRONTIER_CONNECT_WAIT`` seconds, rather than dying at once."""
+        assert self.client is not None
+        deadline = time.monotonic() + self.connect_wait
+        pause, warned = 0.2, False
+        while True:
+            try:
+                await self.client.ping()
+            except (RedisError, OSError) as exc:
+                if time.monotonic() + pause > deadline:
+                    raise FrontierUnavailable(
+                        f"Redis at {safe_url(url)} did not answer for {self.connect_wait:.0f} s "
+                        f"(FRONTIER_CONNECT_WAIT): {exc}") from exc
+                if not warned:
+                    logger.warning("Frontier: Redis at %s unreachable (%s); waiting up to %.0f s",
+                                   safe_url(url), exc, self.connect_wait)
+                    warned = True
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 5.0)
+                continue
+            if warned:
+                logger.warning("Frontier: Redis at %s answers", safe_url(url))
+            return
 
     async def _check_layout(self, keys: Keys) -> None:
         """All workers of a frontier must agree on its partitioning."""
