@@ -17,6 +17,13 @@ process, at 1k, 10k and 100k hosts:
   has ``slots``), memory FIFO queues, the same URLs pushed, 64 ``pop()``s
   timed; the popped requests count as active downloads until the batch is
   "released".
+- ``scrapy-redis``: ``scrapy_redis.queue.PriorityQueue`` (one ZSET of pickled
+  requests, scored by priority) on the same private redis-server, through a
+  blocking client as its scheduler uses it; the same URLs pushed one by one
+  (``push``, one ZADD each), 64 ``pop()``s timed (a MULTI/EXEC of ZRANGE and
+  ZREMRANGEBYRANK each, and the unpickling). It never looks at hosts, so it
+  should not grow with them; it also keeps none of the per-host limits the
+  other two hand out by (``bench.headofline`` shows what that costs).
 
     python -m bench.claimcost [--quick] [--runs N]
 """
@@ -30,6 +37,7 @@ from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Any
 
+import redis
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from scrapy import Request, Spider
@@ -38,6 +46,7 @@ from scrapy.squeues import FifoMemoryQueue
 from scrapy.utils.httpobj import urlparse_cached
 from scrapy.utils.misc import build_from_crawler
 from scrapy.utils.test import get_crawler
+from scrapy_redis.queue import PriorityQueue
 
 from bench.common import (
     Check,
@@ -241,6 +250,53 @@ def scrapy_size(hosts: int, per_host: int, runs: int, batches: int) -> tuple[lis
     return timings, push_us
 
 
+# ----------------------------------------------------------------------------- scrapy-redis
+
+#: What a scrapy-redis pop runs in Redis (INFO commandstats names).
+POP_COMMANDS = ("cmdstat_multi", "cmdstat_zrange", "cmdstat_zremrangebyrank", "cmdstat_exec")
+
+
+def _pop_usec(server: redis.Redis) -> float:
+    stats = server.info("commandstats")
+    return float(sum(v["usec"] for k, v in stats.items() if k in POP_COMMANDS))
+
+
+def scrapy_redis_size(url: str, hosts: int, per_host: int, runs: int,
+                      batches: int) -> tuple[list[Timing], float]:
+    """Push the same URLs into scrapy-redis's queue, then time ``runs`` passes of pops."""
+    server = redis.Redis.from_url(url)  # a private server; the key is ours alone
+    queue = PriorityQueue(server, Spider(name="bench"), "bench:claim:%(spider)s:requests")
+    server.delete(queue.key)
+    t0 = time.perf_counter()
+    for k in range(per_host):  # the order the frontier admitted them in
+        for i in range(hosts):
+            queue.push(Request(f"http://{host_name(i)}/p/{k}", priority=-1))
+    push_us = (time.perf_counter() - t0) * 1e6 / (hosts * per_host)
+    assert len(queue) == hosts * per_host
+
+    def one_batch(timing: Timing | None) -> None:
+        t = time.perf_counter()
+        for _ in range(BATCH):
+            assert queue.pop() is not None
+        if timing is not None:
+            timing.claim_s += time.perf_counter() - t
+            timing.urls += BATCH
+
+    for _ in range(WARMUP):
+        one_batch(None)
+    timings = []
+    for _ in range(runs):
+        timing = Timing()
+        before = _pop_usec(server)
+        for _ in range(batches):
+            one_batch(timing)
+        timing.server_us = _pop_usec(server) - before
+        timings.append(timing)
+    server.delete(queue.key)
+    server.close()
+    return timings, push_us
+
+
 # ----------------------------------------------------------------------------- main
 
 
@@ -264,18 +320,23 @@ def main(argv: list[str] | None = None) -> Report:
             ours, admit_us = asyncio.run(
                 frontier_size(url, hosts, per_host, args.runs, frontier_batches))
             theirs, push_us = scrapy_size(hosts, per_host, args.runs, scrapy_batches(hosts))
-            results[hosts] = {"ours": ours, "theirs": theirs, "admit_us": admit_us,
-                              "push_us": push_us, "per_host": per_host}
+            redis_q, zadd_us = scrapy_redis_size(url, hosts, per_host, args.runs,
+                                                 frontier_batches)
+            results[hosts] = {"ours": ours, "theirs": theirs, "redis": redis_q,
+                              "admit_us": admit_us, "push_us": push_us, "zadd_us": zadd_us,
+                              "per_host": per_host}
             print(f"{hosts:>7} hosts x {per_host}: frontier claim "
                   f"{median([t.us(t.claim_s) for t in ours]):.1f} us/URL, scrapy pop "
-                  f"{median([t.us(t.claim_s) for t in theirs]):.1f} us/URL", flush=True)
+                  f"{median([t.us(t.claim_s) for t in theirs]):.1f} us/URL, scrapy-redis pop "
+                  f"{median([t.us(t.claim_s) for t in redis_q]):.1f} us/URL", flush=True)
 
     report = Report("claimcost", "python -m bench.claimcost", args.runs, args.quick)
     rows = []
     for hosts, r in results.items():
-        ours, theirs = r["ours"], r["theirs"]
+        ours, theirs, redis_q = r["ours"], r["theirs"], r["redis"]
         claim = [t.us(t.claim_s) for t in ours]
         pop = [t.us(t.claim_s) for t in theirs]
+        zpop = [t.us(t.claim_s) for t in redis_q]
         rows.append([
             f"{hosts:,}", str(r["per_host"]),
             f"{median(claim):.1f} ({spread(claim)})",
@@ -283,28 +344,37 @@ def main(argv: list[str] | None = None) -> Report:
             f"{median([t.us(t.release_s) for t in ours]):.1f}",
             f"{median(pop):.1f} ({spread(pop)})",
             f"{median(pop) / median(claim):.2f}",
-            f"{r['admit_us']:.1f} / {r['push_us']:.1f}",
+            f"{median(zpop):.1f} ({spread(zpop)})",
+            f"{median([t.server_us / t.urls for t in redis_q]):.1f}",
+            f"{r['admit_us']:.1f} / {r['push_us']:.1f} / {r['zadd_us']:.1f}",
         ])
     report.tables.append(Table(
         f"Microseconds per URL handed out, batches of {BATCH} (median of runs, min-max)",
         ["hosts", "URLs/host", "frontier claim", "of which Redis", "frontier release",
-         "scrapy DAPQ pop", "scrapy / frontier", "admit / push us per URL"], rows,
+         "scrapy DAPQ pop", "scrapy / frontier", "scrapy-redis pop", "of which Redis",
+         "admit / push / scrapy-redis push us per URL"], rows,
         "frontier claim = `Frontier.claim(64)` round trip incl. decoding the leases "
         "(16 partition scripts, one pipeline); 'of which Redis' = EVALSHA time inside "
         "Redis (INFO commandstats); release = `Frontier.release` of the 64 as done. "
-        "scrapy pop = `DownloaderAwarePriorityQueue.pop()`, memory queues."))
+        "scrapy pop = `DownloaderAwarePriorityQueue.pop()`, memory queues. scrapy-redis "
+        "pop = `PriorityQueue.pop()`, one round trip per URL (its 'of which Redis': "
+        "MULTI, ZRANGE, ZREMRANGEBYRANK, EXEC inside Redis); nothing to release."))
     small, big = min(results), max(results)
 
     def growth(side: str) -> float:
         return (median([t.us(t.claim_s) for t in results[big][side]])
                 / median([t.us(t.claim_s) for t in results[small][side]]))
 
-    ours_growth, theirs_growth = growth("ours"), growth("theirs")
+    ours_growth, theirs_growth, redis_growth = growth("ours"), growth("theirs"), growth("redis")
     worst = max(median([t.us(t.claim_s) for t in r["ours"]]) for r in results.values())
     report.tables.append(Table(
         f"Growth from {small:,} to {big:,} hosts ({big // small}x the hosts)",
-        ["", "frontier claim", "scrapy DAPQ pop"],
-        [["cost per URL, ratio", f"**{ours_growth:.2f}x**", f"**{theirs_growth:.1f}x**"]]))
+        ["", "frontier claim", "scrapy DAPQ pop", "scrapy-redis pop"],
+        [["cost per URL, ratio", f"**{ours_growth:.2f}x**", f"**{theirs_growth:.1f}x**",
+          f"**{redis_growth:.2f}x**"]],
+        "scrapy-redis's pop does not depend on hosts: its growth is that of one sorted "
+        f"set from {results[small]['per_host'] * small:,} to "
+        f"{results[big]['per_host'] * big:,} requests (O(log n))."))
     report.checks += [
         Check(f"frontier claim cost {big // 1000}k / {small // 1000}k hosts",
               f"{ours_growth:.2f}x", f"<= {TARGET_RATIO}x", ours_growth <= TARGET_RATIO),
@@ -312,6 +382,10 @@ def main(argv: list[str] | None = None) -> Report:
               worst < TARGET_US / 2),
         Check(f"scrapy DAPQ pop cost {big // 1000}k / {small // 1000}k hosts",
               f"{theirs_growth:.0f}x", "O(hosts): grows ~linearly", None),
+        Check(f"scrapy-redis pop cost {big // 1000}k / {small // 1000}k hosts "
+              "(worst us/URL)", f"{redis_growth:.2f}x ("
+              f"{max(median([t.us(t.claim_s) for t in r['redis']]) for r in results.values()):.0f}"
+              " us)", "(baseline: no per-host order at all)", None),
     ]
     report.notes.append(
         f"Each run is a pass of {frontier_batches} batches (Scrapy: fewer at large sizes, "
@@ -319,8 +393,9 @@ def main(argv: list[str] | None = None) -> Report:
         "per size and not timed in the claim numbers, and Redis is made to finish rehashing "
         "its keyspace before the first timed claim (see `settle_keyspace`; a live crawl pays "
         "that rehash once per doubling of its keys). The frontier and "
-        "Scrapy's queue hold the same URLs. Scrapy's pop never leaves the process, the "
-        "frontier's claim is a round trip to a local Redis over a Unix socket.")
+        "both baselines' queues hold the same URLs. Scrapy's pop never leaves the process; "
+        "the frontier's claim is one round trip per batch to a local Redis over a Unix "
+        "socket, scrapy-redis's pop one per URL.")
     settled = {h: r["ours"][0].extra.get("rehash_steps_before", 0) for h, r in results.items()}
     report.notes.append(
         "Keyspace rehash after the load: " + ", ".join(
@@ -329,7 +404,9 @@ def main(argv: list[str] | None = None) -> Report:
             for h, n in settled.items()) + ".")
     report.raw = {str(h): {"ours": [t.__dict__ for t in r["ours"]],
                            "theirs": [t.__dict__ for t in r["theirs"]],
-                           "admit_us": r["admit_us"], "push_us": r["push_us"]}
+                           "redis": [t.__dict__ for t in r["redis"]],
+                           "admit_us": r["admit_us"], "push_us": r["push_us"],
+                           "zadd_us": r["zadd_us"]}
                   for h, r in results.items()}
     finish(report, args, started)
     return report

