@@ -141,7 +141,8 @@ def _soak(scenario: Scenario, sim: SimWebProcess, server: RedisServer, root: Pat
             *checks.pacing_rows(web, evidence, delay_floor=_delay_floor(settings),
                                 concurrency=int(settings.get("CONCURRENT_REQUESTS_PER_DOMAIN",
                                                              4)),
-                                archived_429=checks.answers_archived(warc_dir, web, 429)),
+                                archived_429=checks.answers_archived(warc_dir, web, 429),
+                                kills=[e.wall for e in driver.events if e.what == "SIGKILL"]),
             *checks.address_rows(web, evidence),
         ]
     finally:

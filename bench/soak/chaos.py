@@ -34,6 +34,7 @@ class Event:
     """One thing the driver did, for the report."""
 
     at: float  # seconds from the start
+    wall: float  # epoch seconds, the clock of the web server's ledger
     what: str  # "SIGKILL", "SIGTERM", "restart", "redis-restart"
     worker: str = ""
     leased: int = 0  # URLs the worker held leased at that moment
@@ -179,7 +180,7 @@ class ChaosDriver:
         leased = 0 if sig == signal.SIGKILL else self._leased(worker.worker_id)
         worker.signal(sig)
         leased = leased or self._leased(worker.worker_id)
-        self.events.append(Event(self.now(), name, worker.worker_id, leased))
+        self.events.append(Event(self.now(), time.time(), name, worker.worker_id, leased))
         self.log(f"[{self.now():6.1f} s] {name} {worker.worker_id} (held {leased} leases)")
         if sig == signal.SIGKILL:
             self._restart_at[worker.slot] = self.now() + self.plan.restart_after
@@ -204,7 +205,7 @@ class ChaosDriver:
             if (due < 0 and worker.proc is None) or (0 <= due <= self.now()):
                 del self._restart_at[worker.slot]
                 worker.start()
-                self.events.append(Event(self.now(), "restart", worker.worker_id))
+                self.events.append(Event(self.now(), time.time(), "restart", worker.worker_id))
                 self.log(f"[{self.now():6.1f} s] started {worker.worker_id}")
 
     def _restart_redis(self) -> None:
@@ -213,7 +214,7 @@ class ChaosDriver:
         self.redis.stop()
         time.sleep(self.plan.redis_down_for)
         self.redis.start()
-        self.events.append(Event(self.now(), "redis-restart"))
+        self.events.append(Event(self.now(), time.time(), "redis-restart"))
         self.log(f"[{self.now():6.1f} s] Redis restart: answering again")
 
     def _kill_everything(self) -> None:

@@ -176,16 +176,21 @@ def _crawl_delay(web: Web, host: str) -> float | None:
 
 
 def pacing_rows(web: Web, evidence: Evidence, delay_floor: float, concurrency: int,
-                archived_429: Mapping[tuple[str, str], list[float]] | None = None) -> list[Row]:
+                archived_429: Mapping[tuple[str, str], list[float]] | None = None,
+                kills: Iterable[float] = ()) -> list[Row]:
     """Crawl-delay and DOWNLOAD_DELAY gaps, Retry-After waits and requests in flight.
 
     A request that reaches the server after a 429 was sent but before the
     crawler had read it (``archived_429``: when a worker received it) was
     already on its way: counted, not a violation. Any later request during the
-    wait is one.
+    wait is one. A 429 that no worker archived, sent just before a SIGKILL
+    (``kills``, epoch seconds), died with the worker that received it: no
+    worker ever knew of it, so it is counted apart.
     """
     archived_429 = archived_429 or {}
+    kills = sorted(kills)
     reaction: list[float] = []
+    died_with_worker = 0
     crawl_delay_bad, delay_bad, retry_bad, conc_bad = [], [], [], []
     gaps = retry_checked = on_their_way = squeezed = 0
     for host, entries in evidence.by_host.items():
@@ -211,8 +216,12 @@ def pacing_rows(web: Web, evidence: Evidence, delay_floor: float, concurrency: i
             wait = _retry_after(web, e)
             if wait is None:
                 continue
+            ident = web.page_identity(host, e["path"])
+            if _died_with_worker(e, ident, archived_429, kills):
+                died_with_worker += 1
+                continue
             retry_checked += 1
-            knew = _learned(e, web.page_identity(host, e["path"]), archived_429)
+            knew = _learned(e, ident, archived_429)
             reaction.append(knew - e["done"])
             later = [n["arrival"] for n in entries[i + 1:] if n["arrival"] < e["done"] + wait]
             on_their_way += sum(1 for t in later if t <= knew + LAG)
@@ -229,7 +238,8 @@ def pacing_rows(web: Web, evidence: Evidence, delay_floor: float, concurrency: i
         Row("Retry-After violations (a request sent during the wait)",
             f"{_some(retry_bad)} of {retry_checked} waits ({on_their_way} sent before the "
             f"crawler had the 429; it had it {_ms(median(reaction))} after the server sent "
-            f"it, at worst {_ms(max(reaction, default=0))})", "0", not retry_bad),
+            f"it, at worst {_ms(max(reaction, default=0))}; {died_with_worker} 429s died "
+            "with a killed worker)", "0", not retry_bad),
         Row("per-host concurrency violations", _some(conc_bad),
             f"0 (1 with a Crawl-delay, else {concurrency})", not conc_bad),
     ]
@@ -280,6 +290,20 @@ def _learned(entry: Entry, ident: tuple[str, str],
     the server sent it), else the server's own time."""
     times = [t for t in archived.get(ident, ()) if entry["done"] - LAG <= t <= entry["done"] + 60]
     return min(times, default=entry["done"])
+
+
+#: A worker archives an answer within about a second of receiving it (the
+#: writer's lag); an answer it never archived and a SIGKILL this soon after it
+#: was sent means the worker died holding it.
+KILL_WINDOW = 5.0
+
+
+def _died_with_worker(entry: Entry, ident: tuple[str, str],
+                      archived: Mapping[tuple[str, str], list[float]],
+                      kills: list[float]) -> bool:
+    if any(entry["done"] - LAG <= t <= entry["done"] + 60 for t in archived.get(ident, ())):
+        return False
+    return any(entry["done"] - LAG <= k <= entry["done"] + KILL_WINDOW for k in kills)
 
 
 def _retry_after(web: Web, entry: Entry) -> float | None:
