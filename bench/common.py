@@ -527,3 +527,35 @@ SCRAPY_REDIS_SCHEDULER: dict[str, Any] = {
     "DUPEFILTER_CLASS": "scrapy_redis.dupefilter.RFPDupeFilter",
     "SCHEDULER_PERSIST": True,
 }
+
+
+@dataclass
+class MeasuredCrawl:
+    """A crawl of a whole simulated web with what it cost: the crawl process's CPU
+    and what its scheduler's Redis did (nothing for a scheduler without one)."""
+
+    result: Any  # tests.crawl_runner.CrawlResult
+    crawl_cpu_s: float
+    usage: RedisUsage
+
+
+def measured_crawl(sim: Any, wanted: Mapping[str, Any], workdir: Path, tag: str,
+                   timeout: float = 600) -> MeasuredCrawl:
+    """Crawl every seed of ``sim`` (a fresh ledger) with ``wanted`` settings and the
+    Redis :func:`scheduler_redis` gives them, measuring CPU and Redis usage around it."""
+    from tests.crawl_runner import run_crawl
+
+    with scheduler_redis(wanted, workdir / "job", tag) as (settings, url):
+        client = usage_client(url) if url else None
+        try:
+            before = RedisUsage.read(client) if client else None
+            sim.reset()
+            cpu_before = child_cpu_seconds()
+            result = run_crawl(sim.proxy_url, sim.web.seed_urls(), workdir, settings,
+                               timeout=timeout)
+            cpu = child_cpu_seconds() - cpu_before
+            usage = RedisUsage.read(client) - before if client and before else RedisUsage()
+        finally:
+            if client:
+                client.close()
+    return MeasuredCrawl(result, cpu, usage)

@@ -47,20 +47,16 @@ from bench.common import (
     SCRAPY_SCHEDULER,
     Check,
     Col,
-    RedisUsage,
     Report,
     Table,
-    child_cpu_seconds,
     finish,
+    measured_crawl,
     median,
     median_of,
     median_row,
     parse_args,
     rotated,
-    scheduler_redis,
-    usage_client,
 )
-from tests.crawl_runner import run_crawl
 from tests.simweb import SimWebProcess
 
 COMMON: dict[str, Any] = {
@@ -100,16 +96,8 @@ def one_crawl(variant: str, sim: SimWebProcess, root: Path, run: int) -> dict[st
     """One crawl of the whole simulated web; what the server, Redis and the OS saw."""
     workdir = Path(tempfile.mkdtemp(prefix=f"{variant}-", dir=root))
     wanted = {**COMMON, "JOBDIR": str(workdir / "job"), **VARIANTS[variant]}
-    with scheduler_redis(wanted, workdir / "job", f"throughput-{run}") as (settings, url):
-        client = usage_client(url) if url else None
-        before = RedisUsage.read(client) if client else None
-        sim.reset()
-        cpu_before = child_cpu_seconds()
-        result = run_crawl(sim.proxy_url, sim.web.seed_urls(), workdir, settings, timeout=600)
-        crawl_cpu = child_cpu_seconds() - cpu_before
-        usage = RedisUsage.read(client) - before if client and before else RedisUsage()
-        if client:
-            client.close()
+    measured = measured_crawl(sim, wanted, workdir, f"throughput-{run}")
+    result, crawl_cpu, usage = measured.result, measured.crawl_cpu_s, measured.usage
     ledger = sim.ledger()
     shutil.rmtree(workdir, ignore_errors=True)
     if result.returncode != 0:

@@ -38,19 +38,15 @@ from bench.common import (
     SCRAPY_SCHEDULER,
     Check,
     Col,
-    RedisUsage,
     Report,
     Table,
-    child_cpu_seconds,
     finish,
+    measured_crawl,
     median_of,
     median_row,
     parse_args,
     rotated,
-    scheduler_redis,
-    usage_client,
 )
-from tests.crawl_runner import run_crawl
 from tests.simweb import SimWebProcess
 
 COMMON: dict[str, Any] = {
@@ -73,16 +69,8 @@ LABELS = {"warc": "frontier + archive", "no-warc": "frontier, no archive",
 def one_crawl(variant: str, sim: SimWebProcess, root: Path, run: int) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix=f"{variant}-", dir=root))
     wanted = {**COMMON, "JOBDIR": str(workdir / "job"), **VARIANTS[variant]}
-    with scheduler_redis(wanted, workdir / "job", f"warc-{run}") as (settings, url):
-        client = usage_client(url) if url else None
-        before = RedisUsage.read(client) if client else None
-        sim.reset()
-        cpu_before = child_cpu_seconds()
-        result = run_crawl(sim.proxy_url, sim.web.seed_urls(), workdir, settings, timeout=600)
-        cpu = child_cpu_seconds() - cpu_before
-        redis_cpu = (RedisUsage.read(client) - before).cpu_s if client and before else 0.0
-        if client:
-            client.close()
+    measured = measured_crawl(sim, wanted, workdir, f"warc-{run}")
+    result, cpu, redis_cpu = measured.result, measured.crawl_cpu_s, measured.usage.cpu_s
     entries = sim.ledger().entries
     warc_bytes = sum(p.stat().st_size for p in (workdir / "job" / "warc").glob("*.warc.gz"))
     shutil.rmtree(workdir, ignore_errors=True)

@@ -6,6 +6,9 @@
 - A robots.txt answering 429 with Retry-After was retried after the robots
   backoff, sooner than the server asked.
 - A worker started while Redis was down died at once with a traceback.
+- A Crawl-delay spaced the starts only: a worker that stalled between the
+  start gate and the socket sent late, and the next request (another
+  worker's, on time) followed it closer than the Crawl-delay.
 - A pipeline that failed before sending (Redis down while it loaded its
   scripts) kept its connection: after a Redis restart a worker's pool ran dry
   and it waited 30 s per command for a free connection.
@@ -134,3 +137,28 @@ def test_a_worker_started_while_redis_is_down_waits_for_it(tmp_path: Path) -> No
     assert result.returncode == 0, result.log[-3000:]
     assert "unreachable" in result.log and "waiting up to 30 s" in result.log
     assert served == {h.name for h in sim.web.hosts}
+
+
+def test_a_crawl_delay_counts_from_the_end_of_the_previous_request(
+    redis_url: str, redis_prefix: str
+) -> None:
+    h = Harness(redis_url, redis_prefix + "soakfix-cd", concurrency=4, delay_ms=0,
+                lease_ms=60_000, robots_ms=300)
+    try:
+        f = h.frontier
+        h.run(f.admit([_admission(f"http://a.test/{i}") for i in range(3)]))
+        assert h.run(f.claim(5, "w1")).robots_jobs == [HOST]
+        # Crawl-delay 0.5 s: concurrency 1, floor 500 ms, no gap before the first page
+        h.run(f.store_robots(HOST, b"blob", 60_000, 1, 500, 500, 0, RETRY))
+        first = h.run(f.claim(5, "w1")).leases
+        assert len(first) == 1 and h.run(f.start_gate(HOST)) == 0
+        time.sleep(0.7)  # a slow answer: past the floor counted from the start
+        h.run(f.release([Release(first[0].host, first[0].fingerprint, "done")], "w1"))
+        held = h.run(f.claim(5, "w2"))
+        assert held.leases == []  # not before 500 ms after the end
+        assert 450 <= held.next_ready_ms - held.server_ms <= 500
+        assert 450 <= h.run(f.start_gate(HOST)) <= 500
+        time.sleep(0.52)
+        assert len(h.run(f.claim(5, "w2")).leases) == 1
+    finally:
+        h.close()

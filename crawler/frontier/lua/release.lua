@@ -66,6 +66,19 @@ local function breaker_failure(hk, host)
   transitions[#transitions + 1] = {'open', host, cool}
 end
 
+-- A host with a robots.txt Crawl-delay (floor fl) takes one request at a time,
+-- and its next request may start no sooner than fl after this one *ended*
+-- (claims: t; starts: s). Spacing the starts alone is not enough: a worker
+-- whose reactor stalls between the start gate and the socket sends late, and
+-- the next request, started on time by another worker, follows it too close.
+local function crawl_delay_from_end(hk)
+  local st = redis.call('HMGET', hk, 'fl', 't', 's')
+  local fl = tonumber(st[1] or '0') or 0
+  if fl <= 0 then return end
+  if now + fl > tonumber(st[2] or '0') then redis.call('HSET', hk, 't', now + fl) end
+  if now + fl > tonumber(st[3] or '0') then redis.call('HSET', hk, 's', now + fl) end
+end
+
 local function breaker_success(hk, host)
   local st = redis.call('HMGET', hk, 'cf', 'bs')
   if st[2] == 'h' then
@@ -106,6 +119,7 @@ for i = 7, #ARGV, 6 do
       counts.dead = counts.dead + 1
     end
     if hold_ms > 0 then hold(hk, hold_ms) end
+    if op ~= 'return' then crawl_delay_from_end(hk) end
     if health == 'fail' then
       breaker_failure(hk, host)
     elseif health == 'ok' then
