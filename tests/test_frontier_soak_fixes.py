@@ -6,6 +6,9 @@
 - A robots.txt answering 429 with Retry-After was retried after the robots
   backoff, sooner than the server asked.
 - A worker started while Redis was down died at once with a traceback.
+- After a Redis restart a worker renewed its leases a whole heartbeat
+  interval after Redis was back: with the outage, more than a lease had
+  passed, and the leases of downloads still in flight were handed out again.
 - A Crawl-delay spaced the starts only: a worker that stalled between the
   start gate and the socket sent late, and the next request (another
   worker's, on time) followed it closer than the Crawl-delay.
@@ -26,6 +29,7 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from crawler.frontier.keys import Keys
+from crawler.frontier.scheduler import beat_delay
 from crawler.frontier.store import Frontier, Limits, Release
 from tests.crawl_runner import finish_crawl, start_crawl
 from tests.redis_server import RedisServer, started_redis
@@ -162,3 +166,14 @@ def test_a_crawl_delay_counts_from_the_end_of_the_previous_request(
         assert len(h.run(f.claim(5, "w2")).leases) == 1
     finally:
         h.close()
+
+
+def test_a_failed_heartbeat_is_retried_at_once() -> None:
+    # three beats a lease; after a failure, within half a second (never later)
+    assert beat_delay(60_000, ok=True) == 20.0
+    assert beat_delay(60_000, ok=False) == 0.5
+    assert beat_delay(10_000, ok=False) == 0.5
+    assert beat_delay(900, ok=False) == 0.3  # never later than a normal beat
+    # with the soak's 10 s leases and a 3.7 s outage, a renewal gap stays
+    # under a lease: interval before the outage + outage + retry
+    assert beat_delay(10_000, ok=True) + 3.7 + beat_delay(10_000, ok=False) < 10.0
