@@ -108,7 +108,8 @@ RETRY_BACKOFF_BASE = 2.0
 RETRY_BACKOFF_MAX = 600.0
 RETRY_AFTER_MAX = 3600.0
 # These answers hold the whole host back (for every worker) as long as the
-# URL's own wait: the server asked us to slow down.
+# URL's own wait, and leave it one request at a time: the server asked us to
+# slow down.
 BACKOFF_HTTP_CODES = [429, 503]
 # Per-host circuit breaker: this many consecutive failures (network errors,
 # timeouts, 5xx) open it; no request to the host for the cool-down (doubling

@@ -118,7 +118,10 @@ for i = 7, #ARGV, 6 do
       redis.call('HSET', p .. ':dead', fp, host .. '\n' .. arg .. '\n' .. entry)
       counts.dead = counts.dead + 1
     end
-    if hold_ms > 0 then hold(hk, hold_ms) end
+    if hold_ms > 0 then
+      hold(hk, hold_ms)
+      redis.call('HSET', hk, 'c', 1)  -- the server asked us to slow down: one at a time
+    end
     if op ~= 'return' then crawl_delay_from_end(hk) end
     if health == 'fail' then
       breaker_failure(hk, host)
