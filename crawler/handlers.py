@@ -16,6 +16,10 @@ working page keeps the whole download timeout. Scrapy has no public hook for
 it, so :class:`_ConnectTimeoutAgent` narrows the one private method
 (``_ScrapyAgent._get_agent``) that passes the timeout to Twisted's endpoint;
 ``tests/test_handlers.py`` pins it against a listener that never accepts.
+
+It is also the frontier's last word on politeness: a request that reaches it
+long after passing the start gate (a stalled reactor) passes the gate again
+(:func:`crawler.frontier.pacing.pass_gate_again_if_stale`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler, _Scrap
 from scrapy.exceptions import ResponseDataLossError
 from scrapy.utils._download_handlers import get_dataloss_msg, wrap_twisted_exceptions
 from scrapy.utils.defer import maybe_deferred_to_future
+
+from crawler.frontier.pacing import pass_gate_again_if_stale
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -59,6 +65,7 @@ class CountedHTTP11DownloadHandler(HTTP11DownloadHandler):
         self._connect_timeout = connect if connect > 0 else float("inf")
 
     async def download_request(self, request: Request) -> Response:
+        await pass_gate_again_if_stale(self._crawler, request)
         agent = _ConnectTimeoutAgent(
             connect_timeout=self._connect_timeout,
             contextFactory=self._contextFactory,
