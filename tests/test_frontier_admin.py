@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -333,7 +334,8 @@ def test_command_dead_requeue_drop_host(world: World, redis_url: str,
         1, f"host http://nowhere.test:80 is not in the frontier {namespace}")
     code, out, _ = _scrapy(monkeypatch, capsys, "status", **opts)
     assert code == 0 and f"Frontier {namespace} at {redis_url}" in out
-    assert "Oldest queued URL waiting 0s (+-10 s)" in out
+    # admitted a moment ago (a loaded machine may take a second to get here)
+    assert re.search(r"Oldest queued URL waiting [01]s \(\+-10 s\)", out), out
     counts = world.assert_consistent()
     assert (counts["queued"], counts["dead"]) == (6, 3)
 

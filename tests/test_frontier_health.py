@@ -45,7 +45,10 @@ def test_a_hold_keeps_every_worker_off_the_host(harness: Harness) -> None:
         assert result.leases == []
         assert 200 <= result.next_ready_ms - result.server_ms <= 300
     time.sleep(0.32)
-    assert len(_claim(harness, 5, "w2")) == 4  # the host's concurrency
+    # the server asked us to slow down: one request at a time from now on
+    after = _claim(harness, 5, "w2")
+    assert len(after) == 1
+    assert _claim(harness, 5, "w1") == []
 
 
 def test_consecutive_failures_open_the_breaker_then_one_probe(harness: Harness) -> None:
