@@ -326,7 +326,15 @@ EXTENSIONS = {
     "scrapy.extensions.logstats.LogStats": None,
     "crawler.extensions.progress.ProgressLog": 0,
     "crawler.extensions.prometheus.PrometheusExtension": 0,
+    "crawler.extensions.looplag.ReactorLag": 0,
 }
+# Reactor lateness (crawler/extensions/looplag.py): a timer every
+# LOOPLAG_INTERVAL seconds (0 turns it off) measures how late the reactor runs
+# (stats reactor/lag_max, reactor/stalls over LOOPLAG_STALL); a stall of
+# LOOPLAG_LOG seconds or more is logged as a warning with its time window.
+LOOPLAG_INTERVAL = 0.05
+LOOPLAG_STALL = 0.1
+LOOPLAG_LOG = 1.0
 
 # --- Logs -------------------------------------------------------------------
 # DEBUG logs a line per request: unreadable at broad-crawl rates.

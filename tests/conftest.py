@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from typing import TYPE_CHECKING
 
 import pytest
 import redis
 
 from tests.redis_server import redis_for_tests
+
+if TYPE_CHECKING:
+    from tests.test_frontier_store import Harness
 
 
 @pytest.fixture(scope="session")
@@ -29,3 +34,22 @@ def redis_prefix(redis_url: str) -> Iterator[str]:
     if keys:
         client.delete(*keys)
     client.close()
+
+
+@pytest.fixture
+def make_harness(redis_url: str, redis_prefix: str) -> Iterator[Callable[..., Harness]]:
+    """Builds frontier harnesses under the test's prefix; closes each at teardown.
+
+    ``make_harness("x", concurrency=4, ...)`` is ``Harness(redis_url,
+    redis_prefix + "x", concurrency=4, ...)``. The keys go with redis_prefix.
+    """
+    from tests.test_frontier_store import Harness
+
+    with ExitStack() as made:
+
+        def make(suffix: str, **limits: int | float) -> Harness:
+            h = Harness(redis_url, redis_prefix + suffix, **limits)
+            made.callback(h.close)
+            return h
+
+        yield make

@@ -7,7 +7,7 @@ construction; the crawl tests show it on the wire.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -19,12 +19,11 @@ BREAKER = Breaker(threshold=3, base_ms=200, cap_ms=300, max_openings=2)
 
 
 @pytest.fixture
-def harness(redis_url: str, redis_prefix: str) -> Iterator[Harness]:
-    h = Harness(redis_url, redis_prefix + "h", concurrency=4, delay_ms=0, lease_ms=60_000)
+def harness(make_harness: Callable[..., Harness]) -> Harness:
+    h = make_harness("h", concurrency=4, delay_ms=0, lease_ms=60_000)
     h.frontier.limits.breaker = BREAKER
     h.run(h.frontier.admit([_admission(f"http://a.test/{i}") for i in range(20)]))
-    yield h
-    h.close()
+    return h
 
 
 def _claim(h: Harness, n: int = 1, worker: str = "w1") -> list:

@@ -8,7 +8,7 @@ unreachable (with backoff), serves a last good copy, parks it at the end.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -22,12 +22,10 @@ RETRY = RobotsRetry(base_ms=200, cap_ms=400, max_attempts=3, stale_max_ms=60_000
 
 
 @pytest.fixture
-def harness(redis_url: str, redis_prefix: str) -> Iterator[Harness]:
-    h = Harness(redis_url, redis_prefix + "r", concurrency=4, delay_ms=0, lease_ms=60_000,
-                robots_ms=300)
+def harness(make_harness: Callable[..., Harness]) -> Harness:
+    h = make_harness("r", concurrency=4, delay_ms=0, lease_ms=60_000, robots_ms=300)
     h.run(h.frontier.admit([_admission(f"http://a.test/{i}") for i in range(3)]))
-    yield h
-    h.close()
+    return h
 
 
 def _store_ok(h: Harness, ttl_ms: int = 60_000, concurrency: int = 4, delay_ms: int = 0,

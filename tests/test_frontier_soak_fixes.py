@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -43,10 +43,8 @@ from tests.test_frontier_store import Harness, _admission
 
 
 @pytest.fixture
-def harness(redis_url: str, redis_prefix: str) -> Iterator[Harness]:
-    h = Harness(redis_url, redis_prefix + "soakfix", concurrency=4, delay_ms=0, lease_ms=60_000)
-    yield h
-    h.close()
+def harness(make_harness: Callable[..., Harness]) -> Harness:
+    return make_harness("soakfix", concurrency=4, delay_ms=0, lease_ms=60_000)
 
 
 def test_an_early_hold_stops_claims_and_starts_of_urls_claimed_before(harness: Harness) -> None:
@@ -83,27 +81,23 @@ def test_an_unknown_host_is_not_held(harness: Harness) -> None:
 
 
 def test_robots_retry_waits_for_the_retry_after_it_was_sent(
-    redis_url: str, redis_prefix: str
+    make_harness: Callable[..., Harness]
 ) -> None:
-    h = Harness(redis_url, redis_prefix + "soakfix-r", concurrency=4, delay_ms=0,
-                lease_ms=60_000, robots_ms=300)
-    try:
-        f = h.frontier
-        h.run(f.admit([_admission("http://a.test/1")]))
-        assert h.run(f.claim(5, "w1")).robots_jobs == [HOST]
-        # backoff base 200 ms (cap 400 ms), but the 429 said 5 s: the cap wins
-        h.run(f.store_robots(HOST, None, 0, 0, 0, 0, 0, RETRY, wait_ms=5000))
-        held = h.run(f.claim(5, "w1"))
-        assert 380 <= held.next_ready_ms - held.server_ms <= 400
-        longer = RETRY.__class__(base_ms=200, cap_ms=60_000, max_attempts=0,
-                                 stale_max_ms=60_000)
-        time.sleep(0.42)  # past the capped wait
-        assert h.run(f.claim(5, "w1")).robots_jobs == [HOST]
-        h.run(f.store_robots(HOST, None, 0, 0, 0, 0, 0, longer, wait_ms=5000))
-        held = h.run(f.claim(5, "w1"))
-        assert 4800 <= held.next_ready_ms - held.server_ms <= 5000
-    finally:
-        h.close()
+    h = make_harness("soakfix-r", concurrency=4, delay_ms=0, lease_ms=60_000, robots_ms=300)
+    f = h.frontier
+    h.run(f.admit([_admission("http://a.test/1")]))
+    assert h.run(f.claim(5, "w1")).robots_jobs == [HOST]
+    # backoff base 200 ms (cap 400 ms), but the 429 said 5 s: the cap wins
+    h.run(f.store_robots(HOST, None, 0, 0, 0, 0, 0, RETRY, wait_ms=5000))
+    held = h.run(f.claim(5, "w1"))
+    assert 380 <= held.next_ready_ms - held.server_ms <= 400
+    longer = RETRY.__class__(base_ms=200, cap_ms=60_000, max_attempts=0,
+                             stale_max_ms=60_000)
+    time.sleep(0.42)  # past the capped wait
+    assert h.run(f.claim(5, "w1")).robots_jobs == [HOST]
+    h.run(f.store_robots(HOST, None, 0, 0, 0, 0, 0, longer, wait_ms=5000))
+    held = h.run(f.claim(5, "w1"))
+    assert 4800 <= held.next_ready_ms - held.server_ms <= 5000
 
 
 def test_a_pipeline_failing_while_redis_is_down_gives_its_connection_back() -> None:
@@ -151,28 +145,24 @@ def test_a_worker_started_while_redis_is_down_waits_for_it(tmp_path: Path) -> No
 
 
 def test_a_crawl_delay_counts_from_the_end_of_the_previous_request(
-    redis_url: str, redis_prefix: str
+    make_harness: Callable[..., Harness]
 ) -> None:
-    h = Harness(redis_url, redis_prefix + "soakfix-cd", concurrency=4, delay_ms=0,
-                lease_ms=60_000, robots_ms=300)
-    try:
-        f = h.frontier
-        h.run(f.admit([_admission(f"http://a.test/{i}") for i in range(3)]))
-        assert h.run(f.claim(5, "w1")).robots_jobs == [HOST]
-        # Crawl-delay 0.5 s: concurrency 1, floor 500 ms, no gap before the first page
-        h.run(f.store_robots(HOST, b"blob", 60_000, 1, 500, 500, 0, RETRY))
-        first = h.run(f.claim(5, "w1")).leases
-        assert len(first) == 1 and h.run(f.start_gate(HOST)) == 0
-        time.sleep(0.7)  # a slow answer: past the floor counted from the start
-        h.run(f.release([Release(first[0].host, first[0].fingerprint, "done")], "w1"))
-        held = h.run(f.claim(5, "w2"))
-        assert held.leases == []  # not before 500 ms after the end
-        assert 450 <= held.next_ready_ms - held.server_ms <= 500
-        assert 450 <= h.run(f.start_gate(HOST)) <= 500
-        time.sleep(0.52)
-        assert len(h.run(f.claim(5, "w2")).leases) == 1
-    finally:
-        h.close()
+    h = make_harness("soakfix-cd", concurrency=4, delay_ms=0, lease_ms=60_000, robots_ms=300)
+    f = h.frontier
+    h.run(f.admit([_admission(f"http://a.test/{i}") for i in range(3)]))
+    assert h.run(f.claim(5, "w1")).robots_jobs == [HOST]
+    # Crawl-delay 0.5 s: concurrency 1, floor 500 ms, no gap before the first page
+    h.run(f.store_robots(HOST, b"blob", 60_000, 1, 500, 500, 0, RETRY))
+    first = h.run(f.claim(5, "w1")).leases
+    assert len(first) == 1 and h.run(f.start_gate(HOST)) == 0
+    time.sleep(0.7)  # a slow answer: past the floor counted from the start
+    h.run(f.release([Release(first[0].host, first[0].fingerprint, "done")], "w1"))
+    held = h.run(f.claim(5, "w2"))
+    assert held.leases == []  # not before 500 ms after the end
+    assert 450 <= held.next_ready_ms - held.server_ms <= 500
+    assert 450 <= h.run(f.start_gate(HOST)) <= 500
+    time.sleep(0.52)
+    assert len(h.run(f.claim(5, "w2")).leases) == 1
 
 
 def test_a_failed_heartbeat_is_retried_at_once() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import pytest
 import redis
@@ -41,10 +41,8 @@ class Harness:
 
 
 @pytest.fixture
-def harness(redis_url: str, redis_prefix: str) -> Iterator[Harness]:
-    h = Harness(redis_url, redis_prefix + "f", concurrency=2, delay_ms=0, lease_ms=60_000)
-    yield h
-    h.close()
+def harness(make_harness: Callable[..., Harness]) -> Harness:
+    return make_harness("f", concurrency=2, delay_ms=0, lease_ms=60_000)
 
 
 def test_admit_dedups_in_one_step(harness: Harness) -> None:
@@ -92,52 +90,43 @@ def test_fifo_within_host_and_priority_first(harness: Harness) -> None:
     assert order == [f'{{"u":"http://a.test/{p}"}}' for p in ("urgent", "0", "1", "2")]
 
 
-def test_delay_between_claims_of_one_host(redis_url: str, redis_prefix: str) -> None:
-    h = Harness(redis_url, redis_prefix + "d", concurrency=4, delay_ms=300, jitter=0)
-    try:
-        h.run(h.frontier.admit([_admission(f"http://slow.test/{i}") for i in range(3)]
-                               + [_admission("http://other.test/")]))
-        first = h.run(h.frontier.claim(10, "w"))
-        assert sorted(lease.host for lease in first.leases) == [
-            "http://other.test:80", "http://slow.test:80"]
-        assert first.next_ready_ms is not None
-        assert 250 <= first.next_ready_ms - first.server_ms <= 300
-        assert h.run(h.frontier.claim(10, "w")).leases == []
-        time.sleep(0.32)
-        assert len(h.run(h.frontier.claim(10, "w")).leases) == 1
-    finally:
-        h.close()
+def test_delay_between_claims_of_one_host(make_harness: Callable[..., Harness]) -> None:
+    h = make_harness("d", concurrency=4, delay_ms=300, jitter=0)
+    h.run(h.frontier.admit([_admission(f"http://slow.test/{i}") for i in range(3)]
+                           + [_admission("http://other.test/")]))
+    first = h.run(h.frontier.claim(10, "w"))
+    assert sorted(lease.host for lease in first.leases) == [
+        "http://other.test:80", "http://slow.test:80"]
+    assert first.next_ready_ms is not None
+    assert 250 <= first.next_ready_ms - first.server_ms <= 300
+    assert h.run(h.frontier.claim(10, "w")).leases == []
+    time.sleep(0.32)
+    assert len(h.run(h.frontier.claim(10, "w")).leases) == 1
 
 
-def test_expired_lease_returns_to_queue(redis_url: str, redis_prefix: str) -> None:
-    h = Harness(redis_url, redis_prefix + "e", concurrency=1, delay_ms=0, lease_ms=200)
-    try:
-        h.run(h.frontier.admit([_admission("http://a.test/x")]))
-        lease = h.run(h.frontier.claim(1, "dead-worker")).leases[0]
-        assert h.run(h.frontier.claim(1, "w2")).leases == []
-        time.sleep(0.25)
-        again = h.run(h.frontier.claim(1, "w2")).leases
-        assert [x.fingerprint for x in again] == [lease.fingerprint]
-        # the dead worker's late release is stale and changes nothing
-        stale = Release(lease.host, lease.fingerprint, "done")
-        assert h.run(h.frontier.release([stale], "dead-worker"))[:2] == (0, 1)
-        assert h.run(h.frontier.counts())["expired"] == 1
-    finally:
-        h.close()
+def test_expired_lease_returns_to_queue(make_harness: Callable[..., Harness]) -> None:
+    h = make_harness("e", concurrency=1, delay_ms=0, lease_ms=200)
+    h.run(h.frontier.admit([_admission("http://a.test/x")]))
+    lease = h.run(h.frontier.claim(1, "dead-worker")).leases[0]
+    assert h.run(h.frontier.claim(1, "w2")).leases == []
+    time.sleep(0.25)
+    again = h.run(h.frontier.claim(1, "w2")).leases
+    assert [x.fingerprint for x in again] == [lease.fingerprint]
+    # the dead worker's late release is stale and changes nothing
+    stale = Release(lease.host, lease.fingerprint, "done")
+    assert h.run(h.frontier.release([stale], "dead-worker"))[:2] == (0, 1)
+    assert h.run(h.frontier.counts())["expired"] == 1
 
 
-def test_renew_keeps_a_lease_alive(redis_url: str, redis_prefix: str) -> None:
-    h = Harness(redis_url, redis_prefix + "r", concurrency=1, delay_ms=0, lease_ms=300)
-    try:
-        h.run(h.frontier.admit([_admission("http://a.test/x")]))
-        lease = h.run(h.frontier.claim(1, "w1")).leases[0]
-        for _ in range(3):
-            time.sleep(0.15)
-            assert h.run(h.frontier.renew([lease], "w1")) == 1
-        assert h.run(h.frontier.claim(1, "w2")).leases == []
-        assert h.run(h.frontier.renew([lease], "w2")) == 0
-    finally:
-        h.close()
+def test_renew_keeps_a_lease_alive(make_harness: Callable[..., Harness]) -> None:
+    h = make_harness("r", concurrency=1, delay_ms=0, lease_ms=300)
+    h.run(h.frontier.admit([_admission("http://a.test/x")]))
+    lease = h.run(h.frontier.claim(1, "w1")).leases[0]
+    for _ in range(3):
+        time.sleep(0.15)
+        assert h.run(h.frontier.renew([lease], "w1")) == 1
+    assert h.run(h.frontier.claim(1, "w2")).leases == []
+    assert h.run(h.frontier.renew([lease], "w2")) == 0
 
 
 def test_retry_dead_and_return(harness: Harness, redis_url: str) -> None:
@@ -159,13 +148,10 @@ def test_retry_dead_and_return(harness: Harness, redis_url: str) -> None:
     assert b'"reason":"http-404"' in dead[b.fingerprint]
 
 
-def test_budget_refuses_and_marks_seen(redis_url: str, redis_prefix: str) -> None:
-    h = Harness(redis_url, redis_prefix + "b", concurrency=1, delay_ms=0, budget=2)
-    try:
-        res = h.run(h.frontier.admit([_admission(f"http://a.test/{i}") for i in range(4)]))
-        assert (res.added, res.refused) == (2, 2)
-    finally:
-        h.close()
+def test_budget_refuses_and_marks_seen(make_harness: Callable[..., Harness]) -> None:
+    h = make_harness("b", concurrency=1, delay_ms=0, budget=2)
+    res = h.run(h.frontier.admit([_admission(f"http://a.test/{i}") for i in range(4)]))
+    assert (res.added, res.refused) == (2, 2)
 
 
 def test_seen_buckets_are_intsets(harness: Harness, redis_url: str) -> None:

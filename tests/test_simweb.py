@@ -7,9 +7,11 @@ misbehaviour is checked here against a real server process, with plain
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import http.client
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -27,6 +29,7 @@ from tests.simweb import PAGE_MODES, ROBOTS_MODES, HostSpec, Ledger, SimWebProce
 from tests.simweb.bodies import HUGE_SIZE, OVERSIZED_CUTOFF, rules_body
 from tests.simweb.model import DECORATIONS, page_path
 from tests.simweb.process import REPO_ROOT
+from tests.simweb.server import LoopWatch
 from tests.simweb.urls import url_identity
 
 UNIFORM_MIX = {
@@ -667,6 +670,43 @@ def test_reset_clears_ledger_and_first_request_state(sim: SimWebProcess, web: We
     sim.reset()
     assert len(sim.ledger()) == 0
     assert get(sim.port, url)[0] == 429
+
+
+def test_the_ledger_names_the_client_that_sent_each_request(sim: SimWebProcess,
+                                                             web: Web) -> None:
+    spec = first(web, page="normal")
+    get(sim.port, f"http://{spec.name}/p/0", headers={"User-Agent": "client-test",
+                                                      "X-Client-Id": "w7.2"})
+    get(sim.port, f"http://{spec.name}/p/0", headers={"User-Agent": "client-test"})
+    assert [e["client"] for e in entries_by_agent(sim, "client-test")] == ["w7.2", None]
+
+
+def test_the_server_records_when_its_own_loop_did_not_run() -> None:
+    """A stopped server process is a stalled loop: the window it reports covers the stop."""
+    with SimWebProcess(seed=2, n_hosts=5, mix="clean") as proc:
+        time.sleep(0.2)
+        before = len(proc.stalls())  # a loaded machine may have stalled the start
+        stopped = time.time()
+        os.kill(proc.pid, signal.SIGSTOP)
+        time.sleep(0.3)
+        os.kill(proc.pid, signal.SIGCONT)
+        stalls = proc.stalls()[before:]
+        assert any(start <= stopped and end >= stopped + 0.3 for start, end in stalls)
+
+
+def test_loop_watch_records_a_blocked_turn() -> None:
+    async def watch() -> list[list[float]]:
+        watcher = LoopWatch(every=0.01, over=0.05)
+        task = asyncio.create_task(watcher.run())
+        await asyncio.sleep(0.2)
+        time.sleep(0.1)  # one blocked turn
+        await asyncio.sleep(0.05)
+        task.cancel()
+        return watcher.stalls
+
+    stalls = asyncio.run(watch())
+    assert any(end - start >= 0.1 for start, end in stalls)
+    assert all(end - start > 0.06 for start, end in stalls)
 
 
 def test_process_lifecycle_and_cli() -> None:

@@ -129,10 +129,12 @@ def _soak(scenario: Scenario, sim: SimWebProcess, server: RedisServer, root: Pat
     try:
         admin = FrontierAdmin(client, keys)
         wanted = checks.wanted_pages(web, seeds, evidence)
+        logs = {wid.name: (wid / "crawl.log").read_text()
+                for wid in root.glob("w*.*") if (wid / "crawl.log").exists()}
+        server_stalls = sim.stalls()
+        (root / "server-stalls.json").write_text(json.dumps(server_stalls))
         rows = [
-            *checks.worker_rows([x for w in workers for x in w.exits],
-                                {wid.name: (wid / "crawl.log").read_text()
-                                 for wid in root.glob("w*.*") if (wid / "crawl.log").exists()}),
+            *checks.worker_rows([x for w in workers for x in w.exits], logs),
             *checks.completeness_rows(wanted, evidence, checks.dead_letters(admin, web)),
             *checks.frontier_rows(client, keys),
             *checks.duplicate_rows(evidence, driver.events),
@@ -142,8 +144,10 @@ def _soak(scenario: Scenario, sim: SimWebProcess, server: RedisServer, root: Pat
                                 concurrency=int(settings.get("CONCURRENT_REQUESTS_PER_DOMAIN",
                                                              4)),
                                 archived_429=checks.answers_archived(warc_dir, web, 429),
-                                kills=[e.wall for e in driver.events if e.what == "SIGKILL"]),
+                                kills=[e.wall for e in driver.events if e.what == "SIGKILL"],
+                                server_stalls=server_stalls),
             *checks.address_rows(web, evidence),
+            *checks.stall_rows(server_stalls, logs),
         ]
     finally:
         client.close()

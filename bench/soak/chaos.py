@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from scrapy.settings.default_settings import DEFAULT_REQUEST_HEADERS
 
 from bench.soak.scenario import Scenario
 from crawler.frontier.keys import Keys
 from tests.crawl_runner import start_crawl
 from tests.redis_server import RedisServer
+from tests.simweb.server import CLIENT_HEADER
 
 
 @dataclass
@@ -68,7 +70,9 @@ class Worker:
         self.stopped_by = ""
         self.proc = start_crawl(self.proxy_url, self.seeds, self.workdir,
                                 {**self.settings, "FRONTIER_WORKER_ID": self.worker_id,
-                                 "JOBDIR": str(self.workdir / "job")})
+                                 "JOBDIR": str(self.workdir / "job"),
+                                 "DEFAULT_REQUEST_HEADERS": {
+                                     **DEFAULT_REQUEST_HEADERS, CLIENT_HEADER: self.worker_id}})
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

@@ -10,12 +10,14 @@ trickle the crawler gave up on, was never discoverable). Each check is a
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import math
+import re
 import subprocess
 import sys
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -177,7 +179,8 @@ def _crawl_delay(web: Web, host: str) -> float | None:
 
 def pacing_rows(web: Web, evidence: Evidence, delay_floor: float, concurrency: int,
                 archived_429: Mapping[tuple[str, str], list[float]] | None = None,
-                kills: Iterable[float] = ()) -> list[Row]:
+                kills: Iterable[float] = (),
+                server_stalls: Sequence[tuple[float, float]] = ()) -> list[Row]:
     """Crawl-delay and DOWNLOAD_DELAY gaps, Retry-After waits and requests in flight.
 
     A request that reaches the server after a 429 was sent but before the
@@ -186,13 +189,19 @@ def pacing_rows(web: Web, evidence: Evidence, delay_floor: float, concurrency: i
     wait is one. A 429 that no worker archived, sent just before a SIGKILL
     (``kills``, epoch seconds), died with the worker that received it: no
     worker ever knew of it, so it is counted apart.
+
+    A short gap whose earlier arrival was stamped during one of the server's
+    own measured stalls (``server_stalls``, ``simweb.server.LoopWatch``) is put
+    down to that stall when the stall covers the shortfall: the request may
+    have reached the socket that much earlier.
     """
     archived_429 = archived_429 or {}
+    stalls = StampLateness(server_stalls)
     kills = sorted(kills)
     reaction: list[float] = []
     died_with_worker = 0
     crawl_delay_bad, delay_bad, retry_bad, conc_bad = [], [], [], []
-    gaps = retry_checked = on_their_way = squeezed = 0
+    gaps = retry_checked = on_their_way = squeezed = server_late = 0
     for host, entries in evidence.by_host.items():
         pages = [e for e in entries if not is_robots_path(e["path"])]
         cd = _crawl_delay(web, host)
@@ -203,11 +212,13 @@ def pacing_rows(web: Web, evidence: Evidence, delay_floor: float, concurrency: i
             gap = b["arrival"] - a["arrival"]
             if gap >= need - LAG:
                 pass
+            elif gap + stalls.at(a["arrival"]) >= need - LAG:
+                server_late += 1
             elif _late_stamp(previous, gap, need):
                 squeezed += 1
             else:
                 (crawl_delay_bad if cd is not None else delay_bad).append(
-                    (host, round(gap, 3), need))
+                    (host, round(gap, 3), need, a.get("client"), b.get("client")))
             previous = gap
         limit = 1 if cd is not None else concurrency
         if (peak := _max_in_flight(pages)) > limit:
@@ -233,16 +244,40 @@ def pacing_rows(web: Web, evidence: Evidence, delay_floor: float, concurrency: i
         Row("Crawl-delay violations (gap < Crawl-delay)", _some(crawl_delay_bad), "0",
             not crawl_delay_bad),
         Row("DOWNLOAD_DELAY violations (gap < delay x (1 - jitter))",
-            f"{_some(delay_bad)} of {gaps} gaps ({squeezed} squeezed by one late stamp)",
+            f"{_some(delay_bad)} of {gaps} gaps ({server_late} in a measured server stall, "
+            f"{squeezed} squeezed by one late stamp)",
             "0", not delay_bad),
         Row("Retry-After violations (a request sent during the wait)",
             f"{_some(retry_bad)} of {retry_checked} waits ({on_their_way} sent before the "
-            f"crawler had the 429; it had it {_ms(median(reaction))} after the server sent "
+            f"crawler had the 429; it had it {_ms(median(reaction or [math.nan]))} after the server sent "
             f"it, at worst {_ms(max(reaction, default=0))}; {died_with_worker} 429s died "
             "with a killed worker)", "0", not retry_bad),
         Row("per-host concurrency violations", _some(conc_bad),
             f"0 (1 with a Crawl-delay, else {concurrency})", not conc_bad),
     ]
+
+
+class StampLateness:
+    """How late the server may have stamped an arrival, from its measured loop stalls."""
+
+    #: A stamp this soon after a stall ended was taken in the turn that ended it.
+    SAME_TURN = 0.01
+
+    def __init__(self, stalls: Sequence[tuple[float, float]]) -> None:
+        self.stalls = sorted(stalls)
+        self.starts = [start for start, _ in self.stalls]
+
+    def at(self, stamp: float) -> float:
+        """Seconds ``stamp`` may be late: since the start of the stall it fell in (or 0)."""
+        i = bisect.bisect_right(self.starts, stamp) - 1
+        if i < 0:
+            return 0.0
+        start, end = self.stalls[i]
+        return stamp - start if stamp <= end + self.SAME_TURN else 0.0
+
+    def summary(self) -> str:
+        worst = max((end - start for start, end in self.stalls), default=0.0)
+        return f"{len(self.stalls)}, at worst {_ms(worst)}"
 
 
 def _late_stamp(previous: float, gap: float, need: float) -> bool:
@@ -348,6 +383,31 @@ def address_rows(web: Web, evidence: Evidence) -> list[Row]:
 
 
 # ---------------------------------------------------------------------- workers and WARC
+
+
+_REACTOR_STALL = re.compile(r"Reactor stalled ([0-9.]+) s \(free at ([0-9.]+), ran again at "
+                            r"([0-9.]+)\)")
+
+
+def stall_rows(server_stalls: Sequence[tuple[float, float]],
+               logs: Mapping[str, str]) -> list[Row]:
+    """How often the server's loop and the workers' reactors ran late (for information:
+    the pacing checks read arrival stamps, and a worker's stall delays its sends)."""
+    worker = [(name, float(m[1])) for name, text in logs.items()
+              for m in _REACTOR_STALL.finditer(text)]
+    worst = max(worker, key=lambda x: x[1], default=("-", 0.0))
+    return [
+        Row("web server loop stalls over 20 ms (arrival stamps late)",
+            StampLateness(server_stalls).summary(), "-", None),
+        Row("worker reactor stalls logged (LOOPLAG_LOG)",
+            f"{len(worker)}, at worst {_ms(worst[1])} ({worst[0]})", "-", None),
+    ]
+
+
+def worker_stalls(logs: Mapping[str, str]) -> dict[str, list[tuple[float, float, float]]]:
+    """Per worker log: (seconds, free at, ran again at) of every logged reactor stall."""
+    return {name: [(float(m[1]), float(m[2]), float(m[3]))
+                   for m in _REACTOR_STALL.finditer(text)] for name, text in logs.items()}
 
 
 def worker_rows(exits: list[tuple[str, int, str]], logs: Mapping[str, str]) -> list[Row]:

@@ -55,6 +55,7 @@ WORKER_SETTINGS: dict[str, Any] = {
     "FRONTIER_LEASE_SECONDS": 10,  # a killed worker's URLs come back after 10 s
     "PROMETHEUS_ENABLED": False,  # three workers, and tests in parallel: no ports
     "LOG_LEVEL": "INFO",
+    "LOOPLAG_LOG": 0.1,  # log every reactor stall of 0.1 s or more, with when it was
 }
 
 

@@ -52,6 +52,7 @@ from crawler.signals import crawl_delay_applied, retry_after_applied
 
 if TYPE_CHECKING:
     import threading
+    from collections.abc import Callable
     from typing import Self
     from wsgiref.simple_server import WSGIServer
 
@@ -95,9 +96,9 @@ class PrometheusExtension:
         Gauge("crawler_active_requests", "Requests in the downloader now.",
               registry=self.registry).set_function(self._active_requests)
         Gauge("crawler_warc_queue_length", "Answers waiting for the WARC writer.",
-              registry=self.registry).set_function(self._warc_queue_length)
+              registry=self.registry).set_function(self._warc_writer_gauge("queue_length"))
         Gauge("crawler_warc_queue_bytes", "Bytes waiting for the WARC writer.",
-              registry=self.registry).set_function(self._warc_queue_bytes)
+              registry=self.registry).set_function(self._warc_writer_gauge("queued_bytes"))
         self._server: tuple[WSGIServer, threading.Thread] | None = None
         self._frontier: FrontierCollector | None = None
         self._sd_file: Path | None = None
@@ -179,13 +180,14 @@ class PrometheusExtension:
         engine = self.crawler.engine
         return float(len(engine.downloader.active)) if engine is not None else 0.0
 
-    def _warc_queue_length(self) -> float:
-        writer = Archive.of(self.crawler).writer
-        return float(writer.queue_length) if writer is not None else 0.0
+    def _warc_writer_gauge(self, attr: str) -> Callable[[], float]:
+        """A gauge function reading the WARC writer's ``attr`` (0 while there is none)."""
 
-    def _warc_queue_bytes(self) -> float:
-        writer = Archive.of(self.crawler).writer
-        return float(writer.queued_bytes) if writer is not None else 0.0
+        def read() -> float:
+            writer = Archive.of(self.crawler).writer
+            return float(getattr(writer, attr)) if writer is not None else 0.0
+
+        return read
 
     # ------------------------------------------------------------ discovery
 

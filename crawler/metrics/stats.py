@@ -87,6 +87,8 @@ COUNTERS: tuple[Rule, ...] = (
          "URLs this worker's offers added to the frontier (not seen before)."),
     Rule("crawler_redis_errors", "frontier/redis_errors",
          "Frontier operations that failed on a Redis error."),
+    Rule("crawler_reactor_stalls", "reactor/stalls",
+         "Times the reactor ran LOOPLAG_STALL seconds or more late."),
     Rule("crawler_seeds", "seeds/loaded", "Seed lines read.", None, (("result", "loaded"),)),
     Rule("crawler_seeds", "seeds/malformed", "Seed lines read.", None,
          (("result", "malformed"),)),
@@ -98,6 +100,8 @@ GAUGES: tuple[Rule, ...] = (
          "Seconds between the download and the WARC write of the last record."),
     Rule("crawler_warc_lag_max_seconds", "warc/lag_max_seconds",
          "Largest download-to-write lag of the crawl so far."),
+    Rule("crawler_reactor_lag_max_seconds", "reactor/lag_max",
+         "Latest the reactor ran a timer so far (seconds past due)."),
 )
 
 

@@ -1,7 +1,7 @@
 """Pure analysis of the server's request ledger (a list of dicts).
 
 Entries look like ``{"id", "host", "path", "method", "arrival", "done",
-"status", "bytes", "outcome", "conn", "user_agent"}``; ``done`` is None while
+"status", "bytes", "outcome", "conn", "user_agent", "client"}``; ``done`` is None while
 a request is still open (e.g. a hang the client has not given up on).
 """
 

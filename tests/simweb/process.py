@@ -200,6 +200,10 @@ class SimWebProcess:
     def ledger(self) -> Ledger:
         return Ledger(self.control("/_ledger"))
 
+    def stalls(self) -> list[tuple[float, float]]:
+        """When the server's event loop ran late (``server.LoopWatch``)."""
+        return [(start, end) for start, end in self.control("/_stalls")]
+
     def reset(self) -> None:
         """Clear the ledger and every page's first-request state."""
         self.control("/_reset")

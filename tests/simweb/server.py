@@ -8,7 +8,8 @@ never opens an outgoing connection: every host is answered locally, and
 ``CONNECT`` gets 405.
 
 Requests to the server itself (``127.0.0.1``/``localhost`` with a path
-starting ``/_``) are the control API: ``/_ledger``, ``/_reset``, ``/_health``.
+starting ``/_``) are the control API: ``/_ledger``, ``/_reset``, ``/_health``,
+``/_stalls``.
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ MAX_REQUEST_BODY = 1024 * 1024
 HEADER_TIMEOUT = 30.0
 LINGER_SECONDS = 2.0
 CONTROL_HOSTS = frozenset({"127.0.0.1", "localhost"})
+#: A request header the ledger keeps as "client": which of several crawlers sent it.
+CLIENT_HEADER = "x-client-id"
 
 _REQUEST_LINE = re.compile(r"([A-Z]{1,20}) (\S{1,8000}) HTTP/(\d)\.(\d)")
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -198,6 +201,30 @@ def response_head(
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
+class LoopWatch:
+    """When the server's own event loop ran late: arrival stamps taken then may be late.
+
+    A timer due every ``every`` seconds; when it runs more than ``over``
+    seconds late, the loop (or the whole process, on a busy machine) was
+    not running between the timer's start and its run, so data that reached
+    the socket in that window was stamped late by up to the window's length.
+    ``stalls`` holds those windows as ``[start, end]`` epoch seconds.
+    """
+
+    def __init__(self, every: float = 0.01, over: float = 0.02) -> None:
+        self.every = every
+        self.over = over
+        self.stalls: list[list[float]] = []
+
+    async def run(self) -> None:
+        while True:
+            before = time.time()
+            await asyncio.sleep(self.every)
+            after = time.time()
+            if after - before > self.every + self.over:
+                self.stalls.append([round(before, 4), round(after, 4)])
+
+
 class SimWebServer:
     """One listening socket on loopback answering for every host of ``web``.
 
@@ -231,10 +258,13 @@ class SimWebServer:
         self._conns = itertools.count(1)
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
+        self.loop_watch = LoopWatch()
+        self._watching: asyncio.Task[None] | None = None
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        self._watching = asyncio.create_task(self.loop_watch.run())
         self._server = await asyncio.start_server(
             self._handle, self.host, self.requested_port, limit=MAX_LINE, backlog=512
         )
@@ -250,6 +280,8 @@ class SimWebServer:
         (Python 3.11's ``wait_closed`` does not wait for handlers)."""
         if self._server is not None:
             self._server.close()
+        if self._watching is not None:
+            self._watching.cancel()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
@@ -258,9 +290,10 @@ class SimWebServer:
             await self._server.wait_closed()
 
     def reset_state(self) -> None:
-        """Forget the ledger and every page's request count."""
+        """Forget the ledger, every page's request count and the loop's stalls."""
         self.ledger.clear()
         self._hits.clear()
+        self.loop_watch.stalls.clear()
 
     # ----------------------------------------------------------- connection
 
@@ -350,6 +383,7 @@ class SimWebServer:
             "outcome": None,
             "conn": conn,
             "user_agent": req.headers.get("user-agent"),
+            "client": req.headers.get(CLIENT_HEADER),
         }
         self.ledger.append(entry)
         return entry
@@ -477,6 +511,8 @@ class SimWebServer:
         path = target.path.split("?", 1)[0]
         if path == "/_ledger":
             payload: object = self.ledger
+        elif path == "/_stalls":
+            payload = self.loop_watch.stalls
         elif path == "/_reset":
             self.reset_state()
             payload = {"ok": True}

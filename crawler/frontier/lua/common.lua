@@ -46,3 +46,12 @@ local function split_fields(data, n)
   return unpack(out)
 end
 
+-- Hold a host back until until_ms (server time); a hold only ever grows (the
+-- later end wins). Two fields because claims and starts are gated apart: w
+-- keeps the host out of the ready set (no claims, see refresh_host) and bk
+-- keeps URLs claimed before the hold from starting (read by start.lua).
+local function hold_host(hk, until_ms)
+  local st = redis.call('HMGET', hk, 'w', 'bk')
+  if until_ms > tonumber(st[1] or '0') then redis.call('HSET', hk, 'w', until_ms) end
+  if until_ms > tonumber(st[2] or '0') then redis.call('HSET', hk, 'bk', until_ms) end
+end

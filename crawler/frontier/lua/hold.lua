@@ -14,10 +14,7 @@
 local p, host = ARGV[1], ARGV[2]
 local hk = p .. ':h:' .. host
 if redis.call('EXISTS', hk) == 0 then return 0 end
-local until_ms = now_ms() + tonumber(ARGV[3])
-local st = redis.call('HMGET', hk, 'w', 'bk')
-if until_ms > tonumber(st[1] or '0') then redis.call('HSET', hk, 'w', until_ms) end
-if until_ms > tonumber(st[2] or '0') then redis.call('HSET', hk, 'bk', until_ms) end
+hold_host(hk, now_ms() + tonumber(ARGV[3]))
 -- A host that asked us to slow down gets one request at a time from now on:
 -- its next URL is only claimed once the one in flight has ended, so no request
 -- can overlap an answer that may carry another Retry-After.

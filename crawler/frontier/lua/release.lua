@@ -35,14 +35,6 @@ local counts = {done = 0, queued = 0, delayed = 0, dead = 0, robots_denied = 0,
                 breaker_open = 0, breaker_parked = 0}
 local transitions = {}
 
--- Hold the host back: no claim (w) and no start of a URL claimed before
--- (bk, read by start.lua) until now + ms; a hold only ever grows.
-local function hold(hk, ms)
-  local st = redis.call('HMGET', hk, 'w', 'bk')
-  if now + ms > tonumber(st[1] or '0') then redis.call('HSET', hk, 'w', now + ms) end
-  if now + ms > tonumber(st[2] or '0') then redis.call('HSET', hk, 'bk', now + ms) end
-end
-
 local function breaker_failure(hk, host)
   local cf = redis.call('HINCRBY', hk, 'cf', 1)
   local bs = redis.call('HGET', hk, 'bs')
@@ -60,7 +52,7 @@ local function breaker_failure(hk, host)
   if bs == 'h' then
     redis.call('HSET', hk, 'w', now + cool)  -- replaces the probe's hold
   else
-    hold(hk, cool)
+    hold_host(hk, now + cool)  -- no claim (w) and no start (bk) until then
   end
   if bs ~= 'h' then counts.breaker_open = counts.breaker_open + 1 end
   transitions[#transitions + 1] = {'open', host, cool}
@@ -119,7 +111,7 @@ for i = 7, #ARGV, 6 do
       counts.dead = counts.dead + 1
     end
     if hold_ms > 0 then
-      hold(hk, hold_ms)
+      hold_host(hk, now + hold_ms)
       redis.call('HSET', hk, 'c', 1)  -- the server asked us to slow down: one at a time
     end
     if op ~= 'return' then crawl_delay_from_end(hk) end
