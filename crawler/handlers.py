@@ -17,9 +17,11 @@ it, so :class:`_ConnectTimeoutAgent` narrows the one private method
 (``_ScrapyAgent._get_agent``) that passes the timeout to Twisted's endpoint;
 ``tests/test_handlers.py`` pins it against a listener that never accepts.
 
-It is also the frontier's last word on politeness: a request that reaches it
-long after passing the start gate (a stalled reactor) passes the gate again
-(:func:`crawler.frontier.pacing.pass_gate_again_if_stale`).
+It is also the frontier's last word on politeness: once a request's
+connection is ready, the last moment before Twisted writes it, a request
+whose turn at the start gate went stale (the reactor stalled after the gate,
+or while connecting) passes the gate again (:class:`_GatedPool`,
+:func:`crawler.frontier.pacing.turn_is_stale`).
 """
 
 from __future__ import annotations
@@ -30,15 +32,18 @@ from typing import TYPE_CHECKING
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler, _ScrapyAgent
 from scrapy.exceptions import ResponseDataLossError
 from scrapy.utils._download_handlers import get_dataloss_msg, wrap_twisted_exceptions
-from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
-from crawler.frontier.pacing import pass_gate_again_if_stale
+from crawler.frontier.pacing import pass_gate, turn_is_stale
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
-    from twisted.web.client import Agent
+    from twisted.internet.defer import Deferred
+    from twisted.internet.interfaces import IStreamClientEndpoint
+    from twisted.web._newclient import HTTP11ClientProtocol
+    from twisted.web.client import Agent, HTTPConnectionPool
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +59,54 @@ class _ConnectTimeoutAgent(_ScrapyAgent):
         return super()._get_agent(request, min(timeout, self._connect_cap))
 
 
+class _GatedPool:
+    """The handler's connection pool as one request sees it.
+
+    Once a connection is ready, a request whose turn at the frontier's start
+    gate has gone stale passes the gate again before Twisted writes it on
+    that connection; in the normal case the connection is handed on in the
+    same reactor turn. Everything but ``getConnection`` is the shared pool.
+    """
+
+    #: Passes of the gate at most; a reactor that stalls on every one sends anyway.
+    MAX_TRIES = 3
+
+    def __init__(self, pool: HTTPConnectionPool, crawler: Crawler, request: Request) -> None:
+        self._pool = pool
+        self._crawler = crawler
+        self._request = request
+        self._tries = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._pool, name)
+
+    def getConnection(  # Twisted's name
+        self, key: object, endpoint: IStreamClientEndpoint
+    ) -> Deferred[HTTP11ClientProtocol]:
+        d = self._pool.getConnection(key, endpoint)
+        return d.addCallback(self._ready, key, endpoint)
+
+    def _ready(self, proto: HTTP11ClientProtocol, key: object,
+               endpoint: IStreamClientEndpoint) -> object:
+        if self._tries >= self.MAX_TRIES or not turn_is_stale(self._request):
+            return proto
+        self._tries += 1
+        self._crawler.stats.inc_value("frontier/pacing/stale_turns")
+        return deferred_from_coro(self._gate_again(proto, key, endpoint))
+
+    async def _gate_again(self, proto: HTTP11ClientProtocol, key: object,
+                          endpoint: IStreamClientEndpoint) -> HTTP11ClientProtocol:
+        try:
+            await pass_gate(self._crawler, self._request)
+        except BaseException:  # given back to the frontier, or the download cancelled
+            proto.transport.loseConnection()
+            raise
+        if proto.state == "QUIESCENT":
+            return proto
+        # The server closed the idle connection while the request waited.
+        return await maybe_deferred_to_future(self.getConnection(key, endpoint))
+
+
 class CountedHTTP11DownloadHandler(HTTP11DownloadHandler):
     """Every attempt is one the retry policy decided on; connecting has its
     own, shorter timeout (``DOWNLOAD_CONNECT_TIMEOUT``; 0 = Scrapy's)."""
@@ -65,12 +118,11 @@ class CountedHTTP11DownloadHandler(HTTP11DownloadHandler):
         self._connect_timeout = connect if connect > 0 else float("inf")
 
     async def download_request(self, request: Request) -> Response:
-        await pass_gate_again_if_stale(self._crawler, request)
         agent = _ConnectTimeoutAgent(
             connect_timeout=self._connect_timeout,
             contextFactory=self._contextFactory,
             bindAddress=self._bind_address,
-            pool=self._pool,
+            pool=_GatedPool(self._pool, self._crawler, request),
             maxsize=self._default_maxsize,
             warnsize=self._default_warnsize,
             fail_on_dataloss=self._fail_on_dataloss,

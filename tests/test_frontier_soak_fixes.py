@@ -19,11 +19,15 @@
 - A pipeline that failed before sending (Redis down while it loaded its
   scripts) kept its connection: after a Redis restart a worker's pool ran dry
   and it waited 30 s per command for a free connection.
+- A worker's reactor stalled after its request had passed the start gate; the
+  request left ~0.3 s late, just after another worker's request to the same
+  host that was on time (a DOWNLOAD_DELAY gap of a few milliseconds).
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,10 +36,11 @@ import pytest
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from crawler import settings as project_settings
 from crawler.frontier.keys import Keys
 from crawler.frontier.scheduler import beat_delay
 from crawler.frontier.store import Frontier, Limits, Release
-from tests.crawl_runner import finish_crawl, start_crawl
+from tests.crawl_runner import finish_crawl, run_crawl, start_crawl
 from tests.redis_server import RedisServer, started_redis
 from tests.simweb import SimWebProcess
 from tests.test_frontier_robots_store import HOST, RETRY
@@ -174,3 +179,31 @@ def test_a_failed_heartbeat_is_retried_at_once() -> None:
     # with the soak's 10 s leases and a 3.7 s outage, a renewal gap stays
     # under a lease: interval before the outage + outage + retry
     assert beat_delay(10_000, ok=True) + 3.7 + beat_delay(10_000, ok=False) < 10.0
+
+
+@pytest.mark.crawl
+def test_a_turn_gone_stale_in_a_reactor_stall_is_taken_again(
+        redis_url: str, redis_prefix: str, tmp_path: Path) -> None:
+    """The reactor stalls 0.6 s right after a request passed the start gate, and
+    at its end another worker passes the gate for the same host
+    (``tests/reactor_stall.py``). The request must not leave on its stale turn:
+    it passes the gate again and waits the delay after the other worker's turn."""
+    delay = 0.5
+    with SimWebProcess(seed=5, n_hosts=1, mix="clean") as sim:
+        settings = {
+            "DOWNLOAD_DELAY": delay, "DOWNLOAD_DELAY_JITTER": 0, "ROBOTSTXT_OBEY": False,
+            "DEPTH_LIMIT": 0, "CLOSESPIDER_PAGECOUNT": 2, "REDIS_URL": redis_url,
+            "FRONTIER_NAMESPACE": redis_prefix + "stall", "STALL_SECONDS": 0.6,
+            "DOWNLOADER_MIDDLEWARES": {**project_settings.DOWNLOADER_MIDDLEWARES,
+                                       "tests.reactor_stall.StallAfterGate": 970},
+        }
+        result = run_crawl(sim.proxy_url, sim.web.seed_urls(), tmp_path, settings)
+        pages = sorted(e["arrival"] for e in sim.ledger()
+                       if not e["path"].startswith("/robots"))
+    assert result.returncode == 0, result.log[-3000:]
+    phantom = re.search(r"Phantom worker passed the gate of \S+ at ([0-9.]+) \(wait 0 ms\)",
+                        result.log)
+    assert phantom, result.log[-3000:]
+    assert pages, "the stalled request was never sent"
+    assert pages[0] - float(phantom[1]) >= delay - 0.05, (pages[0] - float(phantom[1]))
+    assert int(result.stat("frontier/pacing/stale_turns")) >= 1

@@ -249,9 +249,9 @@ def pacing_rows(web: Web, evidence: Evidence, delay_floor: float, concurrency: i
             "0", not delay_bad),
         Row("Retry-After violations (a request sent during the wait)",
             f"{_some(retry_bad)} of {retry_checked} waits ({on_their_way} sent before the "
-            f"crawler had the 429; it had it {_ms(median(reaction or [math.nan]))} after the server sent "
-            f"it, at worst {_ms(max(reaction, default=0))}; {died_with_worker} 429s died "
-            "with a killed worker)", "0", not retry_bad),
+            f"crawler had the 429; it had it {_ms(median(reaction or [math.nan]))} after the "
+            f"server sent it, at worst {_ms(max(reaction, default=0))}; {died_with_worker} "
+            "429s died with a killed worker)", "0", not retry_bad),
         Row("per-host concurrency violations", _some(conc_bad),
             f"0 (1 with a Crawl-delay, else {concurrency})", not conc_bad),
     ]

@@ -75,6 +75,7 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
     redis_wait = 0.0
     pause = _REDIS_RETRY_S[0]
     while True:
+        asked = time.monotonic()
         try:
             wait_ms = await scheduler.frontier.start_gate(host)
         except (RedisError, OSError):
@@ -86,7 +87,9 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
             pause = min(pause * 2, _REDIS_RETRY_S[1])
             continue
         if wait_ms <= 0:
-            request.meta[GATE_META] = time.monotonic()
+            # The turn is as old as the question: a stall while the answer
+            # was on its way makes it stale too.
+            request.meta[GATE_META] = asked
             return
         if wait_ms > DEFER_AFTER_S * 1000:
             _give_back(crawler, request, "retry", str(wait_ms), "host held")
@@ -94,20 +97,19 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
         await asyncio.sleep(wait_ms / 1000)
 
 
-async def pass_gate_again_if_stale(crawler: Crawler, request: Request) -> None:
-    """For the download handler, just before the request is sent.
+def turn_is_stale(request: Request) -> bool:
+    """Whether ``request`` passed the gate longer than ``STALE_AFTER_S`` ago.
 
     Between the gate and the socket a worker's reactor can stall (a burst of
-    parsing, a freshly started worker loading its seeds): the chaos soak saw a
-    request leave 0.3 s after its turn, 7 ms before another worker's request
-    to the same host that was on time. A request whose turn is older than
-    ``STALE_AFTER_S`` takes a new one.
+    parsing, a freshly started worker loading its seeds, a starved CPU): the
+    chaos soak saw requests leave 0.3 s after their turn, a few milliseconds
+    before another worker's request to the same host that was on time. The
+    download handler asks this once the connection is ready, the last moment
+    before the request's bytes are written, and a stale turn passes the gate
+    again (:func:`pass_gate`).
     """
     passed = request.meta.get(GATE_META)
-    if passed is None or time.monotonic() - passed <= STALE_AFTER_S:
-        return
-    crawler.stats.inc_value("frontier/pacing/stale_turns")
-    await pass_gate(crawler, request)
+    return passed is not None and time.monotonic() - passed > STALE_AFTER_S
 
 
 def _give_back(crawler: Crawler, request: Request, op: str, arg: str, why: str) -> None:
