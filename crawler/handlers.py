@@ -22,9 +22,10 @@ It is also the frontier's last word on politeness: once a request's
 connection is ready, the last moment before Twisted writes it, a request
 whose turn at the start gate went stale (the reactor stalled after the gate,
 or while connecting) passes the gate again (:class:`_GatedPool`,
-:func:`crawler.frontier.pacing.turn_is_stale`), and a request on a fresh turn
-is sent to the socket at once, not on the reactor's next turn
-(:class:`_SentAtOnce`).
+:func:`crawler.frontier.pacing.turn_is_stale`), its turn is looked at once
+more in the callback that writes it, and a request on a fresh turn is sent to
+the socket at once, not on the reactor's next turn (:class:`_SentAtOnce`). A
+request still stale after three passes goes back to its queue.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from scrapy.exceptions import ResponseDataLossError
 from scrapy.utils._download_handlers import get_dataloss_msg, wrap_twisted_exceptions
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 
-from crawler.frontier.pacing import pass_gate, turn_is_stale
+from crawler.frontier.pacing import give_back_stale, pass_gate, turn_is_stale
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -67,12 +68,17 @@ class _GatedPool:
     """The handler's connection pool as one request sees it.
 
     Once a connection is ready, a request whose turn at the frontier's start
-    gate has gone stale passes the gate again before Twisted writes it on
-    that connection; in the normal case the connection is handed on in the
-    same reactor turn. Everything but ``getConnection`` is the shared pool.
+    gate has gone stale passes the gate again, and the turn is looked at once
+    more in the very callback that writes the request: passing the gate is
+    asynchronous, and the reactor turns between its answer and the write can
+    stall too (the soak saw a request granted, then sent 0.2 s later, after
+    another worker's on-time turn). In the normal case the connection is
+    handed on, and the request written, in the same reactor turn. Everything
+    but ``getConnection`` is the shared pool.
     """
 
-    #: Passes of the gate at most; a reactor that stalls on every one sends anyway.
+    #: Passes of the gate at most; after a stall behind every one, the URL goes back
+    #: to its queue (a reactor that busy is better off sending nothing).
     MAX_TRIES = 3
 
     def __init__(self, pool: HTTPConnectionPool, crawler: Crawler, request: Request) -> None:
@@ -92,11 +98,16 @@ class _GatedPool:
 
     def _ready(self, proto: HTTP11ClientProtocol, key: object,
                endpoint: IStreamClientEndpoint) -> object:
-        if self._tries >= self.MAX_TRIES or not turn_is_stale(self._request):
+        """The connection, to be written on now (synchronously), or after the gate again."""
+        if not turn_is_stale(self._request):
             return _SentAtOnce(proto)
+        if self._tries >= self.MAX_TRIES:
+            proto.transport.loseConnection()
+            give_back_stale(self._crawler, self._request)
         self._tries += 1
         self._crawler.stats.inc_value("frontier/pacing/stale_turns")
-        return deferred_from_coro(self._gate_again(proto, key, endpoint))
+        d = deferred_from_coro(self._gate_again(proto, key, endpoint))
+        return d.addCallback(self._ready, key, endpoint)
 
     async def _gate_again(self, proto: HTTP11ClientProtocol, key: object,
                           endpoint: IStreamClientEndpoint) -> HTTP11ClientProtocol:
@@ -106,9 +117,9 @@ class _GatedPool:
             proto.transport.loseConnection()
             raise
         if proto.state == "QUIESCENT":
-            return _SentAtOnce(proto)
+            return proto
         # The server closed the idle connection while the request waited.
-        return await maybe_deferred_to_future(self.getConnection(key, endpoint))
+        return await maybe_deferred_to_future(self._pool.getConnection(key, endpoint))
 
 
 class _SentAtOnce:

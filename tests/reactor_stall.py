@@ -1,14 +1,16 @@
-"""A test-only downloader middleware: the reactor stalls just after a request
-passed the frontier's start gate, and meanwhile another worker takes the
-host's next turn.
+"""A test-only downloader middleware: the reactor stalls again and again just
+after a request passed the frontier's start gate, and at the end of each
+stall another worker tries to take the host's next turn.
 
-This is the chaos soak's finding 8 made exact. Placed after the pacing
-middleware, it lets the first gated request go on, and on the next reactor
-turn (while that request connects and is written) blocks the reactor for
-``STALL_SECONDS``. At the end of the stall a phantom worker passes the gate
-for the same host, straight in Redis as any other worker would, and the
-moment it did is logged. A crawler that sent its stale turn now would reach
-the host right after the phantom's turn.
+This is the chaos soak's findings 8, 10 and 12 made exact. Placed after the
+pacing middleware, it lets the first gated request go on, and from the next
+reactor turn on blocks the reactor ``STALL_COUNT`` times for ``STALL_SECONDS``
+each, one reactor turn apart: every step of the request (connecting, passing
+the gate again, the turns between the gate's answer and the write) has a
+stall behind it. After each stall a phantom worker passes the gate for the
+same host if it may, straight in Redis as any other worker would, and logs
+when it tried and what the gate said. The spacing rule holds between the
+crawl's real requests and the phantom's turns as between any two workers'.
 """
 
 from __future__ import annotations
@@ -32,35 +34,47 @@ logger = logging.getLogger(__name__)
 
 
 class StallAfterGate:
-    """Stall the reactor once, right after the first request passed the gate."""
+    """A storm of reactor stalls, starting right after the first request passed the gate."""
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.seconds = crawler.settings.getfloat("STALL_SECONDS")
-        self.stalled = False
+        self.left = crawler.settings.getint("STALL_COUNT", 1)
+        self.quiet = crawler.settings.getint("STALL_PHANTOM_AFTER", 0)
+        self.started = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> StallAfterGate:
         return cls(crawler)
 
     def process_request(self, request: Request) -> None:
-        if self.stalled or GATE_META not in request.meta:
+        if self.started or GATE_META not in request.meta:
             return
-        self.stalled = True
-        reactor.callLater(0, self._stall, request)
-
-    def _stall(self, request: Request) -> None:
-        time.sleep(self.seconds)
+        self.started = True
         scheduler = scheduler_of(self.crawler)
         assert scheduler is not None and scheduler.frontier is not None
-        frontier = scheduler.frontier
         host = scheduler.host_of(request.meta[LEASE_META])
         assert host is not None
+        frontier = scheduler.frontier
+        key = frontier.keys.host(frontier.partition(host), host)
+        reactor.callLater(0, self._stall, host, key, frontier.limits.jitter)
+
+    def _stall(self, host: str, key: str, jitter: float) -> None:
+        time.sleep(self.seconds)
+        self.left -= 1
+        if self.quiet > 0:
+            self.quiet -= 1
+        else:
+            self._phantom(host, key, jitter)
+        if self.left > 0:
+            reactor.callLater(0, self._stall, host, key, jitter)
+        else:
+            logger.warning("Reactor stalls over at %.3f", time.time())
+
+    def _phantom(self, host: str, key: str, jitter: float) -> None:
         client = redis.Redis.from_url(self.crawler.settings["REDIS_URL"])
         try:
-            start = client.register_script(script_source("start"))
-            wait = start(keys=[frontier.keys.host(frontier.partition(host), host)],
-                         args=[frontier.limits.jitter])
+            wait = client.register_script(script_source("start"))(keys=[key], args=[jitter])
         finally:
             client.close()
         logger.warning("Phantom worker passed the gate of %s at %.3f (wait %s ms)",

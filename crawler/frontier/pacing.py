@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from redis.exceptions import RedisError
 from scrapy.exceptions import IgnoreRequest
@@ -80,7 +80,7 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
             wait_ms = await scheduler.frontier.start_gate(host)
         except (RedisError, OSError):
             if redis_wait >= scheduler.limits.lease_ms / 1000:
-                _give_back(crawler, request, "return", "", "Redis unreachable")
+                _give_back(crawler, request, "return", "", "redis", "Redis unreachable")
             stats.inc_value("frontier/pacing/redis_waits")
             await asyncio.sleep(pause)
             redis_wait += pause
@@ -92,7 +92,7 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
             request.meta[GATE_META] = asked
             return
         if wait_ms > DEFER_AFTER_S * 1000:
-            _give_back(crawler, request, "retry", str(wait_ms), "host held")
+            _give_back(crawler, request, "retry", str(wait_ms), "held", "host held")
         stats.inc_value("frontier/pacing/waits")
         await asyncio.sleep(wait_ms / 1000)
 
@@ -112,9 +112,15 @@ def turn_is_stale(request: Request) -> bool:
     return passed is not None and time.monotonic() - passed > STALE_AFTER_S
 
 
-def _give_back(crawler: Crawler, request: Request, op: str, arg: str, why: str) -> None:
+def give_back_stale(crawler: Crawler, request: Request) -> NoReturn:
+    """A request whose turn went stale after every pass of the gate (a reactor
+    stalling again and again) goes back to its queue rather than out late."""
+    _give_back(crawler, request, "return", "", "stale", "its turn went stale again and again")
+
+
+def _give_back(crawler: Crawler, request: Request, op: str, arg: str, stat: str,
+               why: str) -> NoReturn:
     """End the lease without a download: delayed by ``arg`` ms, or back to its queue."""
-    crawler.stats.inc_value(
-        f"frontier/pacing/given_back/{'held' if op == 'retry' else 'redis'}")
+    crawler.stats.inc_value(f"frontier/pacing/given_back/{stat}")
     request.meta[OUTCOME_META] = {"op": op, "arg": arg, "health": ""}
     raise IgnoreRequest(f"not started: {why}")
