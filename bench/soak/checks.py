@@ -404,12 +404,6 @@ def stall_rows(server_stalls: Sequence[tuple[float, float]],
     ]
 
 
-def worker_stalls(logs: Mapping[str, str]) -> dict[str, list[tuple[float, float, float]]]:
-    """Per worker log: (seconds, free at, ran again at) of every logged reactor stall."""
-    return {name: [(float(m[1]), float(m[2]), float(m[3]))
-                   for m in _REACTOR_STALL.finditer(text)] for name, text in logs.items()}
-
-
 def worker_rows(exits: list[tuple[str, int, str]], logs: Mapping[str, str]) -> list[Row]:
     """Every exit explained: SIGKILLed by the driver, or a clean exit (SIGTERM included)."""
     bad = [(wid, code) for wid, code, how in exits if how != "SIGKILL" and code != 0]
