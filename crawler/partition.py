@@ -13,8 +13,9 @@ so a seed list of tens of millions of lines costs no more memory than a short
 one. The one thing kept per host is an 8-byte hash in a set (about 70 bytes
 of Python memory a host), for the distinct-host counts of the report.
 
-Each output line is the seed's canonical URL (:func:`crawler.urls.canonical_url`),
-not the line as typed: it is what the spider would queue anyway, a part file
+Each output line is the seed's URL as it will be sent (:func:`crawler.urls.request_url`:
+the line as typed, normalised as a browser would), not the line as typed: it is what the
+spider would queue anyway, a part file
 is itself a clean seed file (no BOM, comments, CRLF or scheme-less lines, so
 it does not depend on ``BROAD_SEEDS_ADD_SCHEME``), and anyone can check a
 line's file with ``partition_of(host_key(line), N)``. Lines keep the input
@@ -131,7 +132,8 @@ class Splitter:
 
     def add(self, seed: Seed) -> int:
         """Count ``seed`` and return its part."""
-        # host_key() of a canonical URL, without canonicalising it a second time.
+        # host_key() of a sent-form URL (its origin is the canonical one), without
+        # canonicalising it a second time.
         host = canonical_host_key(seed.url)
         part = partition_of(host, self.report.partitions)
         # Distinct hosts by 64-bit hash: a wrong count needs two of ~4e9 hosts to collide.

@@ -14,14 +14,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from crawler.urls import DEFAULT_STRIPPER, ParamStripper, canonical_url
+from crawler.urls import DEFAULT_STRIPPER, ParamStripper, request_url
 
 _MAX_LINE_BYTES = 16 * 1024  # a line longer than this is not a URL anyone meant
 
 
 @dataclass(frozen=True, slots=True)
 class Seed:
-    """A seed URL in canonical form, with where it came from."""
+    """A seed URL in the form it is sent (:func:`crawler.urls.request_url`), with where it
+    came from."""
 
     url: str
     source: str
@@ -64,7 +65,7 @@ def parse_seed_line(
         return SeedError(source, line, text, "more than one field on the line")
     if add_scheme and "://" not in text:
         text = f"http://{text}"
-    url = canonical_url(text, stripper)
+    url = request_url(text, stripper)
     if url is None:
         reason = "no http:// or https:// scheme" if "://" not in text else "not an http(s) URL"
         return SeedError(source, line, text, reason)

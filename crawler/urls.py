@@ -1,23 +1,37 @@
-"""The one canonical form of a URL, used for dedup, robots and politeness.
+"""The two forms of a URL: the one sent, and the one that is its identity.
 
-Every component that compares URLs (the dupefilter, the frontier, the robots
-policy, per-host pacing) must agree on what "the same URL" and "the same host"
-mean, or dedup leaks and politeness is split across aliases of one host. This
-module is that agreement.
+A crawler needs two answers about every URL it finds, and they are not the
+same:
 
-The canonical form is w3lib's ``canonicalize_url`` (safe percent-encoding,
-sorted query, dot segments resolved, IPv6 normalised) plus what a crawler
-needs on top of it:
+- **What to send** (:func:`request_url`): the link as a browser would request
+  it. Only what a browser's URL parser changes is changed (WHATWG URL
+  Standard, as w3lib's ``safe_url_string`` implements it): scheme and host
+  lower-cased, the host IDNA-encoded, the default port dropped, dot segments
+  resolved, the fragment and any user info removed, characters that must be
+  percent-encoded encoded. Nothing is reordered or decoded: ``/list?b=2&a=1``
+  is sent as it was linked, ``?page`` stays ``?page``. Servers that sign the
+  query, depend on parameter order or tell ``?a`` from ``?a=`` get what a
+  browser would send them, and robots.txt rules are matched against this form
+  (what the server sees).
+- **What it is** (:func:`canonical_url`): w3lib's ``canonicalize_url`` (safe
+  percent-encoding, sorted query, dot segments resolved, IPv6 normalised) plus
+  what a crawler needs on top of it: host lower-cased, IDNA-encoded, a
+  trailing dot removed; the default port dropped; user info and fragment
+  dropped. Every component that asks "have we seen this page?" uses it: the
+  frontier's dedup and fingerprints, the per-host page budget, the WARC digest
+  index. w3lib documents ``canonicalize_url`` as a form for comparing URLs,
+  not for requesting them, and that is how it is used here.
 
-- scheme and host lower-cased, host IDNA-encoded, a trailing dot removed;
-- the default port of the scheme dropped (``http://a:80/`` is ``http://a/``);
-- user info dropped (credentials never reach the frontier or the logs);
-- the fragment dropped (it never reaches the server);
-- tracking parameters removed (:data:`DEFAULT_STRIP_PARAMS`, configurable).
+Tracking parameters (:data:`DEFAULT_STRIP_PARAMS`, configurable) leave both
+forms: by definition they never change the page served, so sending them only
+reports a crawler's visit as a campaign click in the site owner's analytics,
+and a session id copied from a stranger's link would put the crawler inside
+that stranger's session. The parameters around them are kept as they were,
+in their order and spelling.
 
-Only ``http`` and ``https`` URLs have a canonical form; anything else
-(``mailto:``, garbage, a URL without a host) gives ``None``. The functions here
-never raise on any input string: a crawler reads URLs from hostile pages.
+Only ``http`` and ``https`` URLs have these forms; anything else (``mailto:``,
+garbage, a URL without a host) gives ``None``. The functions here never raise
+on any input string: a crawler reads URLs from hostile pages.
 """
 
 from __future__ import annotations
@@ -30,7 +44,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from w3lib.url import canonicalize_url
+from w3lib.url import canonicalize_url, safe_url_string
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -119,10 +133,20 @@ DEFAULT_STRIPPER = ParamStripper()
 
 
 def canonical_url(url: str, stripper: ParamStripper = DEFAULT_STRIPPER) -> str | None:
-    """Return the canonical form of an http(s) URL, or ``None`` if it has none.
+    """Return the canonical form (the identity) of an http(s) URL, or ``None`` if it has none.
 
-    Idempotent: ``canonical_url(canonical_url(u)) == canonical_url(u)``.
+    Idempotent: ``canonical_url(canonical_url(u)) == canonical_url(u)``, and
+    the sent form names the same page: ``canonical_url(request_url(u)) ==
+    canonical_url(u)``. Cached, because a site's navigation links come back on
+    every one of its pages.
     """
+    if not isinstance(url, str) or len(url) > _MAX_URL_CHARS:
+        return None
+    return _canonical_cached(url, stripper)
+
+
+@lru_cache(maxsize=2048)
+def _canonical_cached(url: str, stripper: ParamStripper) -> str | None:
     try:
         return _canonical(url, stripper)
     except (ValueError, UnicodeError, TypeError):
@@ -131,9 +155,63 @@ def canonical_url(url: str, stripper: ParamStripper = DEFAULT_STRIPPER) -> str |
         return None
 
 
-def _canonical(url: str, stripper: ParamStripper) -> str | None:
-    if not isinstance(url, str) or len(url) > _MAX_URL_CHARS:
+def request_url(url: str, stripper: ParamStripper = DEFAULT_STRIPPER) -> str | None:
+    """The form of an http(s) URL to send, as a browser would (see the module's docstring).
+
+    ``None`` exactly when :func:`canonical_url` gives ``None``. Idempotent.
+    """
+    forms = url_forms(url, stripper)
+    return None if forms is None else forms[0]
+
+
+def url_forms(url: str, stripper: ParamStripper = DEFAULT_STRIPPER
+              ) -> tuple[str, str] | None:
+    """``(request_url(url), canonical_url(url))``, or ``None`` if ``url`` has neither."""
+    canon = canonical_url(url, stripper)
+    if canon is None:
         return None
+    try:
+        sent = urlsplit(safe_url_string(_WS.sub("", url.strip())))
+    except (ValueError, UnicodeError):
+        return canon, canon  # w3lib refuses what canonicalisation read: send the identity
+    query = stripper.strip(sent.query)
+    origin = canon[: _origin_end(canon)]
+    path = remove_dot_segments(sent.path or "/")
+    return f"{origin}{path}{'?' + query if query else ''}", canon
+
+
+def _origin_end(canon: str) -> int:
+    """Where the path of a canonical URL starts (it always has one)."""
+    return canon.index("/", canon.index("//") + 2)
+
+
+def remove_dot_segments(path: str) -> str:
+    """Resolve ``.`` and ``..`` segments of an absolute path (RFC 3986 5.2.4).
+
+    As a browser does, ``%2e`` (either case) counts as a dot, and ``..`` above
+    the root stays at the root. A path without dot segments is returned as is.
+    """
+    if "." not in path and "%2" not in path:
+        return path
+    out: list[str] = []
+    segments = path.split("/")[1:]
+    for i, segment in enumerate(segments):
+        dots = segment.lower().replace("%2e", ".")
+        last = i == len(segments) - 1
+        if dots == "..":
+            if out:
+                out.pop()
+            if last:
+                out.append("")
+        elif dots == ".":
+            if last:
+                out.append("")
+        else:
+            out.append(segment)
+    return "/" + "/".join(out)
+
+
+def _canonical(url: str, stripper: ParamStripper) -> str | None:
     url = _WS.sub("", url.strip())
     scheme, _, rest = url.partition(":")
     scheme = scheme.lower()

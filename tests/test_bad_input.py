@@ -30,7 +30,7 @@ from crawler.middlewares.retry import retry_after_seconds
 from crawler.robots.rules import Rules, classify, prepare
 from crawler.seeds import Seed, SeedError, parse_seed_line, parse_seed_lines
 from crawler.spiders.broad import BroadSpider
-from crawler.urls import canonical_url, host_key, url_fingerprint
+from crawler.urls import canonical_url, host_key, request_url, url_fingerprint
 
 #: Wall-clock bound for one call on a pathological input (generous: CI is slow).
 BOUND = 2.0
@@ -79,7 +79,7 @@ def _check_seed(parsed: object, line: int) -> None:
     assert parsed is None or isinstance(parsed, Seed | SeedError)
     if isinstance(parsed, Seed):
         assert parsed.line == line
-        assert canonical_url(parsed.url) == parsed.url
+        assert request_url(parsed.url) == parsed.url  # the seed is kept in its sent form
     if isinstance(parsed, SeedError):
         assert parsed.line == line
         str(parsed)  # the report line itself must not raise
@@ -144,10 +144,17 @@ _hostile_urls = st.builds(
 @example("http://u:p@@@a.b/")
 def test_canonical_url_never_raises(raw: str) -> None:
     canon = _timed(lambda: canonical_url(raw))
+    sent = _timed(lambda: request_url(raw))
     key = host_key(raw)
     if canon is None:
-        assert key is None
+        assert key is None and sent is None
         return
+    # The sent form is stable, names the same page and the same host, and
+    # starts with the identity's origin (so frontier records can drop it).
+    assert sent is not None and sent.isascii() and request_url(sent) == sent
+    assert canonical_url(sent) == canon
+    assert host_key(sent) == key
+    assert sent.split("/")[:3] == canon.split("/")[:3]
     assert canon.isascii() and canon.startswith(("http://", "https://"))
     assert "@" not in canon.split("/")[2]  # credentials never survive
     assert canonical_url(canon) == canon
@@ -321,8 +328,8 @@ def _links(body: bytes, *, encoding: str | None = None, charset: str | None = No
     spider = _spider()
     links = _timed(lambda: spider.links(response))
     assert isinstance(links, list)
-    assert all(isinstance(u, str) and canonical_url(u) == u for u in links)
-    assert len(set(links)) == len(links)
+    assert all(isinstance(u, str) and request_url(u) == u for u in links)
+    assert len({canonical_url(u) for u in links}) == len(links)  # one per identity
     return links
 
 

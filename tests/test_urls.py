@@ -1,4 +1,4 @@
-"""The canonical URL form: examples, properties, and the Scrapy fingerprinter."""
+"""The two URL forms (sent and canonical): examples, properties, and the Scrapy fingerprinter."""
 
 from __future__ import annotations
 
@@ -13,7 +13,10 @@ from crawler.urls import (
     ParamStripper,
     canonical_url,
     host_key,
+    remove_dot_segments,
+    request_url,
     url_fingerprint,
+    url_forms,
 )
 
 
@@ -132,3 +135,81 @@ def test_canonical_never_raises_and_is_idempotent(raw: str) -> None:
 def test_host_key_never_raises(raw: str) -> None:
     key = host_key(raw)
     assert key is None or key.count(":") >= 2
+
+
+# --- the form that is sent ----------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("linked", "sent"),
+    [
+        # What a browser sends: nothing reordered, nothing decoded.
+        ("http://example.com/list?b=2&a=1", "http://example.com/list?b=2&a=1"),
+        ("http://example.com/search?page", "http://example.com/search?page"),
+        ("http://example.com/go?next=/a/b?c=1", "http://example.com/go?next=/a/b?c=1"),
+        ("http://example.com/a?x=%41&y=%2F", "http://example.com/a?x=%41&y=%2F"),
+        ("http://example.com/%7Efoo/%2F", "http://example.com/%7Efoo/%2F"),
+        ("http://example.com/a?q=a+b", "http://example.com/a?q=a+b"),
+        ("http://example.com/a?b&a=", "http://example.com/a?b&a="),
+        # What a browser's URL parser does change.
+        ("HTTP://ExAmple.COM:80/a", "http://example.com/a"),
+        ("https://example.com:443/a", "https://example.com/a"),
+        ("https://example.com:8443/a", "https://example.com:8443/a"),
+        ("http://example.com", "http://example.com/"),
+        ("http://example.com/a#frag", "http://example.com/a"),
+        ("http://example.com/a/./b/../c", "http://example.com/a/c"),
+        ("http://example.com/a/%2E%2e/b", "http://example.com/b"),
+        ("http://example.com/../../x", "http://example.com/x"),
+        ("http://example.com/a/..", "http://example.com/"),
+        ("http://example.com/a b", "http://example.com/a%20b"),
+        ("http://example.com/a\\b", "http://example.com/a/b"),
+        ("http://example.com/caf\u00e9?q=\u00fc", "http://example.com/caf%C3%A9?q=%C3%BC"),
+        ("http://b\u00fccher.example/", "http://xn--bcher-kva.example/"),
+        ("http://[0:0::1]:80/x", "http://[::1]/x"),
+        ("http://user:secret@example.com/a", "http://example.com/a"),
+        ("http://example.com/a\t\nb", "http://example.com/ab"),
+        # Tracking parameters leave, the rest keeps its order and spelling.
+        ("http://example.com/a?z=1&utm_source=x&b=2", "http://example.com/a?z=1&b=2"),
+        ("http://example.com/a?utm_source=x", "http://example.com/a"),
+    ],
+)
+def test_request_url_is_what_a_browser_sends(linked: str, sent: str) -> None:
+    assert request_url(linked) == sent
+    assert request_url(sent) == sent
+    # One page, whichever form it is given in.
+    assert canonical_url(sent) == canonical_url(linked)
+
+
+def test_the_two_forms_differ_where_the_issue_says() -> None:
+    """The identity sorts and encodes; the sent form does not."""
+    assert url_forms("http://example.com/list?b=2&a=1") == (
+        "http://example.com/list?b=2&a=1", "http://example.com/list?a=1&b=2")
+    assert url_forms("http://example.com/search?page") == (
+        "http://example.com/search?page", "http://example.com/search?page=")
+    assert url_forms("http://example.com/go?next=/a/b?c=1") == (
+        "http://example.com/go?next=/a/b?c=1", "http://example.com/go?next=%2Fa%2Fb%3Fc%3D1")
+
+
+@pytest.mark.parametrize("url", ["mailto:a@b.c", "ftp://a.b/", "http://", "http:///x", "", "//a/b"])
+def test_no_sent_form_without_an_identity(url: str) -> None:
+    assert request_url(url) is None and canonical_url(url) is None and url_forms(url) is None
+
+
+@pytest.mark.parametrize(
+    ("path", "resolved"),
+    [("/", "/"), ("/a/b", "/a/b"), ("/a/./b", "/a/b"), ("/a/../b", "/b"), ("/a/b/..", "/a/"),
+     ("/a/b/.", "/a/b/"), ("/..", "/"), ("/a/%2e%2E/b", "/b"), ("//a/../b", "//b"),
+     ("/a.b/c..d/.e", "/a.b/c..d/.e")],
+)
+def test_remove_dot_segments(path: str, resolved: str) -> None:
+    assert remove_dot_segments(path) == resolved
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", ".", "..", "%2e", "%2E.", "", "x.y", "%41"]),
+                max_size=8))
+def test_sent_form_is_stable_and_names_the_same_page(segments: list[str]) -> None:
+    url = "http://example.com/" + "/".join(segments) + "?b=1&a"
+    sent = request_url(url)
+    assert sent is not None and request_url(sent) == sent
+    assert canonical_url(sent) == canonical_url(url)
+    assert sent.endswith("?b=1&a")

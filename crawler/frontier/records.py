@@ -2,8 +2,10 @@
 
 A record is a JSON object with short keys::
 
-    {"u": "/p/1",                # canonical URL, without its origin when
-                                 # stored with its host (always, in the frontier)
+    {"u": "/p/1?b=2&a=1",        # the URL to send (crawler.urls.request_url),
+                                 # without its origin when stored with its host
+                                 # (always, in the frontier); its identity, the
+                                 # canonical form, is the fingerprint beside it
      "d": 2,                     # depth
      "p": -2,                    # priority (omitted when 0)
      "cb": "parse",              # spider method for the callback (omitted: parse)
@@ -61,7 +63,7 @@ class RecordError(ValueError):
 def to_record(
     request: Request, url: str, spider: Spider, meta_keys: Iterable[str], host: str | None = None
 ) -> str:
-    """Serialize ``request`` (with its canonical ``url``) to a JSON record.
+    """Serialize ``request`` (with ``url``, the form to send) to a JSON record.
 
     With ``host`` (the URL's host key) the URL and a same-origin referrer
     are written relative to the host's origin; :func:`from_record` must then

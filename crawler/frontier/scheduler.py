@@ -59,7 +59,13 @@ from crawler.frontier.store import (
     Release,
 )
 from crawler.robots.policy import RobotsPolicy
-from crawler.urls import canonical_host_key, canonical_url, stripper_from_settings, url_fingerprint
+from crawler.urls import (
+    canonical_host_key,
+    canonical_url,
+    stripper_from_settings,
+    url_fingerprint,
+    url_forms,
+)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -158,7 +164,8 @@ class FrontierScheduler:
         self.seed_feed: SeedFeed | None = None
         self.spider: Spider | None = None
         self.buffer: deque[Request] = deque()
-        self.held: dict[str, tuple[Lease, str]] = {}  # token -> (lease, canonical url)
+        # token -> (lease, the URL's identity: canonical_url of what was sent)
+        self.held: dict[str, tuple[Lease, str | None]] = {}
         self.transferred: set[str] = set()
         self.pending_admissions: list[Admission] = []
         self.pending_releases: list[Release] = []
@@ -364,11 +371,12 @@ class FrontierScheduler:
     # ------------------------------------------------------------------ scheduler API
 
     def enqueue_request(self, request: Request) -> bool:
-        canon = canonical_url(request.url, self.stripper)
+        forms = url_forms(request.url, self.stripper)
+        sent, canon = forms if forms is not None else (None, None)
         token = request.meta.pop(LEASE_META, None)
         if token is not None and token in self.held and self.held[token][1] == canon:
-            return self._retry(request, token, canon)
-        if canon is None:
+            return self._retry(request, token)
+        if sent is None or canon is None:
             return self._refuse(request, "not-http-url")
         if self._redirect_loop(request, canon):
             return self._refuse(request, "redirect-loop")
@@ -382,7 +390,7 @@ class FrontierScheduler:
         assert self.spider is not None
         host = canonical_host_key(canon)
         try:
-            record = to_record(request, canon, self.spider, self.meta_keys, host)
+            record = to_record(request, sent, self.spider, self.meta_keys, host)
         except RecordError as exc:
             logger.error("Frontier refused %s: %s", request.url, exc)
             return self._refuse(request, "unserializable")
@@ -394,12 +402,11 @@ class FrontierScheduler:
         self._schedule_flush()
         return True
 
-    def _retry(self, request: Request, token: str, canon: str | None) -> bool:
+    def _retry(self, request: Request, token: str) -> bool:
         """The same URL again (a retry): release its lease as delayed."""
         lease, _ = self.held.pop(token)
         self.transferred.add(token)
-        assert canon is not None
-        record = self._record_again(request, canon, lease)
+        record = self._record_again(request, lease)
         self.pending_releases.append(
             Release(lease.host, lease.fingerprint, "retry", str(self.limits.delay_ms), record))
         self.stats.inc_value("frontier/leases/retried")
@@ -485,11 +492,10 @@ class FrontierScheduler:
         held = self.held.pop(token, None)
         if held is None:
             return
-        lease, canon = held
-        self.pending_releases.append(self._release_of(request, lease, canon))
+        self.pending_releases.append(self._release_of(request, held[0]))
         self._schedule_flush()
 
-    def _release_of(self, request: Request, lease: Lease, canon: str) -> Release:
+    def _release_of(self, request: Request, lease: Lease) -> Release:
         """How a finished request's lease ends (the middlewares left the why in its meta)."""
         meta = request.meta
         outcome = meta.get(OUTCOME_META)
@@ -505,7 +511,7 @@ class FrontierScheduler:
             op = outcome["op"]
             self.stats.inc_value(f"frontier/leases/{'retried' if op == 'retry' else op}")
             return Release(lease.host, lease.fingerprint, op, outcome.get("arg", ""),
-                           self._record_again(request, canon, lease) if op == "retry" else "",
+                           self._record_again(request, lease) if op == "retry" else "",
                            outcome.get("hold_ms", 0), outcome.get("health", ""))
         error = meta.get(ERROR_META)
         if error is not None:
@@ -516,11 +522,11 @@ class FrontierScheduler:
         self.stats.inc_value("frontier/leases/done")
         return Release(lease.host, lease.fingerprint, "done", health="ok")
 
-    def _record_again(self, request: Request, canon: str, lease: Lease) -> str:
+    def _record_again(self, request: Request, lease: Lease) -> str:
         """The record of a retried request (its retry count moved on), "" to keep the old."""
         assert self.spider is not None
         try:
-            return to_record(request, canon, self.spider, self.meta_keys, lease.host)
+            return to_record(request, request.url, self.spider, self.meta_keys, lease.host)
         except RecordError:
             return ""
 
@@ -640,7 +646,7 @@ class FrontierScheduler:
             request.meta[LEASE_META] = lease.token
             request.meta["_robots_v"] = lease.robots_version
             request.meta["_frontier_claimed"] = time.monotonic()
-            self.held[lease.token] = (lease, request.url)
+            self.held[lease.token] = (lease, canonical_url(request.url, self.stripper))
             self.buffer.append(request)
         for host in result.robots_jobs:
             self.robots_jobs.add(host)

@@ -42,7 +42,7 @@ from crawler.spiders.args import (
     describe,
     lookalikes,
 )
-from crawler.urls import canonical_url, stripper_from_settings
+from crawler.urls import request_url, stripper_from_settings, url_forms
 
 logger = logging.getLogger(__name__)
 
@@ -241,7 +241,7 @@ class BroadSpider(Spider):
         nested = sitemap.type == "sitemapindex"
         self.crawler.stats.inc_value("broad/sitemaps/read")
         for entry in sitemap:
-            url = canonical_url(str(entry.get("loc", "")), self.stripper)
+            url = request_url(str(entry.get("loc", "")), self.stripper)
             if url is None:
                 continue
             if nested:
@@ -260,7 +260,7 @@ class BroadSpider(Spider):
         return None
 
     def links(self, response: HtmlResponse) -> list[str]:
-        """Canonical http(s) URLs this page links to, in page order, once each.
+        """The http(s) URLs this page links to, as they will be sent, in page order, one per page.
 
         A page Scrapy cannot read - a ``<base href>`` that is no URL, a charset
         that is no text encoding - has no links (counted), rather than an error.
@@ -283,7 +283,16 @@ class BroadSpider(Spider):
             if not (self.obey_nofollow and link.nofollow)
         ]
         found += self._rel_links(response)
-        return _unique(canonical_url(u, self.stripper) for u in found)
+        return self._unique(found)
+
+    def _unique(self, urls: Iterable[str]) -> list[str]:
+        """The URLs to send (``request_url``), once per identity (``canonical_url``), in order."""
+        seen: dict[str, str] = {}
+        for url in urls:
+            forms = url_forms(url, self.stripper)
+            if forms is not None and forms[1] not in seen:
+                seen[forms[1]] = forms[0]
+        return list(seen.values())
 
     def _rel_links(self, response: HtmlResponse) -> list[str]:
         if not self.link_rels:
@@ -344,14 +353,6 @@ def _uses_frontier(settings: Any) -> bool:
 def _meta_nofollow(response: HtmlResponse) -> bool:
     content = " ".join(response.xpath(_NOFOLLOW_META).getall()).lower()
     return "nofollow" in content or "none" in content.split()
-
-
-def _unique(urls: Iterable[str | None]) -> list[str]:
-    seen: dict[str, None] = {}
-    for url in urls:
-        if url is not None:
-            seen.setdefault(url, None)
-    return list(seen)
 
 
 def page_item(response: Response) -> PageItem:
