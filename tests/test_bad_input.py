@@ -24,6 +24,7 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
+from w3lib.url import safe_url_string
 
 import crawler.settings
 from crawler.middlewares.retry import retry_after_seconds
@@ -155,6 +156,7 @@ def test_canonical_url_never_raises(raw: str) -> None:
     assert canonical_url(sent) == canon
     assert host_key(sent) == key
     assert sent.split("/")[:3] == canon.split("/")[:3]
+    assert safe_url_string(sent) == sent  # what scrapy.Request keeps, so what goes out
     assert canon.isascii() and canon.startswith(("http://", "https://"))
     assert "@" not in canon.split("/")[2]  # credentials never survive
     assert canonical_url(canon) == canon
