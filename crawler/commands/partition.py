@@ -21,7 +21,7 @@ grouping of hosts, not on who crawls them.)
 Seed lines are read as the spider reads them (:mod:`crawler.seeds`: BOM,
 CRLF, comments, blanks; ``BROAD_SEEDS_ADD_SCHEME`` and ``URL_STRIP_PARAMS``
 honoured), as a stream: a ten-million-line file costs no more memory than a
-short one. Each output line is the seed's canonical URL (see
+short one. Each output line is the seed as it will be sent (see
 :mod:`crawler.partition` for why), in input order. A malformed line is
 reported on standard error as ``seeds.txt:12: reason: 'text'`` and left out.
 
@@ -71,9 +71,9 @@ class Command(ScrapyCommand):
 
     def long_desc(self) -> str:
         return (
-            "Writes DIR/part-00000.txt ... one canonical seed URL a line; all seeds of a host "
-            "go to file partition_of(host_key(url), N), the frontier's hash, so with N workers "
-            "a host is never split. SEEDS '-' reads standard input. Malformed lines are "
+            "Writes DIR/part-00000.txt ... one seed URL a line, as it will be sent; all seeds "
+            "of a host go to file partition_of(host_key(url), N), the frontier's hash, so with "
+            "N workers a host is never split. SEEDS '-' reads standard input. Malformed lines are "
             "reported on stderr (file:line: reason) and left out. Prints lines read, seeds "
             "written, malformed, distinct hosts and the balance of hosts and seeds per file."
         )
