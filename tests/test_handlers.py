@@ -10,7 +10,9 @@ timeout and the stale-turn check have crawl tests (``tests/test_retry_crawl.py``
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -34,11 +36,13 @@ ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\
 
 
 class KeepAliveServer:
-    """One loopback connection at a time; stamps when each request head arrives."""
+    """One loopback connection at a time, plain or TLS; stamps when each request head arrives."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
+        self.tls = tls
+        self.connections = 0
         self.arrivals: list[float] = []
         self.thread = threading.Thread(target=self._serve, daemon=True)
 
@@ -48,14 +52,21 @@ class KeepAliveServer:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
-            with conn:
-                buffered = b""
-                while chunk := conn.recv(65536):
-                    buffered += chunk
-                    while b"\r\n\r\n" in buffered:
-                        _, buffered = buffered.split(b"\r\n\r\n", 1)
-                        self.arrivals.append(time.time())
-                        conn.sendall(ANSWER)
+            self.connections += 1
+            try:
+                with self.tls.wrap_socket(conn, server_side=True) if self.tls else conn as c:
+                    self._answer(c)
+            except OSError:  # a TLS handshake or a connection that failed: the next one
+                conn.close()
+
+    def _answer(self, conn: socket.socket) -> None:
+        buffered = b""
+        while chunk := conn.recv(65536):
+            buffered += chunk
+            while b"\r\n\r\n" in buffered:
+                _, buffered = buffered.split(b"\r\n\r\n", 1)
+                self.arrivals.append(time.time())
+                conn.sendall(ANSWER)
 
 
 class _Body(Protocol):
@@ -78,12 +89,23 @@ async def _body(response: IResponse) -> bytes:
     return await maybe_deferred_to_future(collector.done)
 
 
+@contextlib.contextmanager
+def serving(tls: ssl.SSLContext | None = None) -> Iterator[KeepAliveServer]:
+    srv = KeepAliveServer(tls)
+    srv.thread.start()
+    try:
+        yield srv
+    finally:
+        with contextlib.suppress(OSError):
+            srv.sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        srv.sock.close()
+        srv.thread.join(5)
+
+
 @pytest.fixture
 def server() -> Iterator[KeepAliveServer]:
-    srv = KeepAliveServer()
-    srv.thread.start()
-    yield srv
-    srv.sock.close()
+    with serving() as srv:
+        yield srv
 
 
 @pytest.mark.parametrize("retrying", [False, True], ids=["handler-pool", "retrying-pool"])
@@ -106,3 +128,4 @@ async def test_a_request_leaves_when_written_not_on_the_reactor_s_next_turn(
     assert body == b"ok"
     assert len(server.arrivals) == 2
     assert server.arrivals[1] - written < 0.15, server.arrivals[1] - written
+
