@@ -24,20 +24,34 @@ whose turn at the start gate went stale (the reactor stalled after the gate,
 or while connecting) passes the gate again (:class:`_GatedPool`,
 :func:`crawler.frontier.pacing.turn_is_stale`), its turn is looked at once
 more in the callback that writes it, and a request on a fresh turn is sent to
-the socket at once, not on the reactor's next turn (:class:`_SentAtOnce`). A
+the socket at once, not on the reactor's next turn (:class:`_SentAtOnce`),
+over HTTPS too: directly or through a CONNECT proxy's tunnel, Twisted's TLS
+layer holds small writes for a turn of its own, and is flushed first. A
 request still stale after three passes goes back to its queue.
+
+Sending at once reaches into a few Twisted internals, all in one section at
+the end of this module; :func:`check` tries them when the handler starts and
+fails, naming the Twisted version, if they changed.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
+import twisted
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler, _ScrapyAgent
 from scrapy.exceptions import ResponseDataLossError
 from scrapy.utils._download_handlers import get_dataloss_msg, wrap_twisted_exceptions
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
+from twisted.internet import _newtls  # private: see "Twisted's internals" below
+from twisted.internet import tcp as tcp_transports
+from twisted.internet.abstract import FileDescriptor
+from twisted.internet.interfaces import IOpenSSLClientConnectionCreator
+from twisted.internet.protocol import Factory, Protocol
+from twisted.internet.task import Clock
+from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
+from zope.interface import implementer
 
 from crawler.frontier.pacing import give_back_stale, pass_gate, turn_is_stale
 
@@ -130,10 +144,12 @@ class _SentAtOnce:
     slow callback there (a large page's links, a starved CPU) and a request
     that passed the gate on time leaves a quarter of a second later, right
     before another worker's request to the same host (the chaos soak saw two
-    such gaps of 5 and 17 ms). ``request`` writes it and then has the TCP
-    transport send it at once (``IWriteDescriptor.doWrite``, what the reactor
-    itself would call). Only Twisted's ``Agent`` sees this object, and only
-    to call ``request``; the pool keeps the protocol itself.
+    such gaps of 5 and 17 ms). Over HTTPS the TLS layer holds the request
+    for one more turn before it even reaches the TCP transport. ``request``
+    writes it, then flushes every TLS layer and has the TCP transport send it
+    at once (``IWriteDescriptor.doWrite``, what the reactor itself would
+    call; :func:`_send_buffered`). Only Twisted's ``Agent`` sees this object,
+    and only to call ``request``; the pool keeps the protocol itself.
     """
 
     def __init__(self, proto: HTTP11ClientProtocol) -> None:
@@ -144,30 +160,66 @@ class _SentAtOnce:
 
     def request(self, request: object) -> Deferred[object]:
         d = self._proto.request(request)
-        # Through Twisted's retrying wrapper too (a pool with retryAutomatically).
-        proto = getattr(self._proto, "_clientProtocol", self._proto)
-        _send_buffered(getattr(proto, "transport", None))
+        _send_buffered(getattr(_unwrapped(self._proto), "transport", None))
         return d
 
 
 def _send_buffered(transport: object) -> None:
-    """Send what ``transport`` buffered now, through a TLS layer if there is one.
+    """Send what the protocol above ``transport`` wrote to the socket now.
 
-    Errors are left where they are: the data stays buffered and the reactor's
-    own ``doWrite`` meets the same error and closes the connection as usual.
+    Over HTTPS the bytes are not in the TCP transport yet: Twisted's TLS layer
+    holds small writes for one reactor turn (``callLater(0)``) before it
+    encrypts them, so each TLS layer on the way down is flushed first; the
+    ciphertext lands in the TCP transport's buffer, which is then written.
+    A transport of a kind not known here is left to the reactor, as is any
+    error: the data stays buffered and the reactor's own write meets it (and
+    closes the connection as usual). Nothing here may raise into the
+    callback that wrote the request.
     """
-    while transport is not None and not hasattr(transport, "doWrite"):
-        transport = getattr(transport, "transport", None)  # TLS wraps the TCP transport
-    if transport is not None and getattr(transport, "connected", False):
-        with contextlib.suppress(OSError):
-            transport.doWrite()  # type: ignore[attr-defined]
+    try:
+        tcp = _flush_tls_layers(transport)
+        if tcp is not None and tcp.connected and not tcp.disconnecting:
+            tcp.doWrite()  # the instance's: a no-op once the connection is aborted
+    except Exception:
+        logger.debug("a request could not be sent at once; the reactor sends it", exc_info=True)
+
+
+#: TLS layers between a protocol and its TCP transport, at most (HTTPS needs one).
+_MAX_LAYERS = 4
+
+
+def _flush_tls_layers(transport: object) -> FileDescriptor | None:
+    """Flush every TLS layer from ``transport`` down; the TCP transport below them.
+
+    Each layer is recognised by its class, never by attributes: a TLS layer
+    answers for its transport's attributes (``ProtocolWrapper.__getattr__``),
+    so ``hasattr(tls, "doWrite")`` is true of a layer that cannot write.
+    """
+    layer = transport
+    for _ in range(_MAX_LAYERS):
+        if isinstance(layer, TLSMemoryBIOProtocol):  # HTTPS, or a layer startTLS added
+            _flush_small_writes(layer)
+            layer = layer.transport
+        elif (tcp := _bypassed(layer)) is not None:  # below a layer startTLS added
+            return tcp
+        elif isinstance(layer, FileDescriptor):
+            tls = _started_tls(layer)  # through a CONNECT tunnel: TLS above this transport
+            if tls is None:
+                return layer
+            layer = tls
+        else:
+            return None
+    return None
 
 
 class CountedHTTP11DownloadHandler(HTTP11DownloadHandler):
     """Every attempt is one the retry policy decided on; connecting has its
-    own, shorter timeout (``DOWNLOAD_CONNECT_TIMEOUT``; 0 = Scrapy's)."""
+    own, shorter timeout (``DOWNLOAD_CONNECT_TIMEOUT``; 0 = Scrapy's). It will
+    not start on a Twisted whose transports it cannot send through at once
+    (:func:`check`)."""
 
     def __init__(self, crawler: Crawler) -> None:
+        check()
         super().__init__(crawler)
         self._pool.retryAutomatically = False
         connect = crawler.settings.getfloat("DOWNLOAD_CONNECT_TIMEOUT")
@@ -193,3 +245,89 @@ class CountedHTTP11DownloadHandler(HTTP11DownloadHandler):
                 logger.warning(get_dataloss_msg(request.url))
                 self._fail_on_dataloss_warned = True
             raise
+
+
+# --- Twisted's internals ------------------------------------------------------
+# Every private part of Twisted this module touches is in this section, and
+# check() tries each one when the handler starts: a Twisted that changed them
+# stops the handler at start-up, naming its version, instead of letting
+# requests over HTTPS leave a reactor turn late. As of Twisted 26.10 a
+# protocol's transport is, for
+#   http:                        tcp.Client (a FileDescriptor)
+#   https (wrapClientTLS):       BufferingTLSTransport, whose transport is the tcp.Client
+#   https through a CONNECT      the tunnel's tcp.Client itself, with TLS = True: its
+#   proxy (startTLS):            .protocol is a BufferingTLSTransport writing through a
+#                                _BypassTLS straight to that tcp.Client (_connection)
+# BufferingTLSTransport keeps small writes in ._aggregator (_AggregateSmallWrites)
+# until reactor.callLater(0); its flush() encrypts them into the transport below.
+
+
+def _unwrapped(proto: HTTP11ClientProtocol) -> HTTP11ClientProtocol:
+    """The protocol inside the wrapper a pool with ``retryAutomatically`` hands out.
+
+    Not tried by :func:`check`: the handler's own pool does not retry.
+    """
+    return getattr(proto, "_clientProtocol", proto)
+
+
+def _flush_small_writes(tls: TLSMemoryBIOProtocol) -> None:
+    """Encrypt what the TLS layer held back, into the transport below it."""
+    aggregator = vars(tls).get("_aggregator")  # none on a TLS layer that does not aggregate
+    if aggregator is not None:
+        aggregator.flush()
+
+
+def _bypassed(layer: object) -> FileDescriptor | None:
+    """The TCP transport under the TLS layer ``startTLS`` added, if ``layer`` is its link to it.
+
+    That TCP transport's TLS layer is the one just flushed: the walk ends here.
+    """
+    if isinstance(layer, _newtls._BypassTLS):
+        tcp = vars(layer).get("_connection")
+        return tcp if isinstance(tcp, FileDescriptor) else None
+    return None
+
+
+def _started_tls(tcp: FileDescriptor) -> TLSMemoryBIOProtocol | None:
+    """The TLS layer ``startTLS`` put on ``tcp`` (its protocol now), if any."""
+    if vars(tcp).get("TLS", False):
+        protocol = vars(tcp).get("protocol")
+        if isinstance(protocol, TLSMemoryBIOProtocol):
+            return protocol
+    return None
+
+
+def check() -> None:
+    """Fail, naming the Twisted version, unless this Twisted has the internals used above."""
+    try:
+        _check_internals()
+    except Exception as e:
+        raise RuntimeError(
+            f"crawler.handlers does not know Twisted {twisted.__version__}'s TLS "
+            f"transports ({type(e).__name__}: {e}); it knows Twisted 26.10. Without them "
+            "HTTPS requests would leave a reactor turn late: see the internals section "
+            "of crawler/handlers.py") from e
+
+
+def _check_internals() -> None:
+    clock = Clock()  # nothing is scheduled; and the reactor is not imported (installed) here
+    factory = TLSMemoryBIOFactory(_NoTLSConnections(), True, Factory(), clock)
+    tls = factory.protocol(factory, Protocol())  # what wrapClientTLS and startTLS build
+    if not isinstance(tls, TLSMemoryBIOProtocol):
+        raise TypeError(f"the TLS factory builds {type(tls).__name__}")
+    if not callable(getattr(vars(tls).get("_aggregator"), "flush", None)):
+        raise AttributeError("the TLS layer has no _aggregator.flush()")
+    tcp = FileDescriptor(clock)
+    if _bypassed(_newtls._BypassTLS(FileDescriptor, tcp)) is not tcp:
+        raise AttributeError("_BypassTLS keeps no _connection")
+    if not (callable(getattr(tcp_transports.Client, "startTLS", None))
+            and tcp_transports.Client.TLS is False):
+        raise AttributeError("a TCP transport has no TLS flag for startTLS")
+
+
+@implementer(IOpenSSLClientConnectionCreator)
+class _NoTLSConnections:
+    """For a TLS factory whose layers never connect (:func:`_check_internals`)."""
+
+    def clientConnectionForTLS(self, tlsProtocol: TLSMemoryBIOProtocol) -> NoReturn:  # Twisted's
+        raise RuntimeError("never connected")

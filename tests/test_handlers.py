@@ -3,42 +3,56 @@
 Twisted sends what a protocol writes only when the reactor next polls the
 socket, after every other callback of the turn; the handler sends a request
 at once instead (``crawler.handlers._SentAtOnce``), so a slow callback right
-after the start gate cannot hold a request that is on time. The connect
-timeout and the stale-turn check have crawl tests (``tests/test_retry_crawl.py``,
+after the start gate cannot hold a request that is on time: over plain HTTP
+and HTTPS (whose TLS layer holds small writes for a turn of its own),
+directly and through a proxy (:mod:`tests.realweb.proxy`, CONNECT for
+HTTPS), all on loopback sockets. The connect timeout and the stale-turn check
+have crawl tests (``tests/test_retry_crawl.py``,
 ``tests/test_frontier_soak_fixes.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import re
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import pytest_twisted
+import twisted
 from scrapy import Request
-from scrapy.utils.defer import maybe_deferred_to_future
+from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.test import get_crawler
-from twisted.internet import reactor
+from twisted.internet import _newtls, reactor
 from twisted.internet.defer import Deferred
 from twisted.internet.protocol import Protocol
 from twisted.internet.task import deferLater
+from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
 from twisted.python.failure import Failure
 from twisted.web.client import Agent, HTTPConnectionPool
 from twisted.web.iweb import IResponse
 
-from crawler.handlers import _GatedPool
+from crawler import settings as project_settings
+from crawler.handlers import CountedHTTP11DownloadHandler, _GatedPool
+from tests.realweb.proxy import LoopbackProxy
+from tests.realweb.tls import TestCA
 
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok"
 
 
 class KeepAliveServer:
-    """One loopback connection at a time; stamps when each request head arrives."""
+    """One loopback connection at a time, plain or TLS; stamps when each request head arrives."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.sock = socket.create_server(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
+        self.tls = tls
+        self.connections = 0
         self.arrivals: list[float] = []
         self.thread = threading.Thread(target=self._serve, daemon=True)
 
@@ -48,14 +62,21 @@ class KeepAliveServer:
                 conn, _ = self.sock.accept()
             except OSError:
                 return
-            with conn:
-                buffered = b""
-                while chunk := conn.recv(65536):
-                    buffered += chunk
-                    while b"\r\n\r\n" in buffered:
-                        _, buffered = buffered.split(b"\r\n\r\n", 1)
-                        self.arrivals.append(time.time())
-                        conn.sendall(ANSWER)
+            self.connections += 1
+            try:
+                with self.tls.wrap_socket(conn, server_side=True) if self.tls else conn as c:
+                    self._answer(c)
+            except OSError:  # a TLS handshake or a connection that failed: the next one
+                conn.close()
+
+    def _answer(self, conn: socket.socket) -> None:
+        buffered = b""
+        while chunk := conn.recv(65536):
+            buffered += chunk
+            while b"\r\n\r\n" in buffered:
+                _, buffered = buffered.split(b"\r\n\r\n", 1)
+                self.arrivals.append(time.time())
+                conn.sendall(ANSWER)
 
 
 class _Body(Protocol):
@@ -78,12 +99,23 @@ async def _body(response: IResponse) -> bytes:
     return await maybe_deferred_to_future(collector.done)
 
 
+@contextlib.contextmanager
+def serving(tls: ssl.SSLContext | None = None) -> Iterator[KeepAliveServer]:
+    srv = KeepAliveServer(tls)
+    srv.thread.start()
+    try:
+        yield srv
+    finally:
+        with contextlib.suppress(OSError):
+            srv.sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
+        srv.sock.close()
+        srv.thread.join(5)
+
+
 @pytest.fixture
 def server() -> Iterator[KeepAliveServer]:
-    srv = KeepAliveServer()
-    srv.thread.start()
-    yield srv
-    srv.sock.close()
+    with serving() as srv:
+        yield srv
 
 
 @pytest.mark.parametrize("retrying", [False, True], ids=["handler-pool", "retrying-pool"])
@@ -106,3 +138,52 @@ async def test_a_request_leaves_when_written_not_on_the_reactor_s_next_turn(
     assert body == b"ok"
     assert len(server.arrivals) == 2
     assert server.arrivals[1] - written < 0.15, server.arrivals[1] - written
+
+
+#: The crawler's own settings, as a project crawl has them.
+PROJECT = {k: getattr(project_settings, k) for k in dir(project_settings) if k.isupper()}
+
+
+@pytest.mark.parametrize(("scheme", "proxied"), [
+    ("http", False), ("http", True), ("https", False), ("https", True),
+], ids=["http", "http-proxy", "https", "https-connect"])
+@pytest_twisted.ensureDeferred
+async def test_the_handler_sends_a_written_request_at_once_over_tls_and_proxies_too(
+        scheme: str, proxied: bool, tmp_path: Path) -> None:
+    """Over HTTPS the request passes through Twisted's TLS layer, which holds
+    small writes for the reactor's next turn (and, through a CONNECT proxy,
+    sits on the tunnel's TCP transport); it must reach the server during the
+    slow turn all the same, as plain HTTP does, directly or through a proxy."""
+    tls = TestCA(tmp_path).server_context(["a.test"], ["127.0.0.1"]) if scheme == "https" else None
+    with serving(tls) as server, LoopbackProxy() as proxy:
+        url = f"{scheme}://127.0.0.1:{server.port}/"
+        meta = {"proxy": proxy.url} if proxied else {}
+        handler = CountedHTTP11DownloadHandler(get_crawler(settings_dict=PROJECT))
+        try:
+            first = await handler.download_request(Request(url + "1", meta=dict(meta)))
+            await deferLater(reactor, 0.05, lambda: None)  # the connection is back in the pool
+            # On the pooled connection: written right here...
+            written = time.time()
+            d = deferred_from_coro(handler.download_request(Request(url + "2", meta=dict(meta))))
+            time.sleep(0.3)  # ...and the rest of this reactor turn is slow
+            second = await maybe_deferred_to_future(d)
+        finally:
+            await handler.close()
+    assert first.body == second.body == b"ok"
+    assert (server.connections, len(server.arrivals)) == (1, 2)  # one connection, reused
+    through = {"http": f"GET {url}1", "https": f"CONNECT 127.0.0.1:{server.port}"}[scheme]
+    assert proxy.seen == ([f"{through} HTTP/1.1".encode()] if proxied else [])
+    assert server.arrivals[1] - written < 0.15, server.arrivals[1] - written
+
+
+@pytest.mark.parametrize("change", ["no _BypassTLS", "TLS layer without aggregator"])
+def test_the_handler_refuses_to_start_on_a_twisted_whose_tls_internals_it_does_not_know(
+        change: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What another Twisted release might do to the internals the handler
+    reaches into; it must fail at start-up, not send HTTPS requests late."""
+    if change == "no _BypassTLS":
+        monkeypatch.delattr(_newtls, "_BypassTLS")
+    else:  # a TLS factory building the plain layer, without _aggregator
+        monkeypatch.setattr(TLSMemoryBIOFactory, "protocol", TLSMemoryBIOProtocol)
+    with pytest.raises(RuntimeError, match=rf"Twisted {re.escape(twisted.__version__)}\b"):
+        CountedHTTP11DownloadHandler(get_crawler(settings_dict=PROJECT))
