@@ -84,6 +84,7 @@ def module_web() -> Web:
 def web() -> Iterator[RealWebProcess]:
     with RealWebProcess(module_web()) as proc:
         yield proc
+        assert "Traceback" not in proc.stderr_text()  # no connection ever crashed it
 
 
 # ---------------------------------------------------------------- plain clients
@@ -574,6 +575,18 @@ def test_upgrade_redirect_carries_the_https_port_on_high_ports() -> None:
                             ports="high")) as web:
         location = get(web, "up.test", "/?q=%41").headers["location"]
         assert location == f"https://up.test:{web.https_port}/?q=%41"
+
+
+def test_two_webs_at_once_get_disjoint_addresses() -> None:
+    """A second web finds the first block busy (same ports) and moves to another."""
+    if not IS_ROOT:
+        pytest.skip("on high ports two webs differ by port and need not move")
+    with RealWebProcess(web_of(2, 1)) as first, RealWebProcess(web_of(2, 1)) as second:
+        assert (first.http_port, first.https_port) == (second.http_port, second.https_port)
+        assert not first.layout.addresses() & second.layout.addresses()
+        for web in (first, second):
+            assert get(web, "h2.test", "/p/1", "https").status == 200
+            assert web.ledger().targets("h2.test") == [b"/p/1"]
 
 
 # ---------------------------------------------------------------- safety and life cycle
