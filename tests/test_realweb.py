@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from ipaddress import ip_address
@@ -570,11 +570,11 @@ def test_two_hundred_names_on_one_address() -> None:
         assert answers(web, "site150.test") == [web.address("site0.test")]
 
 
-def test_upgrade_redirect_carries_the_https_port_on_high_ports() -> None:
-    with RealWebProcess(Web([Host("up.test", upgrade=True, pages={"/": page("x")})],
-                            ports="high")) as web:
-        location = get(web, "up.test", "/?q=%41").headers["location"]
-        assert location == f"https://up.test:{web.https_port}/?q=%41"
+def test_upgrade_redirect_carries_the_https_port_on_high_ports(
+        realweb: Callable[..., RealWebProcess]) -> None:
+    web = realweb(Web([Host("up.test", upgrade=True, pages={"/": page("x")})], ports="high"))
+    location = get(web, "up.test", "/?q=%41").headers["location"]
+    assert location == f"https://up.test:{web.https_port}/?q=%41"
 
 
 def test_two_webs_at_once_get_disjoint_addresses() -> None:
