@@ -1,4 +1,4 @@
-"""Shared fixtures: a real Redis with a private key prefix, the simulated web."""
+"""Shared fixtures: a real Redis with a private key prefix, the simulated and real webs."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import redis
 from tests.redis_server import redis_for_tests
 
 if TYPE_CHECKING:
+    from tests.realweb import RealWebProcess, Web
     from tests.test_frontier_store import Harness
 
 
@@ -53,3 +54,21 @@ def make_harness(redis_url: str, redis_prefix: str) -> Iterator[Callable[..., Ha
             return h
 
         yield make
+
+
+@pytest.fixture
+def realweb() -> Iterator[Callable[..., RealWebProcess]]:
+    """Starts real-socket webs (tests/realweb) for one test; each stops at teardown.
+
+    ``web = realweb(Web([Host("a.test", ...)]))`` is a started
+    ``RealWebProcess``; teardown stops it even when the test failed, so no
+    server process outlives the test.
+    """
+    from tests.realweb import RealWebProcess
+
+    with ExitStack() as started:
+
+        def start(spec: Web, **options: float) -> RealWebProcess:
+            return started.enter_context(RealWebProcess(spec, **options))
+
+        yield start

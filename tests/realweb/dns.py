@@ -157,10 +157,15 @@ class TestDNS:
         return self
 
     def stop(self) -> None:
-        for server in self._servers:
-            server.stop()
+        """Stop UDP and TCP at once: each waits up to socketserver's 0.5 s poll."""
+        servers, self._servers = self._servers, []
+        stoppers = [threading.Thread(target=server.stop) for server in servers]
+        for stopper in stoppers:
+            stopper.start()
+        for stopper in stoppers:
+            stopper.join()
+        for server in servers:
             server.server.server_close()
-        self._servers = []
 
     def __enter__(self) -> Self:
         return self.start()
