@@ -55,12 +55,27 @@ class CrawlResult:
         return None
 
 
-def proxy_env(proxy_url: str) -> dict[str, str]:
-    """The environment of a crawl that must reach the web only through its proxy."""
-    env = {k: v for k, v in os.environ.items() if k.lower() not in {"no_proxy", "https_proxy"}}
-    env["http_proxy"] = env["HTTP_PROXY"] = proxy_url
+_PROXY_VARS = {"no_proxy", "http_proxy", "https_proxy", "all_proxy"}
+
+
+def proxy_env(proxy_url: str | None) -> dict[str, str]:
+    """The environment of a crawl that must reach the web only through its proxy
+    (``None``: through no proxy at all, as on the real-socket web)."""
+    env = {k: v for k, v in os.environ.items() if k.lower() not in _PROXY_VARS}
+    if proxy_url is not None:
+        env["http_proxy"] = env["HTTP_PROXY"] = proxy_url
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     return env
+
+
+def realweb_settings(nameserver: str) -> dict[str, Any]:
+    """Settings of a crawl of the real-socket web (tests/realweb): its names resolve
+    only through its own DNS server, to loopback addresses the guard allows as
+    answers (never as literals in URLs)."""
+    return {
+        "DNS_NAMESERVERS": [nameserver],
+        "ADDRESS_GUARD_ALLOW_RESOLVED": ["127.0.0.0/8", "::1/128"],
+    }
 
 
 def crawl_command(seeds: Path | None, items: Path, settings: dict[str, Any]) -> list[str]:
@@ -76,7 +91,7 @@ def crawl_command(seeds: Path | None, items: Path, settings: dict[str, Any]) -> 
 
 
 def start_crawl(
-    proxy_url: str,
+    proxy_url: str | None,
     seeds: list[str] | None,
     workdir: Path,
     settings: dict[str, Any] | None = None,
@@ -122,14 +137,14 @@ def finish_crawl(proc: subprocess.Popen[str], workdir: Path, started: float,
 
 
 def run_crawl(
-    proxy_url: str,
+    proxy_url: str | None,
     seeds: list[str],
     workdir: Path,
     settings: dict[str, Any] | None = None,
     timeout: float = 300,
     env: dict[str, str] | None = None,
 ) -> CrawlResult:
-    """Crawl ``seeds`` through the proxy; return when the crawl finishes."""
+    """Crawl ``seeds`` through the proxy (``None``: directly); return when it finishes."""
     started = time.monotonic()
     proc = start_crawl(proxy_url, seeds, workdir, settings, env)
     return finish_crawl(proc, workdir, started, timeout)
