@@ -59,6 +59,7 @@ lines for every query's UDP port).
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import socket
 import time
@@ -703,12 +704,26 @@ def _log_unexpected(failure: Failure) -> None:
                  exc_info=(failure.type, failure.value, failure.getTracebackObject()))
 
 
+def _list_setting(settings: Any, name: str) -> list[str]:
+    """A list setting, also when given on the command line as JSON
+    (``-s 'DNS_NAMESERVERS=["10.0.0.53"]'``) rather than comma-separated."""
+    value = settings.get(name)
+    if isinstance(value, str) and value.strip().startswith('["'):
+        try:
+            decoded = json.loads(value)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, list):
+            return [str(v) for v in decoded]
+    return settings.getlist(name)
+
+
 def build_lookup(crawler: Any, reactor: Any) -> Lookup:
     """The backend the settings ask for: ``DNS_NAMESERVERS``, else ``ADDRESS_GUARD_RESOLVER``,
     else the system's resolver."""
     s = crawler.settings
     timeout = s.getfloat("DNS_TIMEOUT", 5.0)
-    servers = parse_nameservers(s.getlist("DNS_NAMESERVERS"))
+    servers = parse_nameservers(_list_setting(s, "DNS_NAMESERVERS"))
     if servers:
         return NameserverLookup(reactor, servers, timeout)
     inner_path = s.get("ADDRESS_GUARD_RESOLVER")

@@ -407,6 +407,12 @@ def test_without_nameservers_the_system_or_the_named_resolver_is_used() -> None:
         build_lookup(_process(ADDRESS_GUARD_RESOLVER="crawler.dns.CrawlResolver"), reactor)
     with pytest.raises(ValueError, match="not an IP address"):
         build_lookup(_process(DNS_NAMESERVERS=["ns.example"]), reactor)
+    from_command_line = build_lookup(_process(DNS_NAMESERVERS='["127.0.0.1:5353", "::1"]'),
+                                     reactor)
+    assert isinstance(from_command_line, NameserverLookup)
+    assert from_command_line.servers == [("127.0.0.1", 5353), ("::1", 53)]
+    assert build_lookup(_process(DNS_NAMESERVERS="127.0.0.1:5353,[::1]:54"), reactor
+                        ).servers == [("127.0.0.1", 5353), ("::1", 54)]  # type: ignore[attr-defined]
     off = CrawlResolver.from_crawler(_process(DNSCACHE_ENABLED=False), reactor)
     assert off.cache.size == 0
 
