@@ -39,7 +39,10 @@ Failures are :class:`DNSFailure` subclasses, ``DNSLookupError`` s with a
 resolution as a bare "no results" error, so the resolver remembers each name's
 last failure (:meth:`CrawlResolver.failure`, bounded) for the layers above:
 :mod:`crawler.middlewares.dns` makes a host outcome of it,
-:mod:`crawler.middlewares.addressguard` a refusal.
+:mod:`crawler.middlewares.addressguard` a refusal. Whether the nameservers
+answer at all (:meth:`CrawlResolver.nameservers_answer`: a question about the
+root zone, every ``ALIVE_SECONDS`` at most) tells a failing name from a
+nameserver outage, which must not count against every host of the crawl.
 
 Every lookup, and every cache hit, is reported to :data:`RECORDER`, a
 process-wide hub: the resolver belongs to the process, stats to a crawl, so
@@ -94,6 +97,8 @@ RESULTS = ("ok", "nxdomain", "nodata", "servfail", "timeout", "blocked")
 PERMANENT = frozenset({"nxdomain", "nodata"})
 #: CNAME links followed at most (a longer chain is a loop or a broken zone).
 MAX_CNAME_HOPS = 8
+#: How long the answer to "do the nameservers answer at all?" is trusted.
+ALIVE_SECONDS = 10.0
 
 
 # ---------------------------------------------------------------------- failures
@@ -320,6 +325,23 @@ class NameserverLookup:
                 lambda more: (more[0], _smallest(ttl, more[1])))
 
         return d.addCallback(found)
+
+    def alive(self) -> defer.Deferred[bool]:
+        """Whether the first nameserver answers at all: a question about the root zone.
+
+        Any answer but SERVFAIL or REFUSED will do (a recursive resolver knows
+        the root's servers, an authoritative one says NXDOMAIN or NOTIMP): it
+        tells a dead or cut-off nameserver from a name of its that fails.
+        """
+        d = defer.maybeDeferred(self._clients[0].lookupNameservers, "")
+        d.addTimeout(self.timeout, self.reactor)
+        return d.addCallbacks(lambda _: True, _answered)
+
+
+def _answered(failure: Failure) -> bool:
+    error = failure.value
+    return isinstance(error, names_error.DomainError) and not isinstance(
+        error, names_error.DNSServerError | names_error.DNSQueryRefusedError)
 
 
 def _smallest(*ttls: float | None) -> float | None:
@@ -549,6 +571,8 @@ class CrawlResolver:
         self._failures: OrderedDict[str, DNSLookupError] = OrderedDict()
         self._inflight: dict[str, list[defer.Deferred[Answer]]] = {}
         self._logged = SeenOnce(remember)
+        self._alive: tuple[float, bool] | None = None  # (when asked, answered)
+        self._alive_waiting: list[defer.Deferred[bool]] = []
 
     @classmethod
     def from_crawler(cls, crawler: Any, reactor: Any) -> CrawlResolver:
@@ -613,6 +637,38 @@ class CrawlResolver:
             return defer.maybeDeferred(self._judge, name, host, cached)
         return self._shared(host).addCallback(lambda answer: self._judge(name, host,
                                                                           answer.addresses))
+
+    def nameservers_answer(self) -> defer.Deferred[bool]:
+        """Whether the nameservers answer other questions (checked at most every
+        ``ALIVE_SECONDS``; True when there is nothing to ask, the system's resolver).
+
+        A name's SERVFAIL or timeout counts against its host only while they
+        do: when the nameservers are down, every host fails alike, and none of
+        them should be given up for it.
+        """
+        alive = getattr(self.lookup, "alive", None)
+        if alive is None:
+            return defer.succeed(True)
+        now = self._clock()
+        if self._alive is not None and now - self._alive[0] < ALIVE_SECONDS:
+            return defer.succeed(self._alive[1])
+        d: defer.Deferred[bool] = defer.Deferred()
+        self._alive_waiting.append(d)
+        if len(self._alive_waiting) == 1:
+            defer.maybeDeferred(alive).addBoth(self._alive_known, now)
+        return d
+
+    def _alive_known(self, result: bool | Failure, asked: float) -> None:
+        answers = result is True
+        if not answers and (self._alive is None or self._alive[1]):
+            logger.warning("DNS: the nameservers do not answer (a question about the root "
+                           "zone failed); failed lookups do not count against hosts meanwhile")
+        elif answers and self._alive is not None and not self._alive[1]:
+            logger.warning("DNS: the nameservers answer again")
+        self._alive = (asked, answers)
+        waiting, self._alive_waiting = self._alive_waiting, []
+        for d in waiting:
+            d.callback(answers)
 
     def failure(self, host: str) -> DNSLookupError | None:
         """The error of the last lookup of ``host`` if it failed (forgotten when one succeeds)."""

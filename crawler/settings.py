@@ -298,8 +298,9 @@ DNS_CACHE_MAX_TTL = 3600
 # after DNS_FAILED_MAX_ATTEMPTS failed lookups in a row (~15 min) they become
 # dead letters dns-failed. Long enough that a nameserver hiccup loses nothing,
 # short enough that a dead name does not keep a finite crawl open for long.
-# Neither counts against the breaker; `scrapy frontier requeue --reason
-# dns-failed` brings them back.
+# While the nameservers answer nothing at all (an outage, not the name's
+# fault) failures hold hosts without counting. Neither counts against the
+# breaker; `scrapy frontier requeue --reason dns-failed` brings them back.
 DNS_RETRY_BASE = 30.0
 DNS_RETRY_MAX = 600.0
 DNS_FAILED_MAX_ATTEMPTS = 6

@@ -239,6 +239,23 @@ async def test_with_nameservers_set_nothing_else_is_asked() -> None:
         assert isinstance(error, LookupTimeout), (name, error)
 
 
+@pytest_twisted.ensureDeferred
+async def test_a_nameserver_outage_is_told_from_a_failing_name(dns: TestDNS) -> None:
+    """SERVFAIL or silence for one name while the server answers others (the root
+    zone) is the name's; no answer to anything is the nameservers'."""
+    resolver = _resolver(_server(dns))
+    since = len(dns.questions(""))
+    await _error(resolver.resolve("silent.test"))
+    assert await resolver.nameservers_answer() is True
+    assert await resolver.nameservers_answer() is True  # trusted for ALIVE_SECONDS
+    assert _asked(dns, "", since) == ["NS"]
+    dead = _resolver([("127.0.0.1", _closed_udp_port())], timeout=0.5)
+    assert await dead.nameservers_answer() is False
+    system = CrawlResolver(reactor, SimpleLookup(LoopbackOnlyResolver(reactor), 1.0),
+                           AddressPolicy(), AnswerCache(1, 1, 1), recorder=LookupRecorder())
+    assert await system.nameservers_answer() is True  # nothing to ask: always counts
+
+
 # ------------------------------------------------------------------ the cache
 
 

@@ -73,6 +73,18 @@ def test_a_run_of_failures_backs_off_then_parks(harness: Harness) -> None:
     assert (verdict.verdict, verdict.attempts) == ("park", RETRY.max_attempts)
 
 
+def test_failures_in_a_nameserver_outage_hold_without_counting(harness: Harness) -> None:
+    hosts = _hosts(harness)
+    harness.run(hosts.failed(HOST))
+    time.sleep(0.22)
+    for _ in range(RETRY.max_attempts + 1):  # would have parked it, counted
+        verdict = harness.run(hosts.failed(HOST, count=False))
+        assert (verdict.verdict, verdict.attempts, verdict.counted) == ("hold", 1, False)
+        assert verdict.wait_ms == 200  # its backoff as it stands
+        time.sleep(0.22)
+    assert harness.run(hosts.failed(HOST)).attempts == 2
+
+
 def test_zero_max_attempts_never_parks(harness: Harness) -> None:
     hosts = HostDNS(harness.frontier, DNSRetry(base_ms=10, cap_ms=10, max_attempts=0))
     for _ in range(5):

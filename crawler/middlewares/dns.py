@@ -15,7 +15,9 @@ verdict (:mod:`crawler.dns`: the failure's ``kind``) decides for the host:
   is the host's next attempt. After ``DNS_FAILED_MAX_ATTEMPTS`` failed lookups
   in a row its URLs become ``dns-failed`` dead letters. The count is kept in
   the frontier (:mod:`crawler.frontier.dnsstate`), and any answer from the
-  host ends the run.
+  host ends the run. While the nameservers answer nothing at all (not even a
+  question about the root zone), failures hold their hosts without counting:
+  a nameserver outage must not turn the whole crawl into dead letters.
 
 None of it counts against the breaker (the lease is released with no health),
 and every dead letter comes back with ``scrapy frontier requeue --reason R``.
@@ -40,6 +42,7 @@ resolver exists before any crawl, see :data:`crawler.dns.RECORDER`). Stats:
 confirming lookup found the name after all), ``dns/addresses_refused``;
 ``dns/requests/<kind>`` (page requests that met a failed lookup),
 ``dns/robots_jobs/<kind>``, ``dns/hosts/held`` (holds started),
+``dns/hosts/held_in_outage`` (failures not counted: the nameservers were down),
 ``dns/hosts/parked/<nxdomain|nodata|failed>``. The signal
 :data:`crawler.signals.dns_lookup_done` carries each lookup's time for the
 Prometheus histogram.
@@ -173,7 +176,10 @@ class DNSStepMiddleware:
             await self._park(host, failure.kind, reason)
             return {"op": "dead", "health": "", "arg": reason}
         hosts = self._host_dns()
-        verdict = await hosts.failed(host, job=job)
+        count = await self._nameservers_answer()
+        if not count:
+            self.stats.inc_value("dns/hosts/held_in_outage")
+        verdict = await hosts.failed(host, job=job, count=count)
         if verdict.verdict == "park":
             reason = _dead_reason("dns-failed", failure, verdict.attempts)
             await self._park(host, "failed", reason)
@@ -186,6 +192,13 @@ class DNSStepMiddleware:
                        failure.kind, verdict.attempts, wait_ms / 1000,
                        extra={"host": host, "dns": failure.kind, "attempts": verdict.attempts})
         return {"op": "retry", "arg": str(wait_ms), "health": ""}
+
+    @staticmethod
+    async def _nameservers_answer() -> bool:
+        resolver = installed_resolver()
+        if resolver is None:
+            return True
+        return await maybe_deferred_to_future(resolver.nameservers_answer())
 
     async def _park(self, host: str, what: str, reason: str) -> None:
         parked = await self._host_dns().park(host, reason)
