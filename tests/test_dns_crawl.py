@@ -272,20 +272,29 @@ def test_each_bad_name_was_asked_as_the_dns_settings_say(crawled: Crawled) -> No
 
 
 def test_dns_dead_letters_can_be_requeued(crawled: Crawled) -> None:
-    if not crawled.robots:
-        pytest.skip("once is enough")
-    command = [sys.executable, "-m", "scrapy", "frontier", "requeue", "--reason",
-               "dns-nxdomain", "-s", f"REDIS_URL={crawled.redis_url}",
+    """``scrapy frontier requeue --reason``: dns-nxdomain after one crawl, dns-failed after
+    the other (the hosts are unparked and their failed lookups forgotten)."""
+    reason, moved, left = (("dns-nxdomain", 2, "dns-failed") if crawled.robots
+                           else ("dns-failed", 4, "dns-nxdomain"))
+    command = [sys.executable, "-m", "scrapy", "frontier", "requeue", "--reason", reason,
+               "-s", f"REDIS_URL={crawled.redis_url}",
                "-s", f"FRONTIER_NAMESPACE={crawled.namespace}", "-s", "FRONTIER_PARTITIONS=4"]
     done = subprocess.run(command, cwd=REPO, env=proxy_env(""), capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "requeued 2 dead letter(s)" in done.stdout, done.stdout
+    assert f"requeued {moved} dead letter(s)" in done.stdout, done.stdout
     client = redis.Redis.from_url(crawled.redis_url)
     try:
         admin = crawled.admin(client)
-        assert {d.reason for d in admin.dead()} == {"dns-failed"}
-        assert admin.status(oldest=False).counts["queued"] == 2
+        assert {d.reason for d in admin.dead()} == {left}
+        assert admin.status(oldest=False).counts["queued"] == moved
+        for letter_host in {f"http://{n}:{crawled.web.port}" for n in BAD}:
+            key = admin.keys.host(admin.partition(letter_host), letter_host)
+            requeued = reason == ("dns-nxdomain" if "gone" in letter_host else "dns-failed")
+            fields = client.hgetall(key)
+            assert (b"b" in fields) is not requeued, (letter_host, fields)
+            if requeued:
+                assert b"da" not in fields
     finally:
         client.close()
 
