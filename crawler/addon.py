@@ -40,9 +40,9 @@ setting there reaches the add-on by itself.
   crawl resolver), sizes the thread pool (``REACTOR_THREADPOOL_MAXSIZE``)
   and builds the resolver from its own settings (``DNS_NAMESERVERS``,
   ``DNSCACHE_*``, ``DNS_CACHE_*``, ``DNS_TIMEOUT``, ``ADDRESS_GUARD_RESOLVER``,
-  the ``ADDRESS_GUARD_*`` policy); and a spider's ``update_settings`` (the broad spider's default
-  feed reads ``BROAD_DEFAULT_FEED``) runs on each crawler's copy of them
-  before any add-on's ``update_settings``. :meth:`BroadCrawlAddon.
+  the ``ADDRESS_GUARD_*`` policy); and a spider's ``update_settings`` (the
+  broad spider's default feed reads ``BROAD_DEFAULT_FEED``) runs on each
+  crawler's copy of them before any add-on's ``update_settings``. :meth:`BroadCrawlAddon.
   update_settings` then applies it again to the crawler's settings, for a
   crawler whose process did not run the first hook, less those
   process-only settings (:data:`PROCESS_ONLY`): on a crawler they would
