@@ -390,11 +390,9 @@ class SystemLookup:
     It says no TTL, so its answers are kept ``DNS_CACHE_MIN_TTL``.
     """
 
-    def __init__(self, reactor: Any, timeout: float,
-                 resolve: Callable[..., list[Any]] = socket.getaddrinfo) -> None:
+    def __init__(self, reactor: Any, timeout: float) -> None:
         self.reactor = reactor
         self.timeout = timeout
-        self._getaddrinfo = resolve
 
     def lookup(self, name: str, confirm: bool = False) -> defer.Deferred[Answer]:
         d = deferToThreadPool(self.reactor, self.reactor.getThreadPool(), self._resolve, name)
@@ -402,8 +400,8 @@ class SystemLookup:
         return d.addErrback(_as_failure, name)
 
     def _resolve(self, name: str) -> Answer:
-        infos = self._getaddrinfo(name, None, socket.AF_UNSPEC, socket.SOCK_STREAM, 0,
-                                  socket.AI_ADDRCONFIG)
+        infos = socket.getaddrinfo(name, None, socket.AF_UNSPEC, socket.SOCK_STREAM, 0,
+                                   socket.AI_ADDRCONFIG)
         addresses = [info[4][0].partition("%")[0] for info in infos
                      if info[0] in (socket.AF_INET, socket.AF_INET6)]
         if not addresses:
@@ -443,19 +441,17 @@ class AnswerCache:
     Answers without a TTL (the system's resolver) are kept for the floor.
     """
 
-    def __init__(self, size: int, min_ttl: float, max_ttl: float,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, size: int, min_ttl: float, max_ttl: float) -> None:
         self.size = size
         self.min_ttl = min_ttl
         self.max_ttl = max(max_ttl, min_ttl)
-        self._clock = clock
         self._entries: OrderedDict[str, tuple[float, tuple[str, ...]]] = OrderedDict()
 
     def get(self, name: str) -> tuple[str, ...] | None:
         entry = self._entries.get(name)
         if entry is None:
             return None
-        if entry[0] <= self._clock():
+        if entry[0] <= time.monotonic():
             del self._entries[name]
             return None
         self._entries.move_to_end(name)
@@ -466,7 +462,7 @@ class AnswerCache:
         ttl = min(max(ttl, self.min_ttl), self.max_ttl)
         if self.size <= 0 or ttl <= 0:
             return
-        self._entries[name] = (self._clock() + ttl, answer.addresses)
+        self._entries[name] = (time.monotonic() + ttl, answer.addresses)
         self._entries.move_to_end(name)
         while len(self._entries) > self.size:
             self._entries.popitem(last=False)
@@ -559,14 +555,12 @@ class CrawlResolver:
     """The crawler's ``IHostnameResolver`` (see the module docstring)."""
 
     def __init__(self, reactor: Any, lookup: Lookup, policy: AddressPolicy, cache: AnswerCache,
-                 *, recorder: LookupRecorder = RECORDER, remember: int = 10_000,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 *, recorder: LookupRecorder = RECORDER, remember: int = 10_000) -> None:
         self.reactor = reactor
         self.lookup = lookup
         self.policy = policy
         self.cache = cache
         self.recorder = recorder
-        self._clock = clock
         self._remember = remember
         self._failures: OrderedDict[str, DNSLookupError] = OrderedDict()
         self._inflight: dict[str, list[defer.Deferred[Answer]]] = {}
@@ -649,7 +643,7 @@ class CrawlResolver:
         alive = getattr(self.lookup, "alive", None)
         if alive is None:
             return defer.succeed(True)
-        now = self._clock()
+        now = time.monotonic()
         if self._alive is not None and now - self._alive[0] < ALIVE_SECONDS:
             return defer.succeed(self._alive[1])
         d: defer.Deferred[bool] = defer.Deferred()
@@ -688,7 +682,7 @@ class CrawlResolver:
             waiting.append(d)
             return d
         self._inflight[host] = [d]
-        started = self._clock()
+        started = time.monotonic()
         rounds = [1]
         first = defer.maybeDeferred(self.lookup.lookup, host)
         first.addErrback(self._confirm, host, rounds)
@@ -715,7 +709,7 @@ class CrawlResolver:
             allowed, refused_list = allowed_addresses(self.policy, result.addresses)
             kind = "ok" if allowed or not self.policy.enabled else "blocked"
             refused = len(refused_list) if self.policy.enabled else 0
-        self.recorder.record(LookupEvent(host, kind, self._clock() - started, rounds[0],
+        self.recorder.record(LookupEvent(host, kind, time.monotonic() - started, rounds[0],
                                          refused))
         for d in waiting:
             if isinstance(result, Failure):
