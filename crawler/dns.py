@@ -706,9 +706,11 @@ class CrawlResolver:
             kind, refused = result.value.kind, 0
         else:
             self.cache.put(host, result)
-            allowed, refused_list = allowed_addresses(self.policy, result.addresses)
-            kind = "ok" if allowed or not self.policy.enabled else "blocked"
-            refused = len(refused_list) if self.policy.enabled else 0
+            kind, refused = "ok", 0
+            if self.policy.enabled and not self.policy.host_trusted(host):
+                allowed, refused_list = allowed_addresses(self.policy, result.addresses)
+                kind = "ok" if allowed else "blocked"
+                refused = len(refused_list)
         self.recorder.record(LookupEvent(host, kind, time.monotonic() - started, rounds[0],
                                          refused))
         for d in waiting:
