@@ -320,14 +320,18 @@ def test_the_cache_forgets_the_least_recently_used() -> None:
 
 @pytest_twisted.ensureDeferred
 async def test_loopback_answers_pass_only_when_allowed_as_resolved(dns: TestDNS) -> None:
-    strict = _resolver(_server(dns), policy=_policy())
+    recorder = LookupRecorder()
+    events: list[LookupEvent] = []
+    recorder.subscribe(events.append)
+    strict = _resolver(_server(dns), policy=_policy(), recorder=recorder)
     error = await _error(strict.resolve("a.test"))
     assert isinstance(error, BlockedAddressError) and error.kind == "blocked"
     assert (error.address, error.reason) == ("127.0.0.2", "loopback")
     assert strict.blocked("a.test") is error
-    v4_only = _resolver(_server(dns), policy=_policy("127.0.0.0/8"))
+    v4_only = _resolver(_server(dns), policy=_policy("127.0.0.0/8"), recorder=recorder)
     assert await v4_only.resolve("a.test") == ("127.0.0.2",)  # ::1 dropped
     assert v4_only.blocked("a.test") is None
+    assert [(e.result, e.refused) for e in events] == [("blocked", 2), ("ok", 1)]
     assert isinstance(await _error(v4_only.resolve("v6.test")), BlockedAddressError)
     both = _resolver(_server(dns), policy=_policy(*LOOPBACK))
     assert await both.resolve("a.test") == ("127.0.0.2", "::1")
@@ -346,8 +350,12 @@ async def test_a_refusal_is_forgotten_when_the_name_resolves_again(dns: TestDNS)
 @pytest_twisted.ensureDeferred
 async def test_trusted_hosts_and_a_disabled_guard_check_nothing(dns: TestDNS) -> None:
     trusted = AddressPolicy(allow_hosts=frozenset({"a.test"}))
-    assert await _resolver(_server(dns), policy=trusted).resolve("a.test") == ("127.0.0.2",
-                                                                                "::1")
+    recorder = LookupRecorder()
+    events: list[LookupEvent] = []
+    recorder.subscribe(events.append)
+    resolver = _resolver(_server(dns), policy=trusted, recorder=recorder)
+    assert await resolver.resolve("a.test") == ("127.0.0.2", "::1")
+    assert [(e.result, e.refused) for e in events] == [("ok", 0)]
     off = AddressPolicy(enabled=False)
     assert await _resolver(_server(dns), policy=off).resolve("v6.test") == ("::1",)
 
