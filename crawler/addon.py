@@ -37,12 +37,12 @@ setting there reaches the add-on by itself.
   :meth:`BroadCrawlAddon.update_pre_crawler_settings` runs on the
   ``CrawlerProcess`` settings before any crawler exists, and applies it all
   there: the process, not a crawler, installs ``TWISTED_DNS_RESOLVER`` (the
-  guarded resolver), sizes the thread pool (``REACTOR_THREADPOOL_MAXSIZE``)
-  and builds the resolver from its own settings (``DNSCACHE_*``,
-  ``DNS_TIMEOUT``, ``ADDRESS_GUARD_RESOLVER``, the ``ADDRESS_GUARD_*``
-  policy); and a spider's ``update_settings`` (the broad spider's default
-  feed reads ``BROAD_DEFAULT_FEED``) runs on each crawler's copy of them
-  before any add-on's ``update_settings``. :meth:`BroadCrawlAddon.
+  crawl resolver), sizes the thread pool (``REACTOR_THREADPOOL_MAXSIZE``)
+  and builds the resolver from its own settings (``DNS_NAMESERVERS``,
+  ``DNSCACHE_*``, ``DNS_CACHE_*``, ``DNS_TIMEOUT``, ``ADDRESS_GUARD_RESOLVER``,
+  the ``ADDRESS_GUARD_*`` policy); and a spider's ``update_settings`` (the
+  broad spider's default feed reads ``BROAD_DEFAULT_FEED``) runs on each
+  crawler's copy of them before any add-on's ``update_settings``. :meth:`BroadCrawlAddon.
   update_settings` then applies it again to the crawler's settings, for a
   crawler whose process did not run the first hook, less those
   process-only settings (:data:`PROCESS_ONLY`): on a crawler they would
@@ -127,7 +127,8 @@ COMPONENT_DICTS: frozenset[str] = frozenset({
 #: Read only by the CrawlerProcess (its resolver and thread pool), never by a crawler.
 PROCESS_ONLY: frozenset[str] = frozenset({
     "TWISTED_DNS_RESOLVER", "ADDRESS_GUARD_RESOLVER", "REACTOR_THREADPOOL_MAXSIZE",
-    "DNSCACHE_ENABLED", "DNSCACHE_SIZE", "DNS_TIMEOUT",
+    "DNSCACHE_ENABLED", "DNSCACHE_SIZE", "DNS_TIMEOUT", "DNS_NAMESERVERS",
+    "DNS_CACHE_MIN_TTL", "DNS_CACHE_MAX_TTL",
 })
 
 

@@ -15,8 +15,9 @@ apply it (see :mod:`crawler.resolver` for what is checked where):
 
 - :class:`crawler.middlewares.addressguard.AddressGuardMiddleware` checks what
   a URL says by itself (:meth:`AddressPolicy.check_url`), for every request;
-- :class:`crawler.resolver.GuardedResolver` checks every DNS answer
-  (:meth:`AddressPolicy.check_ip` with ``resolved=True``).
+- :class:`crawler.dns.CrawlResolver` (the default ``TWISTED_DNS_RESOLVER``,
+  or the older :class:`crawler.resolver.GuardedResolver`) checks every DNS
+  answer (:meth:`AddressPolicy.check_ip` with ``resolved=True``).
 
 A URL host is judged in every form that some resolver or browser reads as an
 address: ``127.0.0.1``, ``[::ffff:127.0.0.1]``, ``2130706433``, ``0x7f.0.0.1``,

@@ -1,5 +1,12 @@
 """The after-DNS half of the address guard: a resolver that refuses non-public answers.
 
+The crawler's default resolver is now :class:`crawler.dns.CrawlResolver`,
+which checks every answer itself (IPv4 and IPv6, given nameservers, failures
+by kind); :class:`BlockedAddressError` is its refusal too. This module's
+:class:`GuardedResolver`, an ``IResolverSimple`` around another one (IPv4
+only), stays for a project that sets ``TWISTED_DNS_RESOLVER`` to it. What is
+checked where (below) holds for both.
+
 A URL's host name says nothing about where it points: ``db.attacker.example``
 may resolve to 10.0.0.5 and ``127.0.0.1.nip.io`` to 127.0.0.1. So the
 address a connection will use must be checked after DNS. Scrapy 2.19's HTTP
@@ -80,6 +87,9 @@ DEFAULT_INNER_RESOLVER = "scrapy.resolver.CachingThreadedResolver"
 
 class BlockedAddressError(DNSLookupError):
     """A name resolved to an address the guard refuses."""
+
+    #: As the kinds of :class:`crawler.dns.DNSFailure`: how the lookup ended.
+    kind = "blocked"
 
     def __init__(self, name: str, address: str, reason: str) -> None:
         super().__init__(f"{name} resolves to {address} ({reason}): refused by the address guard")

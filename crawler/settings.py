@@ -87,9 +87,12 @@ ADDRESS_GUARD_ALLOW_RESOLVED: list[str] = []
 # Trusted host names ("name" or "*.domain"): no name rule, no DNS check. List a
 # proxy here if it is given by a name that resolves to a private address.
 ADDRESS_GUARD_ALLOW_HOSTS: list[str] = []
-# The guard wraps the resolver that does the lookups (Scrapy's default one).
-TWISTED_DNS_RESOLVER = "crawler.resolver.GuardedResolver"
-ADDRESS_GUARD_RESOLVER = "scrapy.resolver.CachingThreadedResolver"
+# The crawl resolver (crawler/dns.py, see DNS below) checks every DNS answer.
+# With DNS_NAMESERVERS empty it asks the machine's resolver; name an
+# IResolverSimple here to ask that instead (IPv4 only: the test harness's
+# loopback-only resolver). "crawler.resolver.GuardedResolver" as
+# TWISTED_DNS_RESOLVER is the older guard, around this resolver or Scrapy's.
+ADDRESS_GUARD_RESOLVER = ""
 
 # Scrapy's HTTP/1.1 handler without Twisted's hidden second attempt on a
 # failed keep-alive connection: every attempt is the retry policy's.
@@ -182,6 +185,10 @@ DOWNLOADER_MIDDLEWARES = {
     # FrontierOutcomeMiddleware notes it as an error and the retry policy
     # retries it. Below pacing: a refused request costs its host no start.
     "crawler.middlewares.addressguard.AddressGuardMiddleware": 955,
+    # A failed lookup (not refused by the guard) becomes an outcome for its
+    # host: held or parked in the frontier, never a retried download error, so
+    # between the guard and FrontierOutcomeMiddleware.
+    "crawler.middlewares.dns.DNSStepMiddleware": 952,
     # The last gate before a request leaves: spaces starts per host across workers.
     "crawler.frontier.pacing.FrontierPacingMiddleware": 960,
 }
@@ -259,13 +266,46 @@ REDIRECT_MAX_TIMES = 10
 # crawl); the spider follows links only on 2xx HTML.
 HTTPERROR_ALLOW_ALL = True
 
-# --- DNS --------------------------------------------------------------------
-# Thousands of hosts: cache many names, give up on slow resolvers quickly, and
-# size the reactor thread pool (which runs getaddrinfo) for many lookups at
-# once so DNS never becomes the bottleneck.
+# --- DNS (crawler/dns.py, crawler/middlewares/dns.py; README "DNS") ---------
+# DNS is a step of its own: names resolve to IPv4 and IPv6 addresses (an
+# IPv6-only host is crawled), each answer is checked by the address guard, and a
+# name that does not resolve is an outcome for its host, not a download error
+# retried URL by URL. Stats: dns/lookups/<result>, dns/hosts/parked/<kind>.
+TWISTED_DNS_RESOLVER = "crawler.dns.CrawlResolver"
+# Nameservers to ask, as IP addresses ("10.0.0.53", "10.0.0.53:5353",
+# "[2001:db8::53]:53"), tried in turn: a caching resolver of your own keeps a
+# broad crawl from hammering the provider's. Set, nothing else is ever asked
+# (no /etc/hosts, no system resolver, no fallback). Empty: the machine's
+# resolver (getaddrinfo in the reactor's threads).
+DNS_NAMESERVERS: list[str] = []
+# One lookup (A and AAAA at once, retransmissions included) gets this many
+# seconds: a name whose servers stay silent is known within them, and costs its
+# host a hold, not every URL a slot for the download timeout.
+DNS_TIMEOUT = 5
+# Thousands of hosts: cache many names (least recently used go first), each
+# for its answer's TTL, but at least DNS_CACHE_MIN_TTL (some names say 0-30 s,
+# and a broad crawl would ask for them at every page) and at most
+# DNS_CACHE_MAX_TTL (a crawl runs for days; a host that moved is followed within
+# the hour). The system's resolver gives no TTL: its answers are kept the minimum.
 DNSCACHE_ENABLED = True
 DNSCACHE_SIZE = 100_000
-DNS_TIMEOUT = 10
+DNS_CACHE_MIN_TTL = 60
+DNS_CACHE_MAX_TTL = 3600
+# A name that does not exist (NXDOMAIN, confirmed by a second lookup) or has no
+# address: its host's URLs become dead letters dns-nxdomain / dns-nodata at once.
+# A nameserver that fails (SERVFAIL) or stays silent: the host is held, for
+# every worker, 30 s doubling up to 10 min, its URLs waiting (no retry counted);
+# after DNS_FAILED_MAX_ATTEMPTS failed lookups in a row (~15 min) they become
+# dead letters dns-failed. Long enough that a nameserver hiccup loses nothing,
+# short enough that a dead name does not keep a finite crawl open for long.
+# While the nameservers answer nothing at all (an outage, not the name's
+# fault) failures hold hosts without counting. Neither counts against the
+# breaker; `scrapy frontier requeue --reason dns-failed` brings them back.
+DNS_RETRY_BASE = 30.0
+DNS_RETRY_MAX = 600.0
+DNS_FAILED_MAX_ATTEMPTS = 6
+# The reactor thread pool runs the system resolver's getaddrinfo (and other
+# blocking calls): sized for many lookups at once so DNS is never the bottleneck.
 REACTOR_THREADPOOL_MAXSIZE = 32
 
 # --- Safety -----------------------------------------------------------------

@@ -13,3 +13,8 @@ crawl_delay_applied = object()
 #: A response's Retry-After decided how long its URL waits. Arguments:
 #: ``url``, ``seconds`` (after capping at RETRY_AFTER_MAX).
 retry_after_applied = object()
+
+#: The crawl resolver finished a lookup (not a cache hit; crawler/dns.py).
+#: Arguments: ``result`` ("ok", "nxdomain", "nodata", "servfail", "timeout",
+#: "blocked"), ``seconds`` (both rounds of a confirmed NXDOMAIN).
+dns_lookup_done = object()

@@ -22,11 +22,11 @@ REPO = Path(__file__).resolve().parent.parent
 
 #: Settings every test crawl gets: loopback-only DNS and no stray output.
 TEST_SETTINGS: dict[str, Any] = {
-    # The address guard's resolver wrapping the loopback-only one: every name
-    # still resolves to 127.0.0.1 (allowed as a DNS answer only), while links
-    # to a literal 127.0.0.1 or to localhost are refused as in production.
+    # The crawl resolver (production's) asking the loopback-only one: every
+    # name still resolves to 127.0.0.1 (allowed as a DNS answer only), while
+    # links to a literal 127.0.0.1 or to localhost are refused as in production.
     # (A string, not a list: -s values that are lists go as JSON.)
-    "TWISTED_DNS_RESOLVER": "crawler.resolver.GuardedResolver",
+    "TWISTED_DNS_RESOLVER": "crawler.dns.CrawlResolver",
     "ADDRESS_GUARD_RESOLVER": "tests.loopback_resolver.LoopbackOnlyResolver",
     "ADDRESS_GUARD_ALLOW_RESOLVED": "127.0.0.0/8",
 }

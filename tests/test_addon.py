@@ -34,6 +34,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawler import settings as broad_settings
 from crawler.addon import PROCESS_ONLY, PROJECT_OWN, BroadCrawlAddon, addon_settings
+from crawler.dns import CrawlResolver, SystemLookup
 from crawler.middlewares.warc import WarcCaptureMiddleware
 from crawler.resolver import GuardedResolver
 from crawler.spiders.broad import BroadSpider
@@ -186,16 +187,20 @@ def test_process_settings_come_before_any_crawler(with_addon: Settings) -> None:
     AddonManager.load_pre_crawler_settings(process)
     for name in PROCESS_ONLY:
         assert process[name] == getattr(broad_settings, name), name
-    assert process["TWISTED_DNS_RESOLVER"] == "crawler.resolver.GuardedResolver"
+    assert process["TWISTED_DNS_RESOLVER"] == "crawler.dns.CrawlResolver"
     # The rest is there too, for spiders' update_settings (before add-ons').
     for name in ("SCHEDULER", "BROAD_DEFAULT_FEED", "ROBOTS_CACHE_SIZE"):
         assert process[name] == with_addon[name], name
     assert components(process, "DOWNLOADER_MIDDLEWARES") == components(
         with_addon, "DOWNLOADER_MIDDLEWARES")
     # What Scrapy does with them (it passes the process for the crawler).
-    resolver = GuardedResolver.from_crawler(SimpleNamespace(settings=process), reactor=None)
-    assert type(resolver.inner).__name__ == "CachingThreadedResolver"
+    resolver = CrawlResolver.from_crawler(SimpleNamespace(settings=process), reactor=None)
+    assert isinstance(resolver.lookup, SystemLookup)  # no DNS_NAMESERVERS: the machine's
+    assert resolver.cache.size == broad_settings.DNSCACHE_SIZE
     assert resolver.policy.check_ip("10.0.0.1", resolved=True) is not None
+    # The older guard still builds from the same settings (around Scrapy's resolver).
+    guarded = GuardedResolver.from_crawler(SimpleNamespace(settings=process), reactor=None)
+    assert type(guarded.inner).__name__ == "CachingThreadedResolver"
 
 
 def test_the_broad_spider_gets_its_default_feed_in_another_project() -> None:

@@ -13,8 +13,8 @@ What it serves, all from this extension's own registry:
 
 - Scrapy's stats, read at scrape time (:mod:`crawler.metrics.stats`);
 - histograms of observations that stats cannot hold: download latency,
-  Crawl-delays applied, Retry-After waits (the policies send signals,
-  :mod:`crawler.signals`);
+  Crawl-delays applied, Retry-After waits, DNS lookup times (the policies
+  and the DNS middleware send signals, :mod:`crawler.signals`);
 - live gauges: requests in the downloader, the WARC writer's queue;
 - the frontier's shared state, from one reporting worker
   (:mod:`crawler.metrics.frontier`);
@@ -48,7 +48,7 @@ from crawler.metrics.frontier import FrontierCollector
 from crawler.metrics.server import parse_ports, serve, stop
 from crawler.metrics.stats import StatsCollector
 from crawler.pipelines.warc import Archive
-from crawler.signals import crawl_delay_applied, retry_after_applied
+from crawler.signals import crawl_delay_applied, dns_lookup_done, retry_after_applied
 
 if TYPE_CHECKING:
     import threading
@@ -65,6 +65,7 @@ logger = logging.getLogger(__name__)
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 DELAY_BUCKETS = (0.5, 1, 2, 5, 10, 20, 30, 60, 120)
 RETRY_AFTER_BUCKETS = (1, 5, 10, 30, 60, 300, 900, 3600)
+DNS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
 
 class PrometheusExtension:
@@ -92,6 +93,9 @@ class PrometheusExtension:
         self.retry_after = Histogram("crawler_retry_after_seconds",
                                      "Retry-After waits honoured (after the cap).",
                                      buckets=RETRY_AFTER_BUCKETS, registry=self.registry)
+        self.dns_lookup = Histogram("crawler_dns_lookup_seconds",
+                                    "Time of a DNS lookup (cache hits not included).",
+                                    buckets=DNS_BUCKETS, registry=self.registry)
         self.info = Info("crawler_worker", "Who this worker is.", registry=self.registry)
         Gauge("crawler_active_requests", "Requests in the downloader now.",
               registry=self.registry).set_function(self._active_requests)
@@ -117,6 +121,7 @@ class PrometheusExtension:
         connect(ext.response_downloaded, signal=signals.response_downloaded)
         connect(ext.crawl_delay_applied, signal=crawl_delay_applied)
         connect(ext.retry_after_applied, signal=retry_after_applied)
+        connect(ext.dns_lookup_done, signal=dns_lookup_done)
         return ext
 
     # ------------------------------------------------------------ life cycle
@@ -173,6 +178,9 @@ class PrometheusExtension:
 
     def retry_after_applied(self, url: str, seconds: float) -> None:
         self.retry_after.observe(seconds)
+
+    def dns_lookup_done(self, result: str, seconds: float) -> None:
+        self.dns_lookup.observe(seconds)
 
     # ------------------------------------------------------------ live gauges (HTTP thread)
 

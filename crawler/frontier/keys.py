@@ -22,7 +22,9 @@ key                 type       holds
                                until ms (no starts), b blocked (dropped); robots:
                                rs state (f fetching, k known, u unreachable),
                                rx refresh ms, ra failed tries, rt last good
-                               fetch ms, rv version of the rules
+                               fetch ms, rv version of the rules; DNS
+                               (lua/dns.lua): da failed lookups in a row,
+                               du the DNS hold ends at ms
 ``PP:r``            hash       host -> robots rules blob (crawler/robots)
 ``PP:q:HOST``       zset       the host's queue: 16-byte fingerprint + record,
                                by (-priority, enqueue time)

@@ -45,6 +45,7 @@ from crawler.addressguard import BLOCKED_REASON, AddressPolicy
 from crawler.admission import TrapRules
 from crawler.frontier.admin import safe_url
 from crawler.frontier.connection import async_client, sync_client
+from crawler.frontier.dnsstate import dns_step_of
 from crawler.frontier.embedded import EmbeddedRedis
 from crawler.frontier.keys import Keys, crawl_namespace
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, from_record, to_record
@@ -665,7 +666,11 @@ class FrontierScheduler:
         assert self.robots is not None
         concurrency, delay_ms = self._host_limits(host)
         try:
-            await self.robots.resolve(host, concurrency, delay_ms, self.limits.jitter)
+            # The host's name first (crawler/middlewares/dns.py): a name that does
+            # not resolve is a DNS outcome, not an unreachable robots.txt.
+            step = dns_step_of(self.crawler)
+            if step is None or await step.before_robots(host):
+                await self.robots.resolve(host, concurrency, delay_ms, self.limits.jitter)
         except (RedisError, OSError) as exc:
             # The job's lease runs out and the host is handed out again.
             self._redis_trouble(exc)

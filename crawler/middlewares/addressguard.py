@@ -9,8 +9,9 @@ middleware's new request goes through the middlewares again), with or
 without a proxy, since even a proxy would fetch ``http://127.0.0.1/`` from
 *its* machine.
 
-``process_exception`` turns a lookup that :class:`~crawler.resolver.
-GuardedResolver` refused (after DNS, without a proxy) into the same refusal,
+``process_exception`` turns a lookup that the resolver (:class:`~crawler.dns.
+CrawlResolver`, or the older :class:`~crawler.resolver.GuardedResolver`)
+refused (after DNS, without a proxy) into the same refusal,
 so it is neither retried nor counted as a download error. For that it must
 see exceptions before ``RetryMiddleware`` (550) and the frontier's
 ``FrontierOutcomeMiddleware`` (950): its order must be above 950.
@@ -45,6 +46,7 @@ from crawler.addressguard import (
     SeenOnce,
     normalise_host,
 )
+from crawler.dns import CrawlResolver, installed_resolver
 from crawler.resolver import BlockedAddressError, GuardedResolver
 
 if TYPE_CHECKING:
@@ -70,7 +72,7 @@ class AddressGuardMiddleware:
         self.stats = crawler.stats
         self.policy = AddressPolicy.from_settings(crawler.settings)
         #: The installed guarded resolver; found on the running reactor when None.
-        self.resolver: GuardedResolver | None = None
+        self.resolver: GuardedResolver | CrawlResolver | None = None
         self._logged = SeenOnce()
         _warn_if_dns_unchecked(crawler.settings)
 
@@ -108,7 +110,9 @@ class AddressGuardMiddleware:
                         extra={"host": error.host, "reason": error.reason, "url": request.url})
         raise error from cause
 
-    def _resolver(self) -> GuardedResolver | None:
+    def _resolver(self) -> GuardedResolver | CrawlResolver | None:
+        if self.resolver is None:
+            self.resolver = installed_resolver()
         if self.resolver is None:
             # Never import the reactor here: that would install one.
             reactor = sys.modules.get("twisted.internet.reactor")
@@ -140,10 +144,10 @@ def _warn_if_dns_unchecked(settings: BaseSettings) -> None:
         resolver = load_object(settings.get("TWISTED_DNS_RESOLVER"))
     except (ImportError, NameError, ValueError, AttributeError):
         resolver = None
-    if not (isinstance(resolver, type) and issubclass(resolver, GuardedResolver)):
+    if not (isinstance(resolver, type) and issubclass(resolver, CrawlResolver | GuardedResolver)):
         logger.warning(
             "Address guard: DNS answers are not checked, only URLs: TWISTED_DNS_RESOLVER "
-            "is %s, not crawler.resolver.GuardedResolver", settings.get("TWISTED_DNS_RESOLVER"))
+            "is %s, not crawler.dns.CrawlResolver", settings.get("TWISTED_DNS_RESOLVER"))
     handlers = settings.getwithbase("DOWNLOAD_HANDLERS")
     for scheme in ("http", "https"):
         handler = handlers.get(scheme)

@@ -72,7 +72,10 @@ local function crawl_delay_from_end(hk)
 end
 
 local function breaker_success(hk, host)
-  local st = redis.call('HMGET', hk, 'cf', 'bs')
+  local st = redis.call('HMGET', hk, 'cf', 'bs', 'da')
+  -- An answer from the host proves its name resolves: a run of failed
+  -- lookups (dns.lua) is over.
+  if st[3] then redis.call('HDEL', hk, 'da', 'du') end
   if st[2] == 'h' then
     redis.call('HDEL', hk, 'cf', 'bs', 'bo')
     redis.call('HSET', hk, 'w', 0)  -- the probe's hold

@@ -51,7 +51,7 @@ for i = 5, #ARGV, 2 do
       score = queue_score(prio, seq)
     end
     redis.call('HDEL', p .. ':dead', fp)
-    redis.call('HDEL', hk, 'b', 'pr')  -- unblock, unpark
+    redis.call('HDEL', hk, 'b', 'pr', 'da', 'du')  -- unblock, unpark, forget DNS failures
     if redis.call('HGET', hk, 'bs') == 'x' then redis.call('HDEL', hk, 'bs', 'cf', 'bo') end
     push_url(p, host, score, fresh(entry))
     moved = moved + 1

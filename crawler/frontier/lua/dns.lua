@@ -1,0 +1,51 @@
+-- A host's name failed to resolve (SERVFAIL, or no answer in time): hold the
+-- host with backoff, for every worker, or say it is to be parked.
+-- (common.lua is prepended: now_ms, refresh_host, hold_host.)
+--
+-- The failures of one name are counted in its host's hash, not per URL: the
+-- name is what fails, and every worker must agree on when to give up. Fields:
+-- da  failed lookups in a row (release.lua clears it on any answer from the
+--     host: a success proves the name resolves; requeue.lua on a requeue)
+-- du  the current DNS hold ends at this ms. A failure reported while it runs
+--     belongs to the same episode (the URLs claimed together with the one
+--     that failed first, by this worker or another): it is not counted again,
+--     its URL just waits for the hold's end.
+-- After max attempts failed lookups the caller parks the host ("dns-failed").
+--
+-- KEYS[1]  the partition's counts hash (routes the call to the partition)
+-- ARGV[1]  prefix, ARGV[2] host, ARGV[3] backoff base ms, ARGV[4] cap ms,
+-- ARGV[5]  max attempts (0: never park), ARGV[6] "job" when the lookup was a
+--          robots job's (claim.lua held the host for the whole robots fetch:
+--          that hold is replaced, the fetch is not going to happen)
+-- ARGV[7]  "0" when the failure must not count (the nameservers answer
+--          nothing at all: an outage, not this name): the host is held for
+--          its current backoff, its count unchanged
+-- Returns {verdict, attempts, wait ms, counted}: verdict "hold" (the host and
+-- the URL wait wait ms), "park", or "gone" (the frontier does not know it).
+local p, host = ARGV[1], ARGV[2]
+local base, cap, max_attempts = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local job = ARGV[6] == 'job'
+local count = ARGV[7] ~= '0'
+local hk = p .. ':h:' .. host
+if redis.call('EXISTS', hk) == 0 then return {'gone', 0, 0, 0} end
+local now = now_ms()
+local st = redis.call('HMGET', hk, 'da', 'du')
+local attempts, hold_end = tonumber(st[1] or '0'), tonumber(st[2] or '0')
+
+if hold_end > now then
+  return {'hold', attempts, hold_end - now, 0}
+end
+if count then attempts = attempts + 1 end
+if count and max_attempts > 0 and attempts >= max_attempts then
+  redis.call('HSET', hk, 'da', attempts, 'du', 0)
+  return {'park', attempts, 0, 1}
+end
+local wait = math.min(base * 2 ^ math.max(attempts - 1, 0), cap)
+redis.call('HSET', hk, 'da', attempts, 'du', now + wait)
+if job then
+  redis.call('HSET', hk, 'w', now + wait)
+else
+  hold_host(hk, now + wait)  -- no claim (w), and no start (bk) of URLs claimed already
+end
+refresh_host(p, host)
+return {'hold', attempts, wait, count and 1 or 0}
