@@ -73,8 +73,9 @@ def realweb_settings(nameserver: str) -> dict[str, Any]:
     only through its own DNS server, to loopback addresses the guard allows as
     answers (never as literals in URLs)."""
     return {
-        "DNS_NAMESERVERS": [nameserver],
-        "ADDRESS_GUARD_ALLOW_RESOLVED": ["127.0.0.0/8", "::1/128"],
+        # Strings, not lists: getlist() splits "-s" strings at commas.
+        "DNS_NAMESERVERS": nameserver,
+        "ADDRESS_GUARD_ALLOW_RESOLVED": "127.0.0.0/8,::1/128",
     }
 
 
