@@ -56,7 +56,7 @@ class StallAfterGate:
         host = scheduler.host_of(request.meta[LEASE_META])
         assert host is not None
         frontier = scheduler.frontier
-        key = frontier.keys.host(frontier.partition(host), host)
+        key = frontier.keys.site(frontier.partition(host), host)  # the start gate's
         reactor.callLater(0, self._stall, host, key, frontier.limits.jitter)
 
     def _stall(self, host: str, key: str, jitter: float) -> None:

@@ -35,8 +35,9 @@ def _hosts(h: Harness) -> HostDNS:
 
 
 def _field(h: Harness, name: str) -> bytes | None:
-    key = h.keys.host(h.frontier.partition(HOST), HOST)
-    return h.run(h.client.hget(key, name))
+    part = h.frontier.partition(HOST)
+    site = h.run(h.client.hget(h.keys.site(part, HOST), name))
+    return site if site is not None else h.run(h.client.hget(h.keys.host(part, HOST), name))
 
 
 def test_a_failed_lookup_holds_the_host_for_every_worker(harness: Harness) -> None:

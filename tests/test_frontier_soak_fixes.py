@@ -64,7 +64,7 @@ def test_an_early_hold_stops_claims_and_starts_of_urls_claimed_before(harness: H
     assert held.leases == []  # nor may anything else be claimed
     assert held.next_ready_ms - held.server_ms >= 2800
     # and the host is one request at a time from now on
-    assert harness.run(harness.client.hget(harness.keys.host(f.partition(HOST), HOST), "c")) \
+    assert harness.run(harness.client.hget(harness.keys.site(f.partition(HOST), HOST), "c")) \
         == b"1"
     # a later release's hold never shortens it
     harness.run(f.release([Release(claimed[0].host, claimed[0].fingerprint, "retry", "500",

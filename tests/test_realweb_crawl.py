@@ -129,3 +129,30 @@ def test_ipv6_only_and_https_hosts_are_crawled_completely(
         ("https", b"/deep"), ("https", b"/robots.txt"), ("https", b"/secure"),
     ]
     assert {r.local_address for r in ledger.for_host("s.test")} == {web.address("s.test")}
+
+
+def test_one_server_on_both_schemes_has_one_politeness_budget(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
+    """One server on ports 80 and 443 of one address, its pages on both schemes
+    linking each other, per-host limit 1 and DOWNLOAD_DELAY 0.5 s (so starts at
+    least 0.25 s apart, jitter 0.5): the server never has two requests in flight
+    and never two starts closer than 0.25 s, robots.txt fetches of both schemes
+    included (RFC 9309 gives each scheme its own robots.txt)."""
+    pages = {f"/{i}": links_to(f"https://both.test/{i + 1}", f"http://both.test/{i + 2}")
+             for i in range(10)}
+    web = realweb(Web([Host("both.test", pages={
+        "/": links_to("https://both.test/0", "http://both.test/1"), **pages})]))
+    crawl(web, [web.url("both.test", "/")], tmp_path,
+          CONCURRENT_REQUESTS_PER_DOMAIN=1, DOWNLOAD_DELAY=0.5)
+
+    ledger = web.ledger()
+    seen = ledger.for_host("both.test")
+    assert {r.scheme for r in seen} == {"http", "https"}
+    assert sum(r.target == b"/robots.txt" for r in seen) == 2  # one per scheme
+    assert len(seen) >= 14
+    assert ledger.max_in_flight("both.test") == 1
+    # Arrival stamps are taken when a request head is complete; a new TLS
+    # connection's head arrives later after its start than a reused one's, so
+    # a gap may read a few ms short of what the crawler kept between starts.
+    gap = ledger.min_gap("both.test")
+    assert gap is not None and gap >= 0.25 - 0.02, sorted(ledger.gaps("both.test"))[:5]

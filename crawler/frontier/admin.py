@@ -519,7 +519,7 @@ class FrontierAdmin:
             result.delayed += int(moved_delayed)
             if (not queued or not left) and not delayed:
                 break
-        in_flight = self.client.hget(self.keys.host(part, host), "i")
+        in_flight = self.client.hget(self.keys.site(part, host), "i")
         result.in_flight = int(in_flight or 0)
         return result
 

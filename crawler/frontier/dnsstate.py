@@ -79,7 +79,7 @@ class HostDNS:
 
     async def park(self, host: str, reason: str) -> int:
         """Make the host's queued URLs, and its new ones, dead letters (``reason``: JSON)."""
-        return await self.frontier.park_host(host, reason)
+        return await self.frontier.park_host(host, reason, whole_site=True)
 
 
 class RobotsGate(Protocol):

@@ -1,7 +1,15 @@
 """Where the frontier keeps things in Redis, and which partition owns a host.
 
-Hosts are spread over ``partitions`` by a stable hash of their host key
-(``scheme://host:port``). Every key of a partition carries the same hash tag
+A *host* is an authority, ``scheme://host:port``: it has a queue and a
+robots.txt of its own (RFC 9309 scopes robots.txt to one scheme, host and
+port). A *site* is a host name (or address literal) with all its schemes and
+ports: ``http://a.test:80`` and ``https://a.test:443`` are one server to be
+polite to, so concurrency, delays, Crawl-delay pacing, Retry-After holds, the
+breaker, the page budget and DNS failures belong to the site.
+
+Sites are spread over ``partitions`` by a stable hash of their name
+(:func:`site_of`), so all hosts of a site share a partition and one script
+sees them together. Every key of a partition carries the same hash tag
 (``{ns/p3}``), so on a Redis Cluster a partition lives in one slot and each
 Lua script, which only touches one partition, runs on one node. The same
 :func:`partition_of` splits seed files (``scrapy partition``), so a worker's
@@ -15,16 +23,24 @@ key                 type       holds
 ``PP:n``            hash       counts: queued, leased, delayed, done, dead,
                                dup, refused, expired, hosts
 ``PP:ready``        zset       hosts that may be claimed, by next-allowed ms
-``PP:h:HOST``       hash       host: n queued, i in flight, t next claim ms,
-                               s next start ms, a admitted, c concurrency,
-                               dl delay ms, fl delay floor ms (Crawl-delay),
-                               w held until ms (no claims), bk backoff
-                               until ms (no starts), b blocked (dropped); robots:
-                               rs state (f fetching, k known, u unreachable),
-                               rx refresh ms, ra failed tries, rt last good
-                               fetch ms, rv version of the rules; DNS
-                               (lua/dns.lua): da failed lookups in a row,
-                               du the DNS hold ends at ms
+``PP:h:HOST``       hash       host: n queued, b blocked (dropped) or parked,
+                               pr why parked; robots: rs state (f fetching,
+                               k known, u unreachable), rw held until ms
+                               (fetching or unreachable: no claims), rx
+                               refresh ms, ra failed tries, rt last good fetch
+                               ms, rv version of the rules; rc, rdl, rfl the
+                               concurrency, delay and floor its file asks for
+``PP:g:SITE``       hash       site: i in flight, t next claim ms, s next
+                               start ms, a admitted, c concurrency, dl delay
+                               ms, fl delay floor ms (the strictest Crawl-delay
+                               of its hosts), w held until ms (no claims), rj
+                               a robots.txt of its hosts is being fetched
+                               until ms (no claims), bk backoff until ms (no
+                               starts); breaker: cf
+                               failures in a row, bs state, bo openings; DNS
+                               (lua/dns.lua): da failed lookups in a row, du
+                               the DNS hold ends at ms
+``PP:ga:SITE``      set        the site's hosts
 ``PP:r``            hash       host -> robots rules blob (crawler/robots)
 ``PP:q:HOST``       zset       the host's queue: 16-byte fingerprint + record,
                                by (-priority, enqueue time)
@@ -76,9 +92,17 @@ def host_hash(host: str) -> int:
     return int.from_bytes(hashlib.blake2b(host.encode("utf-8"), digest_size=8).digest(), "big")
 
 
+def site_of(host: str) -> str:
+    """The site of a host key: ``a.test`` of ``https://a.test:443``, ``[::1]`` of
+    ``http://[::1]:80`` (what ``site_of`` in lua/common.lua computes too)."""
+    netloc = host.partition("://")[2] or host
+    name, colon, port = netloc.rpartition(":")
+    return name if colon and port.isdigit() and name else netloc
+
+
 def partition_of(host: str, partitions: int) -> int:
-    """The partition that owns ``host``."""
-    return host_hash(host) % partitions
+    """The partition that owns ``host``: its site's, shared by all its schemes and ports."""
+    return host_hash(site_of(host)) % partitions
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +124,14 @@ class Keys:
 
     def host(self, partition: int, host: str) -> str:
         return f"{self.prefix(partition)}:h:{host}"
+
+    def site(self, partition: int, host: str) -> str:
+        """The site record of a host key (politeness shared by its schemes and ports)."""
+        return f"{self.prefix(partition)}:g:{site_of(host)}"
+
+    def site_hosts(self, partition: int, host: str) -> str:
+        """The set of the host keys of ``host``'s site."""
+        return f"{self.prefix(partition)}:ga:{site_of(host)}"
 
     def queue(self, partition: int, host: str) -> str:
         return f"{self.prefix(partition)}:q:{host}"

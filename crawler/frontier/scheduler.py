@@ -83,6 +83,10 @@ OUTCOME_META = "_frontier_outcome"
 #: Set by a guard that refused a request: the reason it ends as done with.
 REASON_META = "_frontier_reason"
 
+#: How this version lays hosts out: politeness per host name (a site), every
+#: scheme and port of it in one partition (crawler/frontier/keys.py).
+LAYOUT_POLITENESS = "site"
+
 _SCHEDULERS: weakref.WeakKeyDictionary[Any, FrontierScheduler] = weakref.WeakKeyDictionary()
 
 
@@ -264,13 +268,22 @@ class FrontierScheduler:
     async def _check_layout(self, keys: Keys) -> None:
         """All workers of a frontier must agree on its partitioning."""
         meta_key = f"{keys.namespace}:layout"
-        layout = json.dumps({"partitions": keys.partitions, "seen_buckets": keys.seen_buckets})
+        layout = json.dumps({"partitions": keys.partitions, "seen_buckets": keys.seen_buckets,
+                             "politeness": LAYOUT_POLITENESS})
         await self.client.set(meta_key, layout, nx=True)
         stored = (await self.client.get(meta_key) or b"").decode()
-        if stored != layout:
+        if stored == layout:
+            return
+        if '"politeness"' not in stored:
             raise NotConfigured(
-                f"frontier {keys.namespace} was created with {stored}; this worker has {layout}"
-            )
+                f"frontier {keys.namespace} was written by an older broadcrawl, whose hosts "
+                "were paced per scheme://host:port and partitioned by it; this one paces "
+                "per host name, and the two layouts cannot be mixed. Finish that crawl "
+                "with the version that started it, or start afresh: a new crawl id "
+                f"(-a crawl_id=...), or `scrapy frontier delete --crawl-id ...` "
+                f"(stored layout {stored})")
+        raise NotConfigured(
+            f"frontier {keys.namespace} was created with {stored}; this worker has {layout}")
 
     def _install_engine_hooks(self) -> None:
         """Hook the two engine internals the frontier needs (checked, not assumed).
@@ -546,7 +559,7 @@ class FrontierScheduler:
                                  f"{self.limits.breaker.max_openings} times",
                                  "t": round(time.time())})
             try:
-                parked = await self.frontier.park_host(event.host, reason)
+                parked = await self.frontier.park_host(event.host, reason, whole_site=True)
             except (RedisError, OSError) as exc:
                 self._redis_trouble(exc)
                 return

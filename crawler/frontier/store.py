@@ -322,8 +322,11 @@ class Frontier:
         return results
 
     async def start_gate(self, host: str) -> int:
-        """0 if a request to ``host`` may start now, else the ms to wait first."""
-        key = self.keys.host(self.partition(host), host)
+        """0 if a request to ``host`` may start now, else the ms to wait first.
+
+        The gate is its site's: every scheme and port of the name share it.
+        """
+        key = self.keys.site(self.partition(host), host)
         return int(await self._start(keys=[key], args=[self.limits.jitter]))
 
     async def hold(self, host: str, ms: int) -> bool:
@@ -350,20 +353,30 @@ class Frontier:
         part = self.partition(host)
         return await self.client.hget(f"{self.keys.prefix(part)}:r", host)
 
-    async def park_host(self, host: str, reason: str, batch: int = 1000) -> int:
+    async def park_host(self, host: str, reason: str, batch: int = 1000, *,
+                        whole_site: bool = False) -> int:
         """Make a host's queued URLs, and its new ones, dead letters; how many now.
 
-        ``scrapy frontier requeue --host`` (or ``--reason``) unparks it.
+        ``whole_site``: every host of its site (a name that does not resolve, a
+        server whose breaker kept opening), not only this scheme and port (a
+        robots.txt that stays unreachable). ``scrapy frontier requeue --host``
+        (or ``--reason``) unparks a host.
         """
         part = self.partition(host)
+        hosts = [host]
+        if whole_site:
+            members = await self.client.smembers(self.keys.site_hosts(part, host))
+            hosts = sorted({host, *(m.decode() for m in members)})
         moved = 0
-        while True:
-            queued, _, left = await self._drop(
-                keys=[self.keys.counts(part)],
-                args=[self.keys.prefix(part), host, reason, batch, "p"])
-            moved += int(queued)
-            if not queued or not left:
-                return moved
+        for one in hosts:
+            while True:
+                queued, _, left = await self._drop(
+                    keys=[self.keys.counts(part)],
+                    args=[self.keys.prefix(part), one, reason, batch, "p"])
+                moved += int(queued)
+                if not queued or not left:
+                    break
+        return moved
 
     async def ready_hosts(self) -> tuple[int, int]:
         """Hosts with queued URLs that may be claimed now, and those waiting

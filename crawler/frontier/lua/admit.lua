@@ -4,7 +4,8 @@
 -- ARGV[1]  the partition prefix "{ns/pN}"
 -- ARGV[2]  default per-host concurrency
 -- ARGV[3]  default per-host delay, ms
--- ARGV[4]  per-host budget of admitted URLs (0: none)
+-- ARGV[4]  per-site budget of admitted URLs (0: none): one for all schemes
+--          and ports of a name
 -- then 6 values per URL:
 --   seen bucket, seen member (int64 as text), host key, priority,
 --   entry (16-byte fingerprint .. JSON record), host config ("" or "conc:delay_ms")
@@ -35,20 +36,18 @@ for i = 5, #ARGV, 6 do
     redis.call('HSET', p .. ':dead', string.sub(entry, 1, 16), host .. '\n' .. reason .. '\n' .. entry)
     parked = parked + 1
   else
-    if redis.call('EXISTS', hk) == 0 then
-      local c, d = conc0, delay0
-      if conf ~= '' then
-        local a, b = string.match(conf, '^(%d+):(%d+)$')
-        c, d = tonumber(a), tonumber(b)
-      end
-      redis.call('HSET', hk, 'n', 0, 'i', 0, 't', 0, 'a', 0, 'c', c, 'dl', d)
-      hosts = hosts + 1
+    local c, d = conc0, delay0
+    if conf ~= '' then
+      local a, b = string.match(conf, '^(%d+):(%d+)$')
+      c, d = tonumber(a), tonumber(b)
     end
-    if budget > 0 and tonumber(redis.call('HGET', hk, 'a')) >= budget then
+    hosts = hosts + ensure_host(p, host, c, d)
+    local sk = site_key(p, host)
+    if budget > 0 and tonumber(redis.call('HGET', sk, 'a') or '0') >= budget then
       refused = refused + 1
     else
       seq = seq + 1
-      redis.call('HINCRBY', hk, 'a', 1)
+      redis.call('HINCRBY', sk, 'a', 1)
       push_url(p, host, queue_score(prio, seq), entry)
       added = added + 1
     end

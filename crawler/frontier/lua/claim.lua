@@ -3,9 +3,11 @@
 -- First returns expired leases to their queues (a dead worker's work) and
 -- moves due delayed URLs back to their queues. Then takes, one URL at a time,
 -- the host with the earliest next-allowed time that is due: pops its queue
--- head, leases it and pushes the host's next-allowed time by its delay (with
--- jitter). A host is in the ready set only while it has queued URLs and fewer
--- in flight than its concurrency, so each step is O(log hosts).
+-- head, leases it and pushes its site's next-allowed time by the delay (with
+-- jitter). A host is in the ready set only while it has queued URLs and its
+-- site fewer in flight than its concurrency, so each step is O(log hosts);
+-- the other authorities of the site (http and https of one name) are
+-- re-scored with it.
 --
 -- KEYS[1]  the partition's counts hash
 -- ARGV[1]  prefix, ARGV[2] N, ARGV[3] lease ms, ARGV[4] worker id,
@@ -33,8 +35,9 @@ for _, fp in ipairs(expired) do
   redis.call('HDEL', p .. ':ld', fp)
   if data then
     local host, score, _, entry = split_fields(data, 4)  -- host, score, worker, entry
-    redis.call('HINCRBY', p .. ':h:' .. host, 'i', -1)
+    redis.call('HINCRBY', site_key(p, host), 'i', -1)
     push_url(p, host, score, entry)
+    refresh_site(p, host)
   end
 end
 if #expired > 0 then
@@ -84,22 +87,23 @@ local function lease_head(host, hk)
   local fp = string.sub(entry, 1, 16)
   redis.call('ZADD', p .. ':leased', now + lease_ms, fp)
   redis.call('HSET', p .. ':ld', fp, host .. '\n' .. score .. '\n' .. worker .. '\n' .. entry)
-  local st = redis.call('HMGET', hk, 'dl', 'fl', 'rv', 'bs')
-  local delay, floor = tonumber(st[1]), tonumber(st[2] or '0')
+  local sk = site_key(p, host)
+  local st = redis.call('HMGET', sk, 'dl', 'fl', 'bs')
+  local delay, floor = tonumber(st[1] or '0'), tonumber(st[2] or '0')
   local r = (rnd + got * 0.6180339887) % 1
   local gap = math.max(floor, math.floor(delay * (1 - jitter + 2 * jitter * r)))
   redis.call('HINCRBY', hk, 'n', -1)
-  redis.call('HINCRBY', hk, 'i', 1)
-  redis.call('HSET', hk, 't', now + gap)
-  if st[4] == 'o' or st[4] == 'h' then
+  redis.call('HINCRBY', sk, 'i', 1)
+  redis.call('HSET', sk, 't', now + gap)
+  if st[3] == 'o' or st[3] == 'h' then
     -- Breaker cool-down over: this URL is the one probe (half-open); the
-    -- host is held until its release says how it went (or the lease ends).
-    redis.call('HSET', hk, 'bs', 'h', 'w', now + lease_ms)
+    -- site is held until its release says how it went (or the lease ends).
+    redis.call('HSET', sk, 'bs', 'h', 'w', now + lease_ms)
   end
-  refresh_host(p, host)
+  refresh_site(p, host)
   out[#out + 1] = host
   out[#out + 1] = entry
-  out[#out + 1] = st[3] or '0'
+  out[#out + 1] = redis.call('HGET', hk, 'rv') or '0'
   leased = leased + 1
   return true
 end
@@ -110,14 +114,28 @@ while got < want do
   local host = h[1]
   local hk = p .. ':h:' .. host
   if robots_due(hk) then
-    -- This worker fetches it (robots.lua stores the outcome); the host's
-    -- URLs wait here meanwhile, holding no download slot.
-    redis.call('HSET', hk, 'rs', 'f', 'w', now + robots_ms)
-    refresh_host(p, host)
-    out[#out + 1] = host
-    out[#out + 1] = 'R'
-    out[#out + 1] = '0'
-    got = got + 1
+    local sk = site_key(p, host)
+    local g = redis.call('HMGET', sk, 'i', 'dl', 'fl', 's')
+    if tonumber(g[1] or '0') > 0 then
+      -- A robots.txt fetch is a request to the server like any other: it
+      -- waits until nothing of the name is in flight (the release re-scores
+      -- the host).
+      redis.call('ZREM', ready, host)
+    else
+      -- This worker fetches it (robots.lua stores the outcome); the site's
+      -- URLs wait here meanwhile, holding no download slot, and the next
+      -- request to the name starts a delay after this one.
+      local gap = math.max(tonumber(g[3] or '0'),
+                           math.floor(tonumber(g[2] or '0') * (1 - jitter)))
+      redis.call('HSET', hk, 'rs', 'f', 'rw', now + robots_ms)
+      redis.call('HSET', sk, 'rj', now + robots_ms,
+                 's', math.max(tonumber(g[4] or '0'), now + gap))
+      refresh_site(p, host)
+      out[#out + 1] = host
+      out[#out + 1] = 'R'
+      out[#out + 1] = '0'
+      got = got + 1
+    end
   elseif lease_head(host, hk) then
     got = got + 1
   end

@@ -7,17 +7,58 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- Politeness belongs to the server a name points at, not to one scheme or
+-- port of it: a host key "scheme://name:port" (an authority: queue, robots)
+-- shares one site record PP:g:NAME (concurrency, delays, holds, breaker,
+-- budget, DNS) with every other authority of the same name, and PP:ga:NAME
+-- lists those authorities. The partition is chosen by the name (keys.py), so
+-- they all live here.
+local function site_of(host)
+  return string.match(host, '^[^:]*://(.*):%d+$') or host
+end
+
+local function site_key(p, host)
+  return p .. ':g:' .. site_of(host)
+end
+
 -- A host belongs in its partition's ready set, scored by its next-allowed
--- time, exactly while it has queued URLs and room for one more in flight.
--- The next-allowed time is the later of t (pacing) and w (a hold: robots.txt
--- being fetched or unreachable; later, backoff and breakers).
+-- time, exactly while it has queued URLs and its site has room for one more
+-- in flight. The next-allowed time is the latest of the site's t (pacing),
+-- w (a hold: backoff, a breaker) and rj (a robots.txt of one of its hosts
+-- being fetched), and the host's own rw (its robots.txt being fetched, or
+-- unreachable).
 local function refresh_host(p, host)
-  local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'i', 'c', 't', 'w')
-  if tonumber(st[1]) > 0 and tonumber(st[2]) < tonumber(st[3]) then
-    redis.call('ZADD', p .. ':ready', math.max(tonumber(st[4]), tonumber(st[5] or '0')), host)
+  local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'rw')
+  local g = redis.call('HMGET', site_key(p, host), 'i', 'c', 't', 'w', 'rj')
+  if tonumber(st[1] or '0') > 0 and tonumber(g[1] or '0') < tonumber(g[2] or '1') then
+    local at = math.max(tonumber(g[3] or '0'), tonumber(g[4] or '0'), tonumber(g[5] or '0'),
+                        tonumber(st[2] or '0'))
+    redis.call('ZADD', p .. ':ready', at, host)
   else
     redis.call('ZREM', p .. ':ready', host)
   end
+end
+
+-- Every authority of host's site, after the site's gates changed.
+local function refresh_site(p, host)
+  local site = site_of(host)
+  local hosts = redis.call('SMEMBERS', p .. ':ga:' .. site)
+  if #hosts == 0 then hosts = {host} end
+  for _, h in ipairs(hosts) do refresh_host(p, h) end
+end
+
+-- The site record of a new host (n URLs queued: 0), with the given limits if
+-- the site is new too. Returns 1 when the host is new.
+local function ensure_host(p, host, conc, delay_ms)
+  local hk = p .. ':h:' .. host
+  if redis.call('EXISTS', hk) == 1 then return 0 end
+  redis.call('HSET', hk, 'n', 0)
+  local sk = site_key(p, host)
+  if redis.call('EXISTS', sk) == 0 then
+    redis.call('HSET', sk, 'i', 0, 't', 0, 'a', 0, 'c', conc, 'dl', delay_ms)
+  end
+  redis.call('SADD', p .. ':ga:' .. site_of(host), host)
+  return 1
 end
 
 -- Queue order: higher priority first, then first come first served; the
@@ -46,12 +87,12 @@ local function split_fields(data, n)
   return unpack(out)
 end
 
--- Hold a host back until until_ms (server time); a hold only ever grows (the
+-- Hold a site back until until_ms (server time); a hold only ever grows (the
 -- later end wins). Two fields because claims and starts are gated apart: w
--- keeps the host out of the ready set (no claims, see refresh_host) and bk
--- keeps URLs claimed before the hold from starting (read by start.lua).
-local function hold_host(hk, until_ms)
-  local st = redis.call('HMGET', hk, 'w', 'bk')
-  if until_ms > tonumber(st[1] or '0') then redis.call('HSET', hk, 'w', until_ms) end
-  if until_ms > tonumber(st[2] or '0') then redis.call('HSET', hk, 'bk', until_ms) end
+-- keeps the site's hosts out of the ready set (no claims, see refresh_host)
+-- and bk keeps URLs claimed before the hold from starting (read by start.lua).
+local function hold_host(sk, until_ms)
+  local st = redis.call('HMGET', sk, 'w', 'bk')
+  if until_ms > tonumber(st[1] or '0') then redis.call('HSET', sk, 'w', until_ms) end
+  if until_ms > tonumber(st[2] or '0') then redis.call('HSET', sk, 'bk', until_ms) end
 end

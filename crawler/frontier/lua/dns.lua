@@ -28,8 +28,9 @@ local job = ARGV[6] == 'job'
 local count = ARGV[7] ~= '0'
 local hk = p .. ':h:' .. host
 if redis.call('EXISTS', hk) == 0 then return {'gone', 0, 0, 0} end
+local sk = site_key(p, host)  -- a name fails for all its schemes and ports
 local now = now_ms()
-local st = redis.call('HMGET', hk, 'da', 'du')
+local st = redis.call('HMGET', sk, 'da', 'du')
 local attempts, hold_end = tonumber(st[1] or '0'), tonumber(st[2] or '0')
 
 if hold_end > now then
@@ -37,15 +38,15 @@ if hold_end > now then
 end
 if count then attempts = attempts + 1 end
 if count and max_attempts > 0 and attempts >= max_attempts then
-  redis.call('HSET', hk, 'da', attempts, 'du', 0)
+  redis.call('HSET', sk, 'da', attempts, 'du', 0)
   return {'park', attempts, 0, 1}
 end
 local wait = math.min(base * 2 ^ math.max(attempts - 1, 0), cap)
-redis.call('HSET', hk, 'da', attempts, 'du', now + wait)
+redis.call('HSET', sk, 'da', attempts, 'du', now + wait)
 if job then
-  redis.call('HSET', hk, 'w', now + wait)
-else
-  hold_host(hk, now + wait)  -- no claim (w), and no start (bk) of URLs claimed already
+  redis.call('HSET', hk, 'rw', now + wait)  -- replaces the robots fetch's hold
+  redis.call('HSET', sk, 'rj', 0)
 end
-refresh_host(p, host)
+hold_host(sk, now + wait)  -- no claim (w), and no start (bk) of URLs claimed already
+refresh_site(p, host)
 return {'hold', attempts, wait, count and 1 or 0}

@@ -12,12 +12,12 @@
 -- ARGV[1]  prefix, ARGV[2] host, ARGV[3] hold ms
 -- Returns 1, or 0 when the frontier does not know the host.
 local p, host = ARGV[1], ARGV[2]
-local hk = p .. ':h:' .. host
-if redis.call('EXISTS', hk) == 0 then return 0 end
-hold_host(hk, now_ms() + tonumber(ARGV[3]))
+if redis.call('EXISTS', p .. ':h:' .. host) == 0 then return 0 end
+local sk = site_key(p, host)  -- the server asked: every scheme and port of its name waits
+hold_host(sk, now_ms() + tonumber(ARGV[3]))
 -- A host that asked us to slow down gets one request at a time from now on:
 -- its next URL is only claimed once the one in flight has ended, so no request
 -- can overlap an answer that may carry another Retry-After.
-redis.call('HSET', hk, 'c', 1)
-refresh_host(p, host)
+redis.call('HSET', sk, 'c', 1)
+refresh_site(p, host)
 return 1

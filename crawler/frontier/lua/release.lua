@@ -4,8 +4,9 @@
 -- was released already) is left alone and counted as stale, so a late or
 -- repeated release can never double-count or resurrect a URL.
 --
--- A release also tells the host's health (issue 5): a hold (ms) pushes back
--- the host's next-allowed time for every worker (429 / 503: the server asked
+-- A release also tells the site's health (every scheme and port of the
+-- host's name: site_key in common.lua): a hold (ms) pushes back
+-- the site's next-allowed time for every worker (429 / 503: the server asked
 -- us to back off), and a failure or success drives the host's circuit
 -- breaker (fields cf consecutive failures, bs "o" open / "h" half-open,
 -- bo openings): past the threshold of consecutive failures the breaker
@@ -35,24 +36,24 @@ local counts = {done = 0, queued = 0, delayed = 0, dead = 0, robots_denied = 0,
                 breaker_open = 0, breaker_parked = 0}
 local transitions = {}
 
-local function breaker_failure(hk, host)
-  local cf = redis.call('HINCRBY', hk, 'cf', 1)
-  local bs = redis.call('HGET', hk, 'bs')
+local function breaker_failure(sk, host)
+  local cf = redis.call('HINCRBY', sk, 'cf', 1)
+  local bs = redis.call('HGET', sk, 'bs')
   if bs == 'o' or bs == 'x' or (bs ~= 'h' and cf < threshold) then return end
-  local bo = redis.call('HINCRBY', hk, 'bo', 1)
+  local bo = redis.call('HINCRBY', sk, 'bo', 1)
   if max_openings > 0 and bo > max_openings then
-    redis.call('HSET', hk, 'bs', 'x', 'w', 0)  -- parked: no probe hold left behind
+    redis.call('HSET', sk, 'bs', 'x', 'w', 0)  -- parked: no probe hold left behind
     if bs == 'h' then counts.breaker_open = counts.breaker_open - 1 end
     counts.breaker_parked = counts.breaker_parked + 1
     transitions[#transitions + 1] = {'park', host, 0}
     return
   end
   local cool = math.min(base * 2 ^ (bo - 1), cap)
-  redis.call('HSET', hk, 'bs', 'o')
+  redis.call('HSET', sk, 'bs', 'o')
   if bs == 'h' then
-    redis.call('HSET', hk, 'w', now + cool)  -- replaces the probe's hold
+    redis.call('HSET', sk, 'w', now + cool)  -- replaces the probe's hold
   else
-    hold_host(hk, now + cool)  -- no claim (w) and no start (bk) until then
+    hold_host(sk, now + cool)  -- no claim (w) and no start (bk) until then
   end
   if bs ~= 'h' then counts.breaker_open = counts.breaker_open + 1 end
   transitions[#transitions + 1] = {'open', host, cool}
@@ -63,26 +64,26 @@ end
 -- (claims: t; starts: s). Spacing the starts alone is not enough: a worker
 -- whose reactor stalls between the start gate and the socket sends late, and
 -- the next request, started on time by another worker, follows it too close.
-local function crawl_delay_from_end(hk)
-  local st = redis.call('HMGET', hk, 'fl', 't', 's')
+local function crawl_delay_from_end(sk)
+  local st = redis.call('HMGET', sk, 'fl', 't', 's')
   local fl = tonumber(st[1] or '0') or 0
   if fl <= 0 then return end
-  if now + fl > tonumber(st[2] or '0') then redis.call('HSET', hk, 't', now + fl) end
-  if now + fl > tonumber(st[3] or '0') then redis.call('HSET', hk, 's', now + fl) end
+  if now + fl > tonumber(st[2] or '0') then redis.call('HSET', sk, 't', now + fl) end
+  if now + fl > tonumber(st[3] or '0') then redis.call('HSET', sk, 's', now + fl) end
 end
 
-local function breaker_success(hk, host)
-  local st = redis.call('HMGET', hk, 'cf', 'bs', 'da')
+local function breaker_success(sk, host)
+  local st = redis.call('HMGET', sk, 'cf', 'bs', 'da')
   -- An answer from the host proves its name resolves: a run of failed
   -- lookups (dns.lua) is over.
-  if st[3] then redis.call('HDEL', hk, 'da', 'du') end
+  if st[3] then redis.call('HDEL', sk, 'da', 'du') end
   if st[2] == 'h' then
-    redis.call('HDEL', hk, 'cf', 'bs', 'bo')
-    redis.call('HSET', hk, 'w', 0)  -- the probe's hold
+    redis.call('HDEL', sk, 'cf', 'bs', 'bo')
+    redis.call('HSET', sk, 'w', 0)  -- the probe's hold
     counts.breaker_open = counts.breaker_open - 1
     transitions[#transitions + 1] = {'close', host, 0}
   elseif tonumber(st[1] or '0') > 0 then
-    redis.call('HSET', hk, 'cf', 0)
+    redis.call('HSET', sk, 'cf', 0)
   end
 end
 
@@ -96,8 +97,8 @@ for i = 7, #ARGV, 6 do
     redis.call('ZREM', p .. ':leased', fp)
     redis.call('HDEL', p .. ':ld', fp)
     if new_entry ~= '' then entry = new_entry end
-    local hk = p .. ':h:' .. host
-    redis.call('HINCRBY', hk, 'i', -1)
+    local hk, sk = p .. ':h:' .. host, site_key(p, host)
+    redis.call('HINCRBY', sk, 'i', -1)
     if op == 'done' then
       counts.done = counts.done + 1
       if arg == 'robots' then counts.robots_denied = counts.robots_denied + 1 end
@@ -114,16 +115,16 @@ for i = 7, #ARGV, 6 do
       counts.dead = counts.dead + 1
     end
     if hold_ms > 0 then
-      hold_host(hk, now + hold_ms)
-      redis.call('HSET', hk, 'c', 1)  -- the server asked us to slow down: one at a time
+      hold_host(sk, now + hold_ms)
+      redis.call('HSET', sk, 'c', 1)  -- the server asked us to slow down: one at a time
     end
-    if op ~= 'return' then crawl_delay_from_end(hk) end
+    if op ~= 'return' then crawl_delay_from_end(sk) end
     if health == 'fail' then
-      breaker_failure(hk, host)
+      breaker_failure(sk, host)
     elseif health == 'ok' then
-      breaker_success(hk, host)
+      breaker_success(sk, host)
     end
-    refresh_host(p, host)
+    refresh_site(p, host)
     released = released + 1
   else
     stale = stale + 1

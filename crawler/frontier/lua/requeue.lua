@@ -40,19 +40,17 @@ for i = 5, #ARGV, 2 do
     skipped = skipped + 1
   else
     local host, _, entry = split_fields(data, 3)  -- host \n reason \n entry
-    local hk = p .. ':h:' .. host
-    if redis.call('EXISTS', hk) == 0 then
-      redis.call('HSET', hk, 'n', 0, 'i', 0, 't', 0, 'a', 0, 'c', conc0, 'dl', delay0)
-      hosts = hosts + 1
-    end
+    local hk, sk = p .. ':h:' .. host, site_key(p, host)
+    hosts = hosts + ensure_host(p, host, conc0, delay0)
     local score = 0
     if not front then
       seq = seq + 1
       score = queue_score(prio, seq)
     end
     redis.call('HDEL', p .. ':dead', fp)
-    redis.call('HDEL', hk, 'b', 'pr', 'da', 'du')  -- unblock, unpark, forget DNS failures
-    if redis.call('HGET', hk, 'bs') == 'x' then redis.call('HDEL', hk, 'bs', 'cf', 'bo') end
+    redis.call('HDEL', hk, 'b', 'pr')  -- unblock, unpark
+    redis.call('HDEL', sk, 'da', 'du')  -- forget DNS failures
+    if redis.call('HGET', sk, 'bs') == 'x' then redis.call('HDEL', sk, 'bs', 'cf', 'bo') end
     push_url(p, host, score, fresh(entry))
     moved = moved + 1
   end

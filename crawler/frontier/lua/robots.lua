@@ -1,11 +1,12 @@
 -- Store the outcome of a host's robots.txt fetch, for every worker.
 -- (common.lua is prepended: now_ms, refresh_host.)
 --
--- claim.lua handed the host out as a robots job (rs = "f", held by w). Here:
+-- claim.lua handed the host out as a robots job (rs = "f", held by rw). Here:
 -- * "ok" (2xx rules, or 4xx "unavailable": allow all): the rules are stored
 --   in PP:r (a blob the workers decode), cached until now + ttl; the host's
---   pacing becomes what the worker computed from the project's settings and
---   the file's Crawl-delay / Request-rate; its version rv moves on so that
+--   pacing (rc, rdl, rfl) becomes what the worker computed from the project's
+--   settings and the file's Crawl-delay / Request-rate, and its site is paced
+--   by the strictest of its hosts' files (pace_site); its version rv moves on so that
 --   workers reload their in-process copy; the hold is lifted.
 -- * "fail" (5xx, 429, timeout, network error: "unreachable"): attempt ra + 1;
 --   the next try is after base * 2^(ra - 1) ms, or the Retry-After the
@@ -28,18 +29,39 @@ local hk = p .. ':h:' .. host
 local now = now_ms()
 if redis.call('EXISTS', hk) == 0 then return {'gone', 0, 0} end
 
+-- The site (every authority of the name) is paced by the strictest of its
+-- authorities' robots.txt files that are known: the smallest concurrency,
+-- the longest delay and Crawl-delay floor.
+local function pace_site(sk, site)
+  local c, dl, fl
+  for _, h in ipairs(redis.call('SMEMBERS', p .. ':ga:' .. site)) do
+    local st = redis.call('HMGET', p .. ':h:' .. h, 'rs', 'rc', 'rdl', 'rfl')
+    if st[1] == 'k' and st[2] then
+      local hc, hdl, hfl = tonumber(st[2]), tonumber(st[3]), tonumber(st[4])
+      c = c and math.min(c, hc) or hc
+      dl = dl and math.max(dl, hdl) or hdl
+      fl = fl and math.max(fl, hfl) or hfl
+    end
+  end
+  if c then redis.call('HSET', sk, 'c', c, 'dl', dl, 'fl', fl) end
+end
+
 if outcome == 'ok' then
-  local t = tonumber(redis.call('HGET', hk, 't') or '0')
-  redis.call('HSET', hk, 'rs', 'k', 'rx', now + tonumber(ARGV[4]), 'ra', 0, 'w', 0,
-             'c', ARGV[6], 'dl', ARGV[7], 'fl', ARGV[8], 'rt', now,
-             't', math.max(t, now + tonumber(ARGV[9])))
+  local sk = site_key(p, host)
+  redis.call('HSET', hk, 'rs', 'k', 'rx', now + tonumber(ARGV[4]), 'ra', 0, 'rw', 0,
+             'rc', ARGV[6], 'rdl', ARGV[7], 'rfl', ARGV[8], 'rt', now)
+  redis.call('HSET', sk, 'rj', 0)
+  pace_site(sk, site_of(host))
+  local t = tonumber(redis.call('HGET', sk, 't') or '0')
+  redis.call('HSET', sk, 't', math.max(t, now + tonumber(ARGV[9])))
   local version = redis.call('HINCRBY', hk, 'rv', 1)
   redis.call('HSET', p .. ':r', host, ARGV[5])
   redis.call('HINCRBY', KEYS[1], 'robots_fetched', 1)
-  refresh_host(p, host)
+  refresh_site(p, host)
   return {'rules', 0, version}
 end
 
+redis.call('HSET', site_key(p, host), 'rj', 0)
 local attempts = redis.call('HINCRBY', hk, 'ra', 1)
 local base, cap = tonumber(ARGV[10]), tonumber(ARGV[11])
 local backoff = math.min(math.max(base * 2 ^ (attempts - 1), tonumber(ARGV[14] or '0')), cap)
@@ -47,12 +69,12 @@ local good = tonumber(redis.call('HGET', hk, 'rt') or '-1')
 local version = tonumber(redis.call('HGET', hk, 'rv') or '0')
 redis.call('HINCRBY', KEYS[1], 'robots_failed', 1)
 if good >= 0 and now - good <= tonumber(ARGV[13]) then
-  redis.call('HSET', hk, 'rs', 'k', 'rx', now + backoff, 'w', 0)
-  refresh_host(p, host)
+  redis.call('HSET', hk, 'rs', 'k', 'rx', now + backoff, 'rw', 0)
+  refresh_site(p, host)
   return {'stale', attempts, version}
 end
-redis.call('HSET', hk, 'rs', 'u', 'w', now + backoff)
-refresh_host(p, host)
+redis.call('HSET', hk, 'rs', 'u', 'rw', now + backoff)
+refresh_site(p, host)
 local max_attempts = tonumber(ARGV[12])
 if max_attempts > 0 and attempts >= max_attempts then
   return {'park', attempts, version}

@@ -10,7 +10,8 @@
 -- holds a host while its robots.txt or a breaker probe is in flight, which
 -- must not stop the probe itself.)
 --
--- KEYS[1]  the host hash; ARGV[1] jitter (0..1)
+-- KEYS[1]  the site hash (PP:g:NAME: every scheme and port of a name share
+--          it); ARGV[1] jitter (0..1)
 -- Returns 0 (start now; the gate is moved on) or the ms to wait.
 local now = now_ms()
 local st = redis.call('HMGET', KEYS[1], 's', 'dl', 'fl', 'bk')

@@ -1,0 +1,138 @@
+"""One server, one politeness budget: every scheme and port of a host name share a site.
+
+Queues and robots.txt stay per scheme and authority (RFC 9309), while
+concurrency, delays, holds, the breaker and the page budget are the name's
+(crawler/frontier/keys.py). Against a real Redis, under a private namespace.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from crawler.frontier.keys import partition_of, site_of
+from crawler.frontier.store import Breaker, Release, RobotsRetry
+from tests.test_frontier_store import Harness, _admission
+
+HTTP, HTTPS = "http://a.test:80", "https://a.test:443"
+
+
+@pytest.mark.parametrize(("host", "site"), [
+    ("http://a.test:80", "a.test"), ("https://a.test:443", "a.test"),
+    ("http://a.test:8080", "a.test"), ("http://[::1]:80", "[::1]"),
+    ("https://[2001:db8::1]:8443", "[2001:db8::1]"), ("http://127.0.0.1:80", "127.0.0.1"),
+])
+def test_site_of_a_host_key(host: str, site: str) -> None:
+    assert site_of(host) == site
+
+
+def test_every_scheme_and_port_of_a_name_is_in_one_partition() -> None:
+    for name in (f"h{i}.test" for i in range(200)):
+        parts = {partition_of(f"{scheme}://{name}:{port}", 16)
+                 for scheme, port in (("http", 80), ("https", 443), ("http", 8080))}
+        assert len(parts) == 1, name
+
+
+def test_both_schemes_share_one_concurrency(make_harness: Callable[..., Harness]) -> None:
+    h = make_harness("c", concurrency=1, delay_ms=0)
+    f = h.frontier
+    h.run(f.admit([_admission("http://a.test/1"), _admission("https://a.test/2"),
+                   _admission("http://b.test/")]))
+    first = h.run(f.claim(10, "w1"))
+    hosts = sorted(lease.host for lease in first.leases)
+    # One of a.test's two schemes, and b.test: never both schemes of a.test at once.
+    assert len(hosts) == 2 and "http://b.test:80" in hosts
+    assert h.run(f.claim(10, "w2")).leases == []
+    mine = next(lease for lease in first.leases if "a.test" in lease.host)
+    h.run(f.release([Release(mine.host, mine.fingerprint, "done")], "w1"))
+    (other,) = h.run(f.claim(10, "w2")).leases
+    assert {other.host, mine.host} == {HTTP, HTTPS}
+
+
+def test_both_schemes_share_one_delay(make_harness: Callable[..., Harness]) -> None:
+    h = make_harness("d", concurrency=4, delay_ms=800, jitter=0)
+    f = h.frontier
+    h.run(f.admit([_admission("http://a.test/1"), _admission("https://a.test/2")]))
+    first = h.run(f.claim(10, "w"))
+    assert len(first.leases) == 1
+    assert first.next_ready_ms is not None
+    assert 700 <= first.next_ready_ms - first.server_ms <= 800
+    # The start gate is the name's too: the other scheme may not start now.
+    assert h.run(f.start_gate(first.leases[0].host)) == 0
+    other = HTTPS if first.leases[0].host == HTTP else HTTP
+    assert 700 <= h.run(f.start_gate(other)) <= 800
+
+
+def test_a_hold_on_one_scheme_holds_the_other(make_harness: Callable[..., Harness]) -> None:
+    h = make_harness("h", concurrency=4, delay_ms=0)
+    f = h.frontier
+    h.run(f.admit([_admission("https://a.test/1"), _admission("http://a.test/2")]))
+    assert h.run(f.hold(HTTPS, 5000))
+    claimed = h.run(f.claim(10, "w"))
+    assert claimed.leases == []
+    assert claimed.next_ready_ms is not None
+    assert claimed.next_ready_ms - claimed.server_ms >= 4800
+    assert h.run(f.start_gate(HTTP)) >= 4800
+
+
+def test_the_breaker_is_the_names(make_harness: Callable[..., Harness]) -> None:
+    h = make_harness("b", concurrency=4, delay_ms=0,
+                     breaker=Breaker(threshold=2, base_ms=5000, cap_ms=5000, max_openings=3))
+    f = h.frontier
+    h.run(f.admit([_admission("http://a.test/1"), _admission("https://a.test/2"),
+                   _admission("https://a.test/3")]))
+    leases = h.run(f.claim(10, "w")).leases
+    assert len(leases) == 3
+    failed = [Release(lease.host, lease.fingerprint, "retry", "100000", health="fail")
+              for lease in leases if lease.host == HTTPS]
+    events = h.run(f.release(failed, "w")).events
+    assert [e.event for e in events] == ["open"]
+    h.run(f.admit([_admission("http://a.test/4")]))
+    h.run(f.release([Release(leases[0].host, leases[0].fingerprint, "done")], "w"))
+    assert h.run(f.claim(10, "w")).leases == []  # http waits out https's cool-down
+
+
+def test_the_page_budget_is_the_names(make_harness: Callable[..., Harness]) -> None:
+    h = make_harness("a", concurrency=4, delay_ms=0, budget=3)
+    result = h.run(h.frontier.admit(
+        [_admission(f"http://a.test/{i}") for i in range(2)]
+        + [_admission(f"https://a.test/{i}") for i in range(2)]
+        + [_admission("http://a.test:8080/x")]))
+    assert (result.added, result.refused) == (3, 2)
+
+
+def _store(h: Harness, host: str, *, concurrency: int, delay_ms: int, floor_ms: int) -> None:
+    retry = RobotsRetry(base_ms=1000, cap_ms=1000, max_attempts=0, stale_max_ms=0)
+    h.run(h.frontier.store_robots(host, b"rules", 60_000, concurrency, delay_ms, floor_ms, 0,
+                                  retry))
+
+
+def test_the_stricter_robots_file_paces_the_name(make_harness: Callable[..., Harness]) -> None:
+    """http://a.test/robots.txt asks for 0.6 s between requests, https's for 0.2 s:
+    the name is paced by the stricter file; each robots.txt is fetched on its own,
+    never while another request to the name is in flight."""
+    h = make_harness("r", concurrency=4, delay_ms=100, jitter=0, robots_ms=10_000)
+    f = h.frontier
+    asks = {HTTPS: (1, 200, 200), HTTP: (1, 600, 600)}
+    h.run(f.admit([_admission("http://a.test/1"), _admission("https://a.test/2")]))
+    stored: list[str] = []
+    deadline = time.monotonic() + 10
+    while len(stored) < 2 and time.monotonic() < deadline:
+        claimed = h.run(f.claim(10, "w"))
+        assert len(claimed.robots_jobs) + len(claimed.leases) <= 1  # one request at a time
+        for job in claimed.robots_jobs:
+            conc, delay, floor = asks[job]
+            _store(h, job, concurrency=conc, delay_ms=delay, floor_ms=floor)
+            stored.append(job)
+        h.run(f.release([Release(lease.host, lease.fingerprint, "done")
+                         for lease in claimed.leases], "w"))
+        time.sleep(0.05)
+    assert sorted(stored) == [HTTP, HTTPS]  # robots.txt per scheme and authority
+    site = h.run(h.client.hgetall(h.keys.site(f.partition(HTTP), HTTP)))
+    assert (site[b"c"], site[b"dl"], site[b"fl"]) == (b"1", b"600", b"600")
+    # A later, laxer copy of the stricter file relaxes the name to the other's.
+    _store(h, HTTP, concurrency=4, delay_ms=100, floor_ms=0)
+    site = h.run(h.client.hgetall(h.keys.site(f.partition(HTTP), HTTP)))
+    assert (site[b"c"], site[b"dl"], site[b"fl"]) == (b"1", b"200", b"200")
