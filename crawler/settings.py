@@ -211,7 +211,7 @@ DEPTH_STATS_VERBOSE = True
 # Longer URLs are almost always generated (session ids, filters); 2083 is the
 # historical browser limit that sites design for.
 URLLENGTH_LIMIT = 2083
-# Distinct URLs admitted per host (scheme://host:port); bounds traps and huge
+# Distinct URLs admitted per host name (all its schemes and ports); bounds traps and huge
 # sites so one host cannot eat the crawl. 0 = no cap.
 ADMISSION_MAX_PAGES_PER_HOST = 10_000
 # Trap heuristics (see crawler.admission.TrapRules); 0 switches a rule off.
