@@ -112,7 +112,7 @@ class FrontierCollector(Collector):
             hosts.add_metric([frontier, state], status.hosts.get(key, 0))
         yield hosts
         breaker = GaugeMetricFamily("crawler_frontier_hosts_breaker",
-                                    "Hosts by circuit breaker state (open, parked).",
+                                    "Host names by circuit breaker state (open, parked).",
                                     labels=["frontier", "state"])
         breaker.add_metric([frontier, "open"], counts.get("breaker_open", 0))
         breaker.add_metric([frontier, "parked"], counts.get("breaker_parked", 0))
