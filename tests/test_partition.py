@@ -38,15 +38,18 @@ PARTS = 5
 
 #: Where some hosts must go, for good. If this fails the hash or the host key
 #: changed: every frontier and every seed split made so far would disagree
-#: with the new code, so the change needs a migration, not a new pin.
+#: with the new code, so the change needs a migration (or a layout that old
+#: frontiers are refused by, as the site layout is), not just a new pin.
+#: Since politeness is per host name, a part is chosen by the name: every
+#: scheme and port of example.com share one.
 PINNED = {
     # host key (scheme://host:port) -> part with N=8, part with N=3
-    "http://example.com:80": (5, 2),
-    "https://example.com:443": (3, 2),
-    "http://example.com:8080": (4, 0),
-    "https://www.wikipedia.org:443": (5, 1),
-    "http://a.test:80": (3, 1),
-    "http://c.test:80": (7, 1),
+    "http://example.com:80": (6, 0),
+    "https://example.com:443": (6, 0),
+    "http://example.com:8080": (6, 0),
+    "https://www.wikipedia.org:443": (4, 2),
+    "http://a.test:80": (7, 0),
+    "http://c.test:80": (6, 0),
 }
 
 
@@ -223,8 +226,8 @@ def test_stdin_and_add_scheme_setting(tmp_path: Path) -> None:
     proc = _scrapy(tmp_path, "-", "-n", "8", "-o", "out", stdin=stdin)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines() == ["<stdin>:2: no http:// or https:// scheme: 'example.com/2'"]
-    assert (tmp_path / "out" / "part-00003.txt").read_text() == "http://a.test/1\n"
-    assert (tmp_path / "out" / "part-00007.txt").read_text() == "http://c.test/3\n"
+    assert (tmp_path / "out" / "part-00007.txt").read_text() == "http://a.test/1\n"
+    assert (tmp_path / "out" / "part-00006.txt").read_text() == "http://c.test/3\n"
     proc = _scrapy(tmp_path, "-", "-n", "8", "-o", "out2", "-s", "BROAD_SEEDS_ADD_SCHEME=1",
                    stdin=stdin)
     assert proc.returncode == 0 and proc.stderr == ""
