@@ -17,6 +17,7 @@ a test can check how often, and for which types, a name was looked up.
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import socketserver
 import threading
@@ -95,6 +96,10 @@ class _QuietLogger:
         return lambda *args, **kwargs: None
 
 
+#: How often :meth:`TestDNS.start` looks for a port free for both UDP and TCP.
+BIND_ATTEMPTS = 20
+
+
 class _ThreadingUDPServer(socketserver.ThreadingMixIn, socketserver.UDPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -146,11 +151,22 @@ class TestDNS:
 
     def start(self) -> Self:
         resolver, logger = _Resolver(self), _QuietLogger()
-        udp = DNSServer(resolver, "127.0.0.1", self._port, logger=logger,
-                        server=_ThreadingUDPServer)
-        self._port = udp.server.server_address[1]
-        tcp = DNSServer(resolver, "127.0.0.1", self._port, tcp=True, logger=logger,
-                        server=_ThreadingTCPServer)
+        # Port 0: the free UDP port the system picks may be taken for TCP (a
+        # busy machine's outgoing connections use the same range), so try anew.
+        attempts = 1 if self._port else BIND_ATTEMPTS
+        for attempt in range(attempts):
+            udp = DNSServer(resolver, "127.0.0.1", self._port, logger=logger,
+                            server=_ThreadingUDPServer)
+            port = udp.server.server_address[1]
+            try:
+                tcp = DNSServer(resolver, "127.0.0.1", port, tcp=True, logger=logger,
+                                server=_ThreadingTCPServer)
+                break
+            except OSError as exc:
+                udp.server.server_close()
+                if exc.errno != errno.EADDRINUSE or attempt == attempts - 1:
+                    raise
+        self._port = port
         self._servers = [udp, tcp]
         for server in self._servers:
             server.start_thread()

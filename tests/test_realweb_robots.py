@@ -1,0 +1,148 @@
+"""robots.txt and DNS, a host's first contact, on the real-socket web (tests/realweb).
+
+Each test runs a real ``scrapy crawl broad`` in a subprocess; names resolve
+only through the web's DNS server, each host listens on its own loopback
+address, HTTP and HTTPS (test CA), and the assertions are on what the servers
+received (the web's ledger: scheme, host, exact request-target) and on the
+frontier's dead letters as the operator's ``scrapy frontier dead`` lists them.
+The simulated web proves the robots policy at scale (tests/test_robots_crawl.py)
+and the DNS outcomes with tiny servers of their own (tests/test_dns_crawl.py);
+here the same behaviours meet real sockets: a robots.txt redirect from HTTP
+to HTTPS, two schemes of one host with different files, an IPv6-only host.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.crawl_runner import REPO, CrawlResult, proxy_env, realweb_settings, run_crawl
+from tests.realweb import Host, Name, RealWebProcess, Web, links_to, page, to_https
+
+pytestmark = pytest.mark.crawl
+
+BASE: dict[str, Any] = {"LOG_LEVEL": "INFO", "CLOSESPIDER_TIMEOUT": 90, "DOWNLOAD_DELAY": 0,
+                        "PROMETHEUS_ENABLED": False}
+OK = page("ok")
+
+
+def crawl(web: RealWebProcess, seeds: list[str], workdir: Path, **settings: Any) -> CrawlResult:
+    """A crawl of ``web`` from ``seeds`` that must end cleanly."""
+    result = run_crawl(None, seeds, workdir,
+                       {**realweb_settings(web.nameserver), **BASE, **settings}, timeout=150)
+    assert result.returncode == 0, result.log[-3000:]
+    assert "Traceback" not in result.log, result.log[-3000:]
+    return result
+
+
+def received(web: RealWebProcess, name: str) -> Counter[tuple[str, bytes]]:
+    """How often each (scheme, request-target) reached host ``name``."""
+    return Counter((r.scheme, r.target) for r in web.ledger().for_host(name))
+
+
+def dead_letters(workdir: Path) -> list[dict[str, Any]]:
+    """The crawl's dead letters, as ``scrapy frontier dead --json`` prints them."""
+    done = subprocess.run(
+        [sys.executable, "-m", "scrapy", "frontier", "dead", "--json", "--limit", "0",
+         "-s", f"JOBDIR={workdir / 'job'}"],
+        cwd=REPO, env=proxy_env(None), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+def test_robots_outcomes_on_real_sockets(realweb: Callable[..., RealWebProcess],
+                                         tmp_path: Path) -> None:
+    """Four hosts, one robots.txt behaviour each (RFC 9309), in one crawl:
+
+    * ``r500.test``: robots.txt answers 500, "unreachable" [2.3.1.4]: nothing
+      but that one robots.txt request reaches the host, and its URLs end as
+      ``robots-unreachable`` dead letters (ROBOTS_UNREACHABLE_MAX_ATTEMPTS=1);
+    * ``r404.test``: no robots.txt (404), "unavailable" [2.3.1.3]: everything
+      is allowed, ``/private`` included;
+    * ``up.test``: ``http://up.test/robots.txt`` redirects to the same file over
+      HTTPS; the redirect is followed [2.3.1.2] and the rules found there
+      (``Disallow: /private``) apply to the HTTP URLs: ``/private`` is never
+      requested, ``/public`` is;
+    * ``two.test``: the HTTP robots.txt disallows ``/x``, the HTTPS one allows
+      everything. Robots rules belong to one scheme and authority [2.3]:
+      ``http://two.test/x`` is never requested, ``https://two.test/x`` is, and
+      each scheme's robots.txt is fetched once, on its own scheme.
+    """
+    private_rule = "User-agent: *\nDisallow: /private\n"
+    site = {"/": links_to("/public", "/private"), "/public": OK, "/private": OK}
+    web = realweb(Web([
+        Host("r500.test", robots=500, pages=site),
+        Host("r404.test", robots=None, pages=site),
+        Host("up.test", robots=private_rule, pages=site,
+             http_pages={"/robots.txt": to_https()}),
+        Host("two.test", robots="User-agent: *\nAllow: /\n",
+             http_pages={"/robots.txt": page("User-agent: *\nDisallow: /x\n",
+                                             content_type="text/plain")},
+             pages={"/": links_to("/x", "/y", "https://two.test/x"), "/x": OK, "/y": OK}),
+    ]))
+    workdir = tmp_path / "crawl"
+    result = crawl(web, [web.url(name) for name in ("r500.test", "r404.test", "up.test",
+                                                    "two.test")],
+                   workdir, ROBOTS_UNREACHABLE_MAX_ATTEMPTS=1)
+
+    assert received(web, "r500.test") == Counter({("http", b"/robots.txt"): 1})
+    assert received(web, "r404.test") == Counter({
+        ("http", b"/robots.txt"): 1, ("http", b"/"): 1, ("http", b"/public"): 1,
+        ("http", b"/private"): 1})
+    assert received(web, "up.test") == Counter({
+        ("http", b"/robots.txt"): 1, ("https", b"/robots.txt"): 1, ("http", b"/"): 1,
+        ("http", b"/public"): 1})
+    assert received(web, "two.test") == Counter({
+        ("http", b"/robots.txt"): 1, ("http", b"/"): 1, ("http", b"/y"): 1,
+        ("https", b"/robots.txt"): 1, ("https", b"/x"): 1})
+    # /private on up.test and http://two.test/x
+    assert result.stat("robots/denied") == "2"
+
+    dead = dead_letters(workdir)
+    assert {(d["url"], d["reason"]) for d in dead} == {
+        (web.url("r500.test"), "robots-unreachable")}, dead
+
+
+def test_dns_failure_of_one_seed_leaves_the_other_hosts_whole(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
+    """A web with an IPv4 host, an IPv6-only host (AAAA ``::1`` only) and a seed
+    whose name does not exist (NXDOMAIN from the web's DNS server):
+
+    * the crawl finishes quickly (the bad name is parked at once, not retried
+      as a download error with backoff);
+    * both hosts are crawled completely, each on its own address;
+    * no request for the bad name reaches any server, but its name was asked;
+    * ``scrapy frontier dead`` lists both of its URLs as ``dns-nxdomain``.
+    """
+    site = {"/": links_to("/a", "/b"), "/a": links_to("/c"), "/b": OK, "/c": OK}
+    web = realweb(Web([
+        Host("ok.test", robots="User-agent: *\nAllow: /\n", pages=site),
+        Host("v6.test", robots="User-agent: *\nAllow: /\n", pages=site, ipv4=False,
+             ipv6=True),
+    ], dns={"gone.test": Name(fail="nxdomain")}))
+    gone = ["http://gone.test/", "http://gone.test/x"]
+    workdir = tmp_path / "crawl"
+    result = crawl(web, [web.url("ok.test"), web.url("v6.test"), *gone], workdir)
+
+    assert result.seconds < 45, result.seconds
+    everything = sorted([b"/robots.txt", b"/", b"/a", b"/b", b"/c"])
+    ledger = web.ledger()
+    for name in ("ok.test", "v6.test"):
+        assert sorted(ledger.targets(name)) == everything, name
+        assert {r.local_address for r in ledger.for_host(name)} == {web.address(name)}
+    assert web.address("v6.test") == "::1"
+    assert ledger.hosts() == {"ok.test", "v6.test"}
+    assert web.dns_questions("gone.test"), "the bad name was never looked up"
+
+    dead = dead_letters(workdir)
+    assert sorted((d["url"], d["reason"]) for d in dead) == [
+        (url, "dns-nxdomain") for url in sorted(gone)], dead
+    assert all("NXDOMAIN" in d["error"] for d in dead), dead
+    assert "parked (dns-nxdomain)" in result.log
