@@ -13,7 +13,7 @@ import pytest
 import redis
 from redis.asyncio import Redis
 
-from crawler.frontier.keys import Keys, crawl_namespace
+from crawler.frontier.keys import Keys, crawl_namespace, layout_json
 from crawler.frontier.store import Frontier, Limits
 from tests.crawl_runner import REPO, run_crawl
 from tests.simweb import SimWebProcess
@@ -34,13 +34,12 @@ def test_a_bad_crawl_id_is_refused_by_name(crawl_id: str) -> None:
         crawl_namespace("frontier:%(spider)s", "broad", crawl_id)
 
 
-def _fill(url: str, namespace: str, hosts: int) -> None:
+def _fill(url: str, namespace: str, hosts: int, layout: str | None = None) -> None:
     """A small frontier under ``namespace``, with its layout and a last heartbeat."""
     async def go() -> None:
         client = Redis.from_url(url)
         keys = Keys(namespace, partitions=4, seen_buckets=64)
-        await client.set(f"{namespace}:layout",
-                         json.dumps({"partitions": 4, "seen_buckets": 64}))
+        await client.set(f"{namespace}:layout", layout or layout_json(4, 64))
         await client.set(keys.seen_at(), int(time.time()) - 3 * 86400)
         await Frontier(client, keys, Limits()).admit(
             [_admission(f"http://h{i}.test/p{j}") for i in range(hosts) for j in range(2)])
@@ -117,3 +116,39 @@ def test_the_same_crawl_id_continues_and_a_new_one_starts_afresh(tmp_path: Path)
     assert first > 8
     assert second == 0  # everything was seen under id "a"
     assert third >= first - 4  # a fresh crawl (robots.txt may come from the shared cache)
+
+
+#: What versions before the host-name politeness layout stored.
+OLDER_LAYOUT = json.dumps({"partitions": 4, "seen_buckets": 64})
+
+
+@pytest.mark.crawl
+def test_a_frontier_of_the_older_layout_is_refused_not_mixed(
+    redis_url: str, redis_prefix: str, tmp_path: Path
+) -> None:
+    """A frontier written when hosts were paced per scheme://host:port is neither
+    crawled nor changed by this version (its hosts live in other partitions);
+    it can still be listed and deleted."""
+    base = f"{redis_prefix}f:%(spider)s"
+    namespace = f"{redis_prefix}f:broad:old"
+    _fill(redis_url, namespace, 2, layout=OLDER_LAYOUT)
+    client = redis.Redis.from_url(redis_url)
+    before = {k: client.type(k) for k in client.scan_iter(match=f"*{namespace}*", count=1000)}
+
+    result = run_crawl(None, None, tmp_path / "crawl",
+                       {"REDIS_URL": redis_url, "FRONTIER_NAMESPACE": base,
+                        "FRONTIER_CRAWL_ID": "old", "FRONTIER_PARTITIONS": 4,
+                        "FRONTIER_SEEN_BUCKETS": 64, "FRONTIER_CONNECT_WAIT": 5}, timeout=120)
+    assert result.returncode != 0
+    assert "written by an older broadcrawl" in result.log and "crawl_id" in result.log
+    requeue = _frontier(redis_url, base, "requeue", "--crawl-id", "old", "--yes")
+    assert requeue.returncode == 1 and "written by an older broadcrawl" in requeue.stderr
+    after = {k: client.type(k) for k in client.scan_iter(match=f"*{namespace}*", count=1000)}
+    assert after == before  # nothing written into it
+
+    listed = _frontier(redis_url, base, "crawls", "--json")
+    assert listed.returncode == 0 and namespace in listed.stdout
+    done = _frontier(redis_url, base, "delete", "--crawl-id", "old", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert not client.exists(f"{namespace}:layout")
+    client.close()

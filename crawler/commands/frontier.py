@@ -52,6 +52,7 @@ from crawler.frontier.admin import (
     frontier_keys,
     list_crawls,
     parse_host,
+    refuse_older_layout,
     safe_url,
     url_password,
 )
@@ -133,6 +134,8 @@ class Command(ScrapyCommand):
                          cluster=settings.getbool("REDIS_CLUSTER")) as conn:
                 display = conn.url
                 admin = self._admin(conn, opts.spider)
+                if sub in ("requeue", "drop-host"):
+                    refuse_older_layout(conn.client, admin.keys.namespace)
                 self._dispatch(sub, rest, admin, conn, opts)
         except KeyboardInterrupt:
             self.exitcode = 130

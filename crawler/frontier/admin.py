@@ -28,7 +28,7 @@ from redis.retry import Retry
 
 from crawler.frontier.connection import sync_client
 from crawler.frontier.embedded import EmbeddedRedis
-from crawler.frontier.keys import Keys, partition_of
+from crawler.frontier.keys import Keys, older_layout, partition_of
 from crawler.frontier.records import record_url
 from crawler.frontier.store import STATES, script_source
 from crawler.urls import host_key
@@ -218,6 +218,19 @@ def frontier_keys(
         except (ValueError, KeyError, TypeError):
             pass
     return Keys(namespace, partitions, seen_buckets), False
+
+
+def refuse_older_layout(client: redis.Redis, namespace: str) -> None:
+    """Raise :class:`AdminError` if the frontier was written by an older version.
+
+    For the actions that find a host by its partition or write host records
+    (drop-host, requeue): they would look in the wrong partition or mix two
+    layouts. Reading counts and dead letters, and deleting, still work.
+    """
+    raw = client.get(f"{namespace}:layout")
+    older = older_layout(raw.decode(errors="replace")) if raw else None
+    if older is not None:
+        raise AdminError(f"frontier {namespace}: {older}")
 
 
 # ---------------------------------------------------------------------- results

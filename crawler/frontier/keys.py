@@ -61,6 +61,7 @@ Global keys (no hash tag, never touched by scripts): ``ns:workers``,
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 
@@ -103,6 +104,38 @@ def site_of(host: str) -> str:
 def partition_of(host: str, partitions: int) -> int:
     """The partition that owns ``host``: its site's, shared by all its schemes and ports."""
     return host_hash(site_of(host)) % partitions
+
+
+#: How this version lays a frontier out: politeness per host name (a site),
+#: every scheme and port of a name in one partition. Stored with the
+#: partitioning in ``ns:layout`` when a frontier is created.
+LAYOUT_POLITENESS = "site"
+
+
+def layout_json(partitions: int, seen_buckets: int) -> str:
+    """The ``ns:layout`` value this version writes, and that every worker must find."""
+    return json.dumps({"partitions": partitions, "seen_buckets": seen_buckets,
+                       "politeness": LAYOUT_POLITENESS})
+
+
+def older_layout(stored: str) -> str | None:
+    """Why a stored layout was written by an older version, or ``None`` if it was not.
+
+    Older versions paced and partitioned hosts per ``scheme://host:port``: their
+    hosts live in other partitions and their host records hold what sites hold
+    now, so this version must neither crawl nor change such a frontier.
+    """
+    try:
+        layout = json.loads(stored)
+    except ValueError:
+        return None
+    if not isinstance(layout, dict) or "politeness" in layout:
+        return None
+    return ("it was written by an older broadcrawl, whose hosts were paced and "
+            "partitioned per scheme://host:port; this one paces per host name, and the two "
+            "layouts cannot be mixed. Finish that crawl with the version that started it, "
+            "or start afresh: a new crawl id (-a crawl_id=...), or `scrapy frontier delete "
+            "--crawl-id ID` (\"\" for the default crawl)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,7 +47,7 @@ from crawler.frontier.admin import safe_url
 from crawler.frontier.connection import async_client, sync_client
 from crawler.frontier.dnsstate import dns_step_of
 from crawler.frontier.embedded import EmbeddedRedis
-from crawler.frontier.keys import Keys, crawl_namespace
+from crawler.frontier.keys import Keys, crawl_namespace, layout_json, older_layout
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, from_record, to_record
 from crawler.frontier.seedfeed import SeedFeed
 from crawler.frontier.store import (
@@ -82,10 +82,6 @@ ROBOTS_META = "_frontier_robots"
 OUTCOME_META = "_frontier_outcome"
 #: Set by a guard that refused a request: the reason it ends as done with.
 REASON_META = "_frontier_reason"
-
-#: How this version lays hosts out: politeness per host name (a site), every
-#: scheme and port of it in one partition (crawler/frontier/keys.py).
-LAYOUT_POLITENESS = "site"
 
 _SCHEDULERS: weakref.WeakKeyDictionary[Any, FrontierScheduler] = weakref.WeakKeyDictionary()
 
@@ -268,20 +264,14 @@ class FrontierScheduler:
     async def _check_layout(self, keys: Keys) -> None:
         """All workers of a frontier must agree on its partitioning."""
         meta_key = f"{keys.namespace}:layout"
-        layout = json.dumps({"partitions": keys.partitions, "seen_buckets": keys.seen_buckets,
-                             "politeness": LAYOUT_POLITENESS})
+        layout = layout_json(keys.partitions, keys.seen_buckets)
         await self.client.set(meta_key, layout, nx=True)
         stored = (await self.client.get(meta_key) or b"").decode()
         if stored == layout:
             return
-        if '"politeness"' not in stored:
-            raise NotConfigured(
-                f"frontier {keys.namespace} was written by an older broadcrawl, whose hosts "
-                "were paced per scheme://host:port and partitioned by it; this one paces "
-                "per host name, and the two layouts cannot be mixed. Finish that crawl "
-                "with the version that started it, or start afresh: a new crawl id "
-                f"(-a crawl_id=...), or `scrapy frontier delete --crawl-id ...` "
-                f"(stored layout {stored})")
+        older = older_layout(stored)
+        if older is not None:
+            raise NotConfigured(f"frontier {keys.namespace}: {older} (stored layout {stored})")
         raise NotConfigured(
             f"frontier {keys.namespace} was created with {stored}; this worker has {layout}")
 
