@@ -239,3 +239,30 @@ def test_shared_hosting_names_are_each_limited(realweb: Callable[..., RealWebPro
         assert {r.served_by for r in requests} == {name}
         assert ledger.max_in_flight(name) == 1, name
         assert min(ledger.gaps(name)) >= 0.15 - SLACK, (name, ledger.gaps(name))
+
+
+def test_a_url_that_becomes_due_is_requested_at_once(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
+    """An 8-page HTTPS site with ``Crawl-delay: 1`` whose queue runs dry again and
+    again (each page's links are known only once it is parsed): every request
+    reaches the server within 50 ms of its turn (1 s after the previous answer
+    ended, as the crawler waits from the end), never before it, and the crawl
+    takes no more than 1.2 times its politeness lower bound plus start-up."""
+    pages: dict[str | bytes, Page] = {"/": links_to("/1", "/2")}
+    for k in range(1, 8):
+        kids = [f"/{j}" for j in (2 * k + 1, 2 * k + 2) if j < 8]
+        pages[f"/{k}"] = links_to(*kids) if kids else page(f"leaf {k}")
+    web = realweb(Web([Host("due.test", robots="User-agent: *\nCrawl-delay: 1\n",
+                            pages=pages)]))
+    started = time.time()
+    crawl(web, [web.url("due.test", "/", "https")], tmp_path / "crawl", DOWNLOAD_DELAY=0)
+
+    seen = sorted(web.ledger().for_host("due.test"), key=lambda r: r.arrival)
+    assert [r.target for r in seen][:1] == [b"/robots.txt"]
+    assert sorted(r.target for r in seen[1:]) == sorted(t.encode() for t in pages)
+    late = [b.arrival - (a.done + 1.0) for a, b in pairwise(seen[1:])]
+    assert min(late) >= -0.01, late  # the Crawl-delay, from the end of the answer
+    assert max(late) <= 0.05, late  # and not a moment longer
+    bound = sum(r.done - r.arrival for r in seen[1:]) + 1.0 * (len(seen) - 2)
+    startup = seen[1].arrival - started
+    assert seen[-1].done - started <= 1.2 * bound + startup, (bound, startup)

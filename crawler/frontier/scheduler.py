@@ -139,6 +139,7 @@ class FrontierScheduler:
             jitter=s.getfloat("DOWNLOAD_DELAY_JITTER", 0.5),
             budget=s.getint("ADMISSION_MAX_PAGES_PER_HOST", 0),
             lease_ms=round(s.getfloat("FRONTIER_LEASE_SECONDS", 60) * 1000),
+            ahead_ms=round(s.getfloat("FRONTIER_CLAIM_AHEAD", 0.05) * 1000),
             breaker=Breaker(
                 threshold=s.getint("BREAKER_THRESHOLD", 5),
                 base_ms=round(s.getfloat("BREAKER_COOLDOWN", 30.0) * 1000),
@@ -659,7 +660,8 @@ class FrontierScheduler:
             self.stats.inc_value("frontier/leases/claimed", len(result.leases))
             self._wake()
         elif result.next_ready_ms is not None:
-            self._schedule_wakeup((result.next_ready_ms - result.server_ms) / 1000)
+            due_in = result.next_ready_ms - result.server_ms - self.limits.ahead_ms
+            self._schedule_wakeup(due_in / 1000)
         else:
             self._claimable = False
             self._refresh_counts()
@@ -673,6 +675,7 @@ class FrontierScheduler:
             # not resolve is a DNS outcome, not an unreachable robots.txt.
             step = dns_step_of(self.crawler)
             if step is None or await step.before_robots(host):
+                await self._robots_turn(host)
                 await self.robots.resolve(host, concurrency, delay_ms, self.limits.jitter)
         except (RedisError, OSError) as exc:
             # The job's lease runs out and the host is handed out again.
@@ -686,6 +689,16 @@ class FrontierScheduler:
         self._claimable = True
         self._want_claim()
         self._wake()
+
+    async def _robots_turn(self, host: str) -> None:
+        """Wait for the host's start gate: a robots.txt fetch is a request to the
+        server like a page, spaced from the one before it (maybe of another
+        scheme of the same name) and from the one after it."""
+        assert self.frontier is not None
+        if not self.may_gate:
+            return
+        while (wait_ms := await self.frontier.start_gate(host)) > 0:
+            await asyncio.sleep(wait_ms / 1000)
 
     def _host_limits(self, host: str) -> tuple[int, int]:
         """The project's concurrency and delay (ms) for a host key (DOWNLOAD_SLOTS first)."""

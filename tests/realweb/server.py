@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import socket
 import ssl
 import sys
 import time
@@ -180,6 +181,7 @@ class RealWebServer:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
+        _no_delay(writer)
         conn = {"conn": next(self._conns), "scheme": listener.scheme,
                 "sni": self._sni.get(writer.get_extra_info("ssl_object"))
                 if listener.scheme == "https" else None,
@@ -308,3 +310,16 @@ class RealWebServer:
                     pass
         if entry["done"] is None:
             entry["done"] = time.time()
+
+
+def _no_delay(writer: asyncio.StreamWriter) -> None:
+    """Send small writes at once (TCP_NODELAY), as web servers do (nginx's tcp_nodelay).
+
+    asyncio sets it only on sockets made with proto IPPROTO_TCP, and the
+    listeners here are made with proto 0: without it a keep-alive response's
+    body waits behind the unacknowledged head for the client's delayed ACK
+    (40 ms on Linux), and every crawl of this web would look 40 ms slow.
+    """
+    sock = writer.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -15,6 +15,11 @@
 -- ARGV[7]  how many expired leases / due delayed URLs to move at most
 -- ARGV[8]  robots: 0 when robots.txt is not obeyed, else how long (ms) one
 --          worker may take to fetch a host's robots.txt before another may
+-- ARGV[9]  claim ahead: a host due within this many ms may be claimed now.
+--          The start gate (start.lua) still holds the request until its
+--          turn, so it leaves on time instead of a claim round trip late;
+--          the next turn counts from when this one was due, not from the
+--          early claim, so claims never drift ahead of starts.
 -- Returns {now_ms, next_ready_ms or -1, then per claim: host, entry, robots
 -- version}. An entry "R" is a robots job: the host's robots.txt is unknown or
 -- due, so this worker fetches it (robots.lua stores the result) and the
@@ -23,6 +28,7 @@ local p = ARGV[1]
 local want, lease_ms, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local rnd, jitter, move_max = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local robots_ms = tonumber(ARGV[8] or '0')
+local ahead = tonumber(ARGV[9] or '0')
 local now = now_ms()
 local ready = p .. ':ready'
 
@@ -92,9 +98,10 @@ local function lease_head(host, hk)
   local delay, floor = tonumber(st[1] or '0'), tonumber(st[2] or '0')
   local r = (rnd + got * 0.6180339887) % 1
   local gap = math.max(floor, math.floor(delay * (1 - jitter + 2 * jitter * r)))
+  local due = math.max(now, tonumber(redis.call('HGET', sk, 't') or '0'))
   redis.call('HINCRBY', hk, 'n', -1)
   redis.call('HINCRBY', sk, 'i', 1)
-  redis.call('HSET', sk, 't', now + gap)
+  redis.call('HSET', sk, 't', due + gap)
   if st[3] == 'o' or st[3] == 'h' then
     -- Breaker cool-down over: this URL is the one probe (half-open); the
     -- site is held until its release says how it went (or the lease ends).
@@ -109,27 +116,23 @@ local function lease_head(host, hk)
 end
 
 while got < want do
-  local h = redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, 1)
+  local h = redis.call('ZRANGEBYSCORE', ready, '-inf', now + ahead, 'LIMIT', 0, 1)
   if #h == 0 then break end
   local host = h[1]
   local hk = p .. ':h:' .. host
   if robots_due(hk) then
     local sk = site_key(p, host)
-    local g = redis.call('HMGET', sk, 'i', 'dl', 'fl', 's')
-    if tonumber(g[1] or '0') > 0 then
+    if tonumber(redis.call('HGET', sk, 'i') or '0') > 0 then
       -- A robots.txt fetch is a request to the server like any other: it
       -- waits until nothing of the name is in flight (the release re-scores
       -- the host).
       redis.call('ZREM', ready, host)
     else
-      -- This worker fetches it (robots.lua stores the outcome); the site's
-      -- URLs wait here meanwhile, holding no download slot, and the next
-      -- request to the name starts a delay after this one.
-      local gap = math.max(tonumber(g[3] or '0'),
-                           math.floor(tonumber(g[2] or '0') * (1 - jitter)))
+      -- This worker fetches it (robots.lua stores the outcome; the fetch
+      -- passes the start gate first); the site's URLs wait here meanwhile,
+      -- holding no download slot.
       redis.call('HSET', hk, 'rs', 'f', 'rw', now + robots_ms)
-      redis.call('HSET', sk, 'rj', now + robots_ms,
-                 's', math.max(tonumber(g[4] or '0'), now + gap))
+      redis.call('HSET', sk, 'rj', now + robots_ms)
       refresh_site(p, host)
       out[#out + 1] = host
       out[#out + 1] = 'R'

@@ -52,8 +52,12 @@ if outcome == 'ok' then
              'rc', ARGV[6], 'rdl', ARGV[7], 'rfl', ARGV[8], 'rt', now)
   redis.call('HSET', sk, 'rj', 0)
   pace_site(sk, site_of(host))
-  local t = tonumber(redis.call('HGET', sk, 't') or '0')
-  redis.call('HSET', sk, 't', math.max(t, now + tonumber(ARGV[9])))
+  -- The first page waits its gap after this fetch: claims (t), and starts
+  -- (s), which a page claimed ahead of its turn would otherwise take early.
+  local st = redis.call('HMGET', sk, 't', 's')
+  local first = now + tonumber(ARGV[9])
+  redis.call('HSET', sk, 't', math.max(tonumber(st[1] or '0'), first),
+             's', math.max(tonumber(st[2] or '0'), first))
   local version = redis.call('HINCRBY', hk, 'rv', 1)
   redis.call('HSET', p .. ':r', host, ARGV[5])
   redis.call('HINCRBY', KEYS[1], 'robots_fetched', 1)
