@@ -372,7 +372,18 @@ EXTENSIONS = {
     "crawler.extensions.progress.ProgressLog": 0,
     "crawler.extensions.prometheus.PrometheusExtension": 0,
     "crawler.extensions.looplag.ReactorLag": 0,
+    # The end-of-crawl summary (pages, hosts, dead letters, where the items and
+    # the archive are), after Scrapy's stats dump; and the "every seed was
+    # refused" warning.
+    "crawler.extensions.summary.CrawlSummary": 0,
 }
+# The summary block (crawler/extensions/summary.py); distinct hosts are counted
+# exactly up to CRAWL_SUMMARY_MAX_HOSTS (memory), then shown as "at least".
+CRAWL_SUMMARY_ENABLED = True
+CRAWL_SUMMARY_MAX_HOSTS = 100_000
+# The progress line shows an interval's error rate only over at least this
+# many finished downloads ("-" below: 1 timeout of 1 is not "100% errors").
+PROGRESS_MIN_ERROR_SAMPLE = 20
 # Reactor lateness (crawler/extensions/looplag.py): a timer every
 # LOOPLAG_INTERVAL seconds (0 turns it off) measures how late the reactor runs
 # (stats reactor/lag_max, reactor/stalls over LOOPLAG_STALL); a stall of

@@ -349,7 +349,7 @@ def test_the_project_crawls_with_the_addon(crawl: AddonCrawl) -> None:
     assert "Frontier frontier:links on" in crawl.log  # the scheduler
     assert "WARC: writing to" in crawl.log  # the pipeline
     assert "Metrics: http://127.0.0.1:" in crawl.log  # Prometheus, on loopback
-    assert "useful)" in crawl.log  # the progress line, not LogStats's
+    assert "] INFO: Progress: " in crawl.log  # the progress line, not LogStats's
     assert "DNS answers are not checked" not in crawl.log  # the guarded resolver
 
 

@@ -191,7 +191,7 @@ def test_workers_finish_and_list_themselves_for_discovery(crawl: Crawl) -> None:
         assert result.returncode == 0, result.log[-3000:]
         assert "Metrics: http://127.0.0.1:" in result.log
         assert "frontier:" in next(line for line in result.log.splitlines()
-                                   if "] INFO: Crawled " in line)
+                                   if "] INFO: Progress: " in line)
     assert len(crawl.targets_seen) == 2
     assert all(t.startswith("127.0.0.1:") for t in crawl.targets_seen)
     assert list(crawl.sd_dir.glob("*.json")) == []  # removed when the workers stopped

@@ -2,14 +2,18 @@
 
 Replaces Scrapy's ``LogStats`` (same ``LOGSTATS_INTERVAL``, same final
 ``responses_per_minute`` stats) with a line that says what a broad crawl's
-operator wants to know every minute::
+operator wants to know every minute, each number named by what it counts::
 
-    Crawled 5120 pages (at 610 pages/min, 540 useful), 2.1% errors; frontier:
-    48211 queued, 64 leased, 12 delayed, 3 dead; hosts: 210 ready, 1480
-    waiting, 2 breaker-open
+    Progress: 5120 pages fetched; last 60 s: 610 pages/min (540 2xx answers/min),
+    errors 2.1% of 640 downloads; frontier: 48211 URLs queued, 64 leased,
+    12 delayed, 3 dead letters; hosts: 210 ready, 1480 waiting, 2 breaker-open
 
-"useful" pages are 2xx answers; errors are download exceptions and 5xx
-answers, as a share of everything the downloader finished in the interval.
+"pages" are responses other than robots.txt (the end-of-crawl summary counts
+the same, :mod:`crawler.extensions.summary`); "errors" are download exceptions
+and 5xx answers, as a share of every download (robots.txt included) that
+finished in the interval, shown only over at least
+``PROGRESS_MIN_ERROR_SAMPLE`` (20) downloads, else ``errors -``: one timeout
+in an idle minute is not "100% errors".
 Hosts "waiting" have a next-allowed time in the future: paced by their
 delay, backing off after a 429/503, or cooling down behind an open breaker.
 The frontier part comes from Redis (one pipelined round trip); when there is
@@ -20,11 +24,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scrapy.extensions.logstats import LogStats
 from scrapy.utils.defer import deferred_from_coro
 
+from crawler.extensions.summary import PAGES_STAT
 from crawler.frontier.scheduler import scheduler_of
 
 if TYPE_CHECKING:
@@ -37,7 +42,7 @@ logger = logging.getLogger(__name__)
 
 
 class ProgressLog(LogStats):
-    """Scrapy's LogStats, with useful pages, the error rate and the frontier."""
+    """Scrapy's LogStats, with pages (not robots.txt), 2xx answers, errors and the frontier."""
 
     crawler: Crawler
 
@@ -45,16 +50,18 @@ class ProgressLog(LogStats):
     def from_crawler(cls, crawler: Crawler) -> Self:
         ext = super().from_crawler(crawler)
         ext.crawler = crawler
-        ext._prev = {"useful": 0, "errors": 0, "finished": 0}
+        ext.min_sample = crawler.settings.getint("PROGRESS_MIN_ERROR_SAMPLE", 20)
+        ext._prev = {"pages": 0, "useful": 0, "errors": 0, "finished": 0}
         return ext
 
     def log(self, spider: Spider) -> None:
         self.calculate_stats()
-        useful, errors, finished = self._interval_counts()
-        line = (f"Crawled {self.pages} pages (at {self.prate:.0f} pages/min, "
-                f"{useful * self.multiplier:.0f} useful), "
-                f"{100 * errors / finished if finished else 0:.1f}% errors")
-        deferred_from_coro(self._log_with_frontier(line, spider))
+        stats = self.stats.get_stats()
+        pages = stats.get(PAGES_STAT, stats.get("response_received_count", 0))
+        delta = self._interval_counts(stats, pages)
+        deferred_from_coro(self._log_with_frontier(
+            progress_text(pages, delta, self.multiplier, self.interval, self.min_sample),
+            spider))
 
     async def _log_with_frontier(self, line: str, spider: Spider) -> None:
         scheduler = scheduler_of(self.crawler)
@@ -66,25 +73,40 @@ class ProgressLog(LogStats):
                 logger.debug("Progress: frontier not read: %s", exc)
         logger.info(line, extra={"spider": spider})
 
-    def _interval_counts(self) -> tuple[int, int, int]:
-        """2xx answers, errors and everything finished since the last line."""
-        stats = self.stats.get_stats()
+    def _interval_counts(self, stats: dict[str, Any], pages: int) -> dict[str, int]:
+        """Pages, 2xx answers, errors and finished downloads since the last line."""
         prefix = "downloader/response_status_count/"
         useful = sum(v for k, v in stats.items() if k.startswith(prefix + "2"))
         errors = stats.get("downloader/exception_count", 0) + sum(
             v for k, v in stats.items() if k.startswith(prefix + "5"))
         finished = stats.get("downloader/response_count", 0) + stats.get(
             "downloader/exception_count", 0)
-        now = {"useful": useful, "errors": errors, "finished": finished}
-        delta = [now[k] - self._prev[k] for k in ("useful", "errors", "finished")]
+        now = {"pages": pages, "useful": useful, "errors": errors, "finished": finished}
+        delta = {k: now[k] - self._prev[k] for k in now}
         self._prev = now
-        return delta[0], delta[1], delta[2]
+        return delta
+
+
+def progress_text(pages: int, delta: dict[str, int], per_minute: float, seconds: float,
+                  min_sample: int = 20) -> str:
+    """The pages part of the line: totals, the interval's rates, its error share.
+
+    ``delta``: the interval's ``pages``, ``useful``, ``errors`` and
+    ``finished`` counts; ``per_minute``: what makes an interval count a rate.
+    """
+    finished = delta["finished"]
+    errors = (f"errors {100 * delta['errors'] / finished:.1f}% of {finished} downloads"
+              if finished >= min_sample and finished else
+              f"errors - ({finished} downloads)")
+    return (f"Progress: {pages} pages fetched; last {seconds:g} s: "
+            f"{delta['pages'] * per_minute:.0f} pages/min "
+            f"({delta['useful'] * per_minute:.0f} 2xx answers/min), {errors}")
 
 
 async def _frontier_part(frontier: object) -> str:
     """``frontier: ... queued, ...; hosts: ... ready, ... waiting, ... breaker-open``."""
     counts = await frontier.counts()  # type: ignore[attr-defined]
     ready, waiting = await frontier.ready_hosts()  # type: ignore[attr-defined]
-    return (f"frontier: {counts['queued']} queued, {counts['leased']} leased, "
-            f"{counts['delayed']} delayed, {counts['dead']} dead; hosts: {ready} ready, "
+    return (f"frontier: {counts['queued']} URLs queued, {counts['leased']} leased, "
+            f"{counts['delayed']} delayed, {counts['dead']} dead letters; hosts: {ready} ready, "
             f"{waiting} waiting, {counts.get('breaker_open', 0)} breaker-open")

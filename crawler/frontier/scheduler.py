@@ -60,6 +60,7 @@ from crawler.frontier.store import (
     Release,
 )
 from crawler.robots.policy import RobotsPolicy
+from crawler.seedrefusals import SeedRefusals, is_seed
 from crawler.urls import (
     canonical_host_key,
     canonical_url,
@@ -391,7 +392,7 @@ class FrontierScheduler:
         blocked = self.address_policy.check_url(canon)
         if blocked is not None:
             self.stats.inc_value(f"guard/blocked/{blocked}")
-            return self._refuse(request, BLOCKED_REASON)
+            return self._refuse(request, BLOCKED_REASON, blocked)
         assert self.spider is not None
         host = canonical_host_key(canon)
         try:
@@ -423,8 +424,10 @@ class FrontierScheduler:
         chain = request.meta.get("redirect_urls")
         return bool(chain) and canon in {canonical_url(u, self.stripper) for u in chain}
 
-    def _refuse(self, request: Request, reason: str) -> bool:
+    def _refuse(self, request: Request, reason: str, guard_reason: str | None = None) -> bool:
         self.stats.inc_value(f"frontier/refused/{reason}")
+        if is_seed(request):  # the operator asked for it: say so (crawler/seedrefusals.py)
+            SeedRefusals.of(self.crawler).refused(request, reason, guard_reason)
         logger.debug("Frontier refused (%s): %s", reason, request.url)
         return False
 

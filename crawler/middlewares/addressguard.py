@@ -48,6 +48,7 @@ from crawler.addressguard import (
 )
 from crawler.dns import CrawlResolver, installed_resolver
 from crawler.resolver import BlockedAddressError, GuardedResolver
+from crawler.seedrefusals import SeedRefusals, is_seed
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -104,8 +105,10 @@ class AddressGuardMiddleware:
                 cause: Exception | None = None, logged: bool = False) -> None:
         request.meta[FRONTIER_REASON_META] = BLOCKED_REASON
         self.stats.inc_value(f"guard/blocked/{error.reason}")
+        if is_seed(request):  # the operator asked for it: a WARNING with the setting
+            SeedRefusals.of(self.crawler).refused(request, BLOCKED_REASON, error.reason)
         # After DNS the resolver has already logged the host (with its address).
-        if not logged and self._logged.first(error.host):
+        elif not logged and self._logged.first(error.host):
             logger.info("Address guard: refused %s (%s)", request.url, error.reason,
                         extra={"host": error.host, "reason": error.reason, "url": request.url})
         raise error from cause

@@ -34,6 +34,7 @@ from crawler.frontier.scheduler import FrontierScheduler, scheduler_of
 from crawler.frontier.seedfeed import SeedFeed
 from crawler.items import PageItem
 from crawler.middlewares.warc import WARC_META
+from crawler.seedrefusals import SEED_META
 from crawler.seeds import Seed, SeedError, parse_seed_line, read_seeds
 from crawler.spiders.args import (
     PASSED_THROUGH,
@@ -173,7 +174,9 @@ class BroadSpider(Spider):
             logger.warning("Skipping seed line %s", parsed, extra={"seed_line": parsed.line})
             return None
         self.crawler.stats.inc_value("seeds/loaded")
-        return Request(parsed.url, callback=self.parse, errback=self.on_error)
+        # Marked, so that a refusal of the URL is reported as a seed's (crawler/seedrefusals.py).
+        return Request(parsed.url, callback=self.parse, errback=self.on_error,
+                       meta={SEED_META: True})
 
     async def _feed(self, scheduler: FrontierScheduler, feed: SeedFeed) -> AsyncIterator[Request]:
         """Seed lines from the shared Redis list, for as long as the crawl runs.

@@ -1,0 +1,208 @@
+"""Extension: a short summary at the end of every crawl, for the person at the terminal.
+
+Scrapy ends a crawl with its stats dump: a hundred keys, useful to an
+operator who knows them, opaque to everyone else ("Crawled 2106 pages" next
+to "Stored 1847 items": which is what?). After it (the last thing logged,
+where the eye lands), this extension logs a block of at most ten lines that
+says what the crawl did, in words::
+
+    Crawl summary (finished, 2 min 4 s):
+      pages fetched: 1847 from 97 hosts (and 103 robots.txt fetches)
+      not fetched: 310 denied by robots.txt, 5120 duplicate links skipped, 12 refused (...)
+      dead letters: 40 URLs (gave up retrying: http-503 31, timeout 9); 2 hosts parked (...)
+      items: 1847 in output/broad-2026-01-01T10-00-00.jsonl
+      archive: 3 WARC file(s) in job/warc
+
+and, when the crawl had seeds and every one was refused, one WARNING line
+``every seed was refused: ...`` (:func:`crawler.seedrefusals.all_seeds_refused`).
+
+The block is :func:`crawl_summary` of the final stats dict (a plain function,
+testable without a crawl); the extension only adds what stats lack: pages
+(responses that are not robots.txt) and their distinct hosts
+(``pages/fetched``, ``pages/hosts``), the feeds written (``feed_slot_closed``)
+and the WARC directory. Settings: ``CRAWL_SUMMARY_ENABLED`` (True; the seed
+line is logged even when off), ``CRAWL_SUMMARY_MAX_HOSTS`` (100000: distinct
+hosts counted exactly up to this many, then shown as "at least").
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from scrapy import signals
+
+from crawler.robots.fetch import ROBOTS_FETCH_META
+from crawler.seedrefusals import all_seeds_refused, refused_seeds
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+#: Stats this extension keeps (the rest of the summary is Scrapy's and the crawler's stats).
+PAGES_STAT = "pages/fetched"
+HOSTS_STAT = "pages/hosts"
+HOSTS_CAPPED_STAT = "pages/hosts_capped"
+
+
+class CrawlSummary:
+    """Counts pages and hosts while the crawl runs; logs the summary when the engine stops."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.enabled = crawler.settings.getbool("CRAWL_SUMMARY_ENABLED", True)
+        self.max_hosts = crawler.settings.getint("CRAWL_SUMMARY_MAX_HOSTS", 100_000)
+        self.hosts: set[str] = set()
+        self.feeds: list[tuple[str, int]] = []
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        ext = cls(crawler)
+        crawler.signals.connect(ext.response_received, signal=signals.response_received)
+        crawler.signals.connect(ext.feed_slot_closed, signal=signals.feed_slot_closed)
+        # engine_stopped: after Scrapy's stats dump and "Spider closed", so the
+        # summary is the last thing on the screen.
+        crawler.signals.connect(ext.engine_stopped, signal=signals.engine_stopped)
+        return ext
+
+    def response_received(self, response: Response, request: Request, **kwargs: Any) -> None:
+        if request.meta.get(ROBOTS_FETCH_META):
+            return
+        self.stats.inc_value(PAGES_STAT)
+        host = urlsplit(response.url).hostname or ""
+        if host in self.hosts:
+            return
+        if len(self.hosts) >= self.max_hosts:
+            self.stats.set_value(HOSTS_CAPPED_STAT, 1)
+            return
+        self.hosts.add(host)
+        self.stats.set_value(HOSTS_STAT, len(self.hosts))
+
+    def feed_slot_closed(self, slot: Any, **kwargs: Any) -> None:
+        self.feeds.append((str(getattr(slot, "uri", "?")), int(getattr(slot, "itemcount", 0))))
+
+    def engine_stopped(self, **kwargs: Any) -> None:
+        stats = self.stats.get_stats()
+        if self.enabled:
+            lines = crawl_summary(stats, feeds=self.feeds, archive=self._archive_dir(stats))
+            logger.info("\n".join(lines), extra={"summary": True})
+        refused = all_seeds_refused(stats)
+        if refused is not None:
+            logger.warning(refused, extra={"seeds_refused": refused_seeds(stats)})
+
+    def _archive_dir(self, stats: Mapping[str, Any]) -> str | None:
+        if not stats.get("warc/files"):
+            return None
+        from crawler.pipelines.warc import Archive  # the pipeline's own idea of where it wrote
+
+        return str(Archive.of(self.crawler).directory.resolve())
+
+
+def crawl_summary(stats: Mapping[str, Any], *, feeds: Sequence[tuple[str, int]] = (),
+                  archive: str | None = None) -> list[str]:
+    """The summary block's lines (at most ten) from a crawl's final stats dict.
+
+    ``feeds``: (URI, items written) of each feed; ``archive``: the WARC
+    directory, if files were written there. Every count is named by what it
+    counts; a part with nothing to say is left out.
+    """
+    def n(key: str) -> int:
+        return int(stats.get(key, 0) or 0)
+
+    def by_prefix(prefix: str) -> dict[str, int]:
+        return {k[len(prefix):]: int(v) for k, v in stats.items()
+                if k.startswith(prefix) and v}
+
+    lines = [f"Crawl summary ({stats.get('finish_reason', 'unfinished')}, "
+             f"{_duration(stats.get('elapsed_time_seconds'))}):"]
+
+    pages = n(PAGES_STAT) if PAGES_STAT in stats else n("response_received_count")
+    hosts = f"{'at least ' if stats.get(HOSTS_CAPPED_STAT) else ''}{n(HOSTS_STAT)}"
+    robots = sum(by_prefix("robots/fetch/status/").values())
+    lines.append(f"  pages fetched: {pages} from {hosts} host(s)"
+                 + (f" (and {robots} robots.txt fetches)" if robots else ""))
+
+    skipped = []
+    if n("robots/denied"):
+        skipped.append(f"{n('robots/denied')} denied by robots.txt")
+    if n("frontier/duplicates"):
+        skipped.append(f"{n('frontier/duplicates')} duplicate links skipped")
+    refused = by_prefix("frontier/refused/")
+    if refused:
+        skipped.append(f"{sum(refused.values())} refused ({_reasons(refused)})")
+    if skipped:
+        lines.append("  not fetched: " + ", ".join(skipped))
+
+    dead = _dead_letters(stats, n("frontier/leases/dead"), by_prefix)
+    if dead:
+        lines.append("  dead letters: " + dead)
+
+    seeds = refused_seeds(stats)
+    if seeds:
+        lines.append(f"  seeds refused: {sum(seeds.values())} of {n('seeds/loaded')} "
+                     f"({_reasons(seeds)}; see the WARNING lines)")
+
+    items = n("item_scraped_count")
+    if feeds:
+        for uri, count in feeds[:3]:  # an item per page: the same number said once
+            shown = "one per page" if count == pages else f"{count}"
+            lines.append(f"  items: {shown}, in {uri}")
+    else:
+        lines.append(f"  items: {items}, written to no feed (FEEDS is empty)")
+    if archive is not None:
+        lines.append(f"  archive: {n('warc/files')} WARC file(s) in {archive}")
+    return lines[:10]
+
+
+def _dead_letters(stats: Mapping[str, Any], dead: int, by_prefix: Any) -> str:
+    """URLs that ended as dead letters (why), and hosts parked (whose URLs wait as dead)."""
+    parts = []
+    if dead:
+        why = []
+        gave_up = by_prefix("retry/gave_up/")
+        if gave_up:
+            why.append(f"gave up retrying: {_reasons(gave_up)}")
+        too_large = int(stats.get("download/aborted/too-large", 0) or 0)
+        if too_large:
+            why.append(f"too large: {too_large}")
+        other = dead - sum(gave_up.values()) - too_large
+        if other > 0:
+            why.append(f"download errors: {other}")
+        parts.append(f"{dead} URLs ({'; '.join(why)})" if why else f"{dead} URLs")
+    parked = by_prefix("dns/hosts/parked/")
+    robots_parked = int(stats.get("robots/hosts_parked", 0) or 0)
+    if robots_parked:
+        parked["robots.txt unreachable"] = robots_parked
+    if parked:
+        parts.append(f"{sum(parked.values())} host(s) parked ({_reasons(parked)})")
+    return "; ".join(parts)
+
+
+def _reasons(counts: Mapping[str, int]) -> str:
+    """``a 3, b 1``: the biggest first, at most five (then ``...``)."""
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    shown = ", ".join(f"{k} {v}" for k, v in ranked[:5])
+    return shown + (", ..." if len(ranked) > 5 else "")
+
+
+def _duration(seconds: Any) -> str:
+    """``42 s``, ``3 min 5 s``, ``2 h 10 min``."""
+    if seconds is None:
+        return "duration unknown"
+    total = round(float(seconds))
+    if total < 60:
+        return f"{total} s"
+    minutes, secs = divmod(total, 60)
+    if minutes < 60:
+        return f"{minutes} min {secs} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes} min"
+

@@ -1,0 +1,146 @@
+"""Seeds the crawl refused: said loudly, once per host, with the setting that allows them.
+
+A broad crawl refuses many links (the address guard, trap rules), and says so
+quietly: a stranger's page that links to ``http://10.0.0.1/`` is no news. A
+refused *seed* is different: the operator asked for that URL, and a first
+crawl is usually of a test server on ``127.0.0.1`` or ``localhost``, which the
+address guard refuses by default. Without a word the crawl ends in seconds
+with nothing crawled and exit code 0.
+
+So the spider marks its seed requests (``meta[SEED_META]``); whoever refuses
+a request (the frontier scheduler in ``enqueue_request``, or the address
+guard middleware under another scheduler) calls :meth:`SeedRefusals.refused`,
+which logs each refused seed host once at WARNING, with the reason and, for
+the address guard, the setting that would allow it
+(``ADDRESS_GUARD_ALLOW=127.0.0.0/8``, ``ADDRESS_GUARD_ALLOW_HOSTS=localhost``).
+At the end of the crawl :func:`all_seeds_refused` says whether every seed was
+refused (see :mod:`crawler.extensions.summary`, which logs it).
+
+Stats: ``seeds/refused/<reason>`` (the guard's reason, e.g. ``loopback``, or
+the frontier's, e.g. ``not-http-url``), next to the spider's ``seeds/loaded``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+from weakref import WeakKeyDictionary
+
+from crawler.addressguard import SeenOnce, normalise_host, parse_ip, parse_ipv4_loose
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+#: Request meta key the broad spider sets on the requests of its seed lines.
+SEED_META = "broad_seed"
+#: Stats prefix of refused seeds, by reason.
+REFUSED_PREFIX = "seeds/refused/"
+
+_HOST_REASONS = frozenset({"localhost", "local-name", "single-label"})
+_LOOPBACK_V4 = ipaddress.IPv4Network("127.0.0.0/8")
+
+_INSTANCES: WeakKeyDictionary[Crawler, SeedRefusals] = WeakKeyDictionary()
+
+
+def is_seed(request: Request) -> bool:
+    """Whether ``request`` is a seed as the spider read it (not a redirect that kept its meta)."""
+    return bool(request.meta.get(SEED_META)) and not request.meta.get("redirect_urls")
+
+
+def allow_hint(host: str, guard_reason: str) -> str | None:
+    """The setting that would let the address guard pass ``host``, or ``None`` if none would.
+
+    Names are allowed by name (``ADDRESS_GUARD_ALLOW_HOSTS``), addresses by
+    network (``ADDRESS_GUARD_ALLOW``): all of loopback for a loopback address,
+    the address itself otherwise (the operator may widen it to its network).
+    A host that is no valid address or an empty host cannot be allowed.
+    """
+    name = normalise_host(host)
+    if guard_reason in _HOST_REASONS:
+        return f"ADDRESS_GUARD_ALLOW_HOSTS={name}"
+    address = parse_ip(name) or parse_ipv4_loose(name)
+    if address is None:
+        return None
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.is_loopback:
+            return "ADDRESS_GUARD_ALLOW=::1"
+        embedded = address.ipv4_mapped or address.sixtofour
+        if embedded is not None:  # the guard judges (and allows) the carried IPv4 address
+            address = embedded
+    if address in _LOOPBACK_V4:
+        return "ADDRESS_GUARD_ALLOW=127.0.0.0/8"
+    return f"ADDRESS_GUARD_ALLOW={address}"
+
+
+class SeedRefusals:
+    """One crawl's refused seeds: a WARNING per host, counted in stats.
+
+    Shared by every component of a crawler (:meth:`of`), so a host refused
+    by the scheduler and by the middleware is still logged once.
+    """
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.stats = crawler.stats
+        self._logged = SeenOnce()
+
+    @classmethod
+    def of(cls, crawler: Crawler) -> SeedRefusals:
+        """The crawl's instance (made on first use)."""
+        if crawler not in _INSTANCES:
+            _INSTANCES[crawler] = cls(crawler)
+        return _INSTANCES[crawler]
+
+    def refused(self, request: Request, reason: str, guard_reason: str | None = None) -> None:
+        """Count a refused seed; log its host the first time.
+
+        ``reason``: the frontier's reason (``address-blocked``, ``not-http-url``,
+        a trap rule); ``guard_reason``: the address guard's (``loopback``...).
+        """
+        shown = guard_reason or reason
+        self.stats.inc_value(REFUSED_PREFIX + shown)
+        host = _host(request.url)
+        if not self._logged.first(host or request.url):
+            return
+        extra = {"url": request.url, "host": host, "reason": shown}
+        if guard_reason is None:
+            logger.warning("Seed refused (%s): %s", reason, request.url, extra=extra)
+            return
+        hint = allow_hint(host, guard_reason)
+        advice = (f"to crawl it, set {hint} (e.g. scrapy crawl ... -s {hint})" if hint
+                  else "no setting allows it: check the seed")
+        logger.warning("Seed refused by the address guard: %s is %s; %s (first seed: %s)",
+                       host or "(no host)", guard_reason, advice, request.url, extra=extra)
+
+
+def refused_seeds(stats: Mapping[str, Any]) -> dict[str, int]:
+    """Refused seeds by reason, from a stats dict."""
+    return {k[len(REFUSED_PREFIX):]: int(v) for k, v in stats.items()
+            if k.startswith(REFUSED_PREFIX)}
+
+
+def all_seeds_refused(stats: Mapping[str, Any]) -> str | None:
+    """The "every seed was refused" line for a crawl whose every seed was, else ``None``.
+
+    Counts seeds read (``seeds/loaded``) against seeds refused; a crawl
+    without seeds (resumed, or joining a shared frontier) never says it.
+    """
+    loaded = int(stats.get("seeds/loaded", 0) or 0)
+    by_reason = refused_seeds(stats)
+    if loaded == 0 or sum(by_reason.values()) < loaded:
+        return None
+    reasons = ", ".join(f"{n} {r}" for r, n in sorted(by_reason.items()))
+    return (f"every seed was refused: {loaded} of {loaded} ({reasons}), so nothing was "
+            "crawled; the WARNING lines above name the setting that allows each host")
+
+
+def _host(url: str) -> str:
+    try:
+        return normalise_host(urlsplit(url).hostname or "")
+    except ValueError:
+        return ""
