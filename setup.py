@@ -3,8 +3,10 @@
 Everything else comes from ``pyproject.toml``, which setuptools reads here
 too (and which ``pip install`` uses through the same backend): the metadata,
 the ``crawler`` packages only (``tests``, ``bench`` and ``docs`` stay out),
-the frontier's Lua scripts as package data and the ``scrapy`` entry point
-naming the settings module, which scrapyd's runner reads from the egg.
+the frontier's Lua scripts as package data, the ``scrapy`` entry point
+naming the settings module, which scrapyd's runner reads from the egg, and
+the ``scrapy.commands`` entry points (``scrapy frontier``, ``warc``,
+``partition`` in any project that installed broadcrawl, the add-on's too).
 Do not repeat those here: setuptools ignores ``setup()`` arguments for
 fields that ``pyproject.toml`` declares.
 

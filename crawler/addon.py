@@ -57,8 +57,11 @@ What it leaves to the project
 - ``BOT_NAME``, ``SPIDER_MODULES``, ``NEWSPIDER_MODULE``: the project's
   identity and its spiders.
 - ``COMMANDS_MODULE``: Scrapy reads it before add-ons run, and a project may
-  have its own. Set ``COMMANDS_MODULE = "crawler.commands"`` to get ``scrapy
-  frontier`` and ``scrapy warc``.
+  have its own. It is not needed for ``scrapy frontier``, ``scrapy warc`` and
+  ``scrapy partition``: installing broadcrawl registers them as
+  ``scrapy.commands`` entry points (pyproject.toml), found in every project.
+  (``COMMANDS_MODULE = "crawler.commands"`` also brings this project's
+  ``scrapy crawl``, which reports a bad spider argument without a traceback.)
 - ``USER_AGENT`` and ``ROBOTSTXT_USER_AGENT``: who is crawling and whom to
   contact is the operator's to say. This project's values carry a
   placeholder contact address, and robots.txt groups must be matched against

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from crawler.urls import DEFAULT_STRIPPER, ParamStripper, request_url
 
@@ -67,9 +68,34 @@ def parse_seed_line(
         text = f"http://{text}"
     url = request_url(text, stripper)
     if url is None:
-        reason = "no http:// or https:// scheme" if "://" not in text else "not an http(s) URL"
+        if "://" not in text:
+            reason = "no http:// or https:// scheme"
+        elif text.partition("://")[0].lower() in ("http", "https"):
+            reason = f"malformed URL ({_why_malformed(text)})"
+        else:
+            reason = "not an http(s) URL"
         return SeedError(source, line, text, reason)
     return Seed(url, source, line)
+
+
+def _why_malformed(text: str) -> str:
+    """What is wrong with an http(s) URL that :func:`crawler.urls.request_url` refused.
+
+    Asked of :func:`urllib.parse.urlsplit`, the parser the URL functions use,
+    so the words are its own ("Invalid IPv6 URL", "Port out of range 0-65535").
+    """
+    try:
+        parts = urlsplit(text)
+        parts.port  # noqa: B018 -- reading it is the check: a bad port raises
+    except ValueError as exc:
+        return str(exc)
+    if not parts.hostname:
+        return "no host name"
+    try:
+        parts.hostname.encode("idna")
+    except UnicodeError:
+        return f"bad host name {parts.hostname!r}"
+    return "cannot be read as a URL"
 
 
 def parse_seed_lines(

@@ -16,6 +16,7 @@ import logging
 import os
 import subprocess
 import sys
+import tomllib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -411,3 +412,62 @@ def test_warc_files_hold_every_answer(crawl: AddonCrawl) -> None:
                      if e["done"] is not None and e["status"])
     assert archived == served
     assert any(url.endswith("/robots.txt") for url, _ in archived)
+
+
+# ---------------------------------------------------------------- commands
+
+ENTRY_COMMANDS = ("frontier", "partition", "warc")
+
+
+def test_the_commands_entry_points_name_the_projects_commands() -> None:
+    """The entry point names are the names COMMANDS_MODULE gives the same classes
+    (a module's last name), so both ways of finding them agree."""
+    root = Path(__file__).resolve().parent.parent
+    declared = tomllib.loads((root / "pyproject.toml").read_text())["project"]["entry-points"]
+    commands = declared["scrapy.commands"]
+    assert sorted(commands) == list(ENTRY_COMMANDS)
+    for name, target in commands.items():
+        assert load_object(target.replace(":", ".")) is load_object(
+            f"crawler.commands.{name}.Command")
+
+
+def _fresh_scrapy(cwd: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"SCRAPY_SETTINGS_MODULE", "SCRAPY_PROJECT"}}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+                                         env.get("PYTHONPATH", "")])
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return subprocess.run([sys.executable, "-m", "scrapy", *argv], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_a_fresh_project_with_the_addon_has_the_commands(tmp_path: Path) -> None:
+    """``scrapy frontier``, ``warc`` and ``partition`` come from the installed
+    package's ``scrapy.commands`` entry points: no COMMANDS_MODULE needed.
+    (Failing after a pull? The install's metadata predates the entry points:
+    ``pip install -e .`` again.)"""
+    made = _fresh_scrapy(tmp_path, "startproject", "shop")
+    assert made.returncode == 0, made.stderr[-2000:]
+    project = tmp_path / "shop"
+    settings = project / "shop" / "settings.py"
+    with settings.open("a") as out:
+        out.write(f'\nADDONS = {{"{ADDON}": 100}}\n')
+    assert "COMMANDS_MODULE" not in settings.read_text()
+    listed = _fresh_scrapy(project)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert "active project: shop" in listed.stdout
+    for name in ENTRY_COMMANDS:
+        assert f"\n  {name} " in listed.stdout, (name, listed.stdout)
+        shown = _fresh_scrapy(project, name, "--help")
+        assert shown.returncode == 0, (name, shown.stderr[-2000:])
+        assert shown.stdout.startswith(f"Usage\n=====\n  scrapy {name} "), shown.stdout
+    # And they work there, not only their help.
+    (tmp_path / "seeds.txt").write_text("http://a.test/\nhttp://b.test/x\n")
+    split = _fresh_scrapy(project, "partition", str(tmp_path / "seeds.txt"), "-n", "2",
+                          "-o", str(tmp_path / "parts"))
+    assert split.returncode == 0, split.stderr[-2000:]
+    assert len(list((tmp_path / "parts").glob("part-*.txt"))) == 2
+    got = _fresh_scrapy(project, "warc", "get", "http://a.test/",
+                        "-s", f"WARC_DIR={tmp_path / 'warc'}")
+    assert (got.returncode, got.stderr.strip()) == (
+        1, f"http://a.test/: not in the archive at {tmp_path / 'warc'}")

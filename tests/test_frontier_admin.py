@@ -184,12 +184,62 @@ def test_status_counts_hosts_and_workers(world: World) -> None:
     c = st.counts
     assert (c["queued"], c["leased"], c["delayed"], c["done"], c["dead"], c["hosts"]) == (
         6, 0, 0, 1, 3, 3)
-    assert st.hosts == {"total": 3, "ready_now": 2, "paced": 1, "other": 0}
+    assert st.hosts == {"total": 3, "ready_now": 2, "paced": 1, "other": 0,
+                        "busy": 0, "draining": 0, "finished": 0}
     assert [(w.id, w.state, w.held) for w in st.workers] == [
         ("box:1", "alive", 4), ("box:2", "gone", 1), ("broken", "?", None)]
     assert st.partitions == PARTITIONS and not st.layout_found
     # just admitted: the oldest queue head has waited under the 10 s mark step
     assert st.oldest_queued_s is not None and 0 <= st.oldest_queued_s <= 10
+
+
+def test_status_says_what_hosts_that_cannot_be_claimed_are_doing(
+        redis_url: str, redis_prefix: str) -> None:
+    """One URL in flight per site: a host with more queued is busy, one with only
+    a lease or a retry is draining, one with nothing left is finished."""
+    w = World(redis_url, redis_prefix + "states", concurrency=1, delay_ms=0)
+    try:
+        w.admit("http://a.test/0", "http://a.test/1", "http://b.test/0", "http://c.test/0",
+                "http://d.test/0")
+        leases = {_url(lease).split("/")[2]: lease for lease in w.claim_all("w1")}
+        assert sorted(leases) == ["a.test", "b.test", "c.test", "d.test"]
+        w.release("w1", Release(leases["c.test"].host, leases["c.test"].fingerprint, "done"),
+                  Release(leases["d.test"].host, leases["d.test"].fingerprint, "retry",
+                          "60000"))
+        st = w.admin.status()
+        assert st.hosts == {"total": 4, "ready_now": 0, "paced": 0, "other": 4,
+                            "busy": 1, "draining": 2, "finished": 1}
+        # Without the queue scan (the metrics' cheap refresh) only the remainder is known.
+        assert w.admin.status(oldest=False).hosts == {
+            "total": 4, "ready_now": 0, "paced": 0, "other": 4}
+        w.release("w1", *(Release(leases[h].host, leases[h].fingerprint, "done")
+                          for h in ("a.test", "b.test")))
+        st = w.admin.status()
+        assert (st.hosts["ready_now"], st.hosts["busy"], st.hosts["draining"],
+                st.hosts["finished"]) == (1, 0, 1, 2)
+    finally:
+        w.close()
+
+
+def test_status_after_a_finished_crawl_shows_finished_hosts(
+        redis_url: str, redis_prefix: str, command_env: dict[str, str]) -> None:
+    w = World(redis_url, redis_prefix + "finished", concurrency=2, delay_ms=0)
+    try:
+        w.admit("http://a.test/0", "http://a.test/1", "http://b.test/0", "http://c.test/0")
+        w.release("w1", *(Release(x.host, x.fingerprint, "done") for x in w.claim_all("w1")))
+        proc = _run(command_env, "status", "-s", f"REDIS_URL={redis_url}",
+                    "-s", f"FRONTIER_NAMESPACE={w.keys.namespace}",
+                    "-s", f"FRONTIER_PARTITIONS={PARTITIONS}")
+    finally:
+        w.close()
+    assert proc.returncode == 0, proc.stderr
+    head, values = next((line, after) for line, after in zip(
+        proc.stdout.splitlines(), proc.stdout.splitlines()[1:], strict=False)
+        if line.startswith("Hosts"))
+    assert head.split() == ["Hosts", "total", "ready", "now", "paced", "busy", "draining",
+                            "finished"]
+    assert values.split() == ["3", "0", "0", "0", "0", "3"]
+    assert "busy/other" not in proc.stdout
 
 
 def test_status_reads_the_oldest_queue_head_age_from_time_marks(world: World) -> None:

@@ -369,3 +369,12 @@ def test_too_many_parts_for_the_open_file_limit(monkeypatch: pytest.MonkeyPatch,
                                              r"is 512 \(ulimit -n\)"):
         PartFiles(tmp_path / "out", 1000).open()
     assert not (tmp_path / "out").exists()
+
+
+def test_a_malformed_seed_is_reported_as_malformed(tmp_path: Path) -> None:
+    (tmp_path / "seeds.txt").write_bytes(b"http://a.test/1\nhttp://[::1/\nftp://files.test/x\n")
+    proc = _scrapy(tmp_path, "seeds.txt", "-n", "2", "-o", "out")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [
+        "seeds.txt:2: malformed URL (Invalid IPv6 URL): 'http://[::1/'",
+        "seeds.txt:3: not an http(s) URL: 'ftp://files.test/x'"]

@@ -99,6 +99,10 @@ def test_the_egg_holds_the_project_and_works_zipped(project_dir: Path, tmp_path:
     lua = sorted(p.name for p in (REPO / "crawler/frontier/lua").glob("*.lua"))
     assert lua and sorted(Path(n).name for n in names if n.endswith(".lua")) == lua
     assert "[scrapy]\nsettings = crawler.settings" in entry_points
+    # The commands' entry points (pyproject.toml) are in the egg too.
+    assert ("[scrapy.commands]\nfrontier = crawler.commands.frontier:Command\n"
+            "partition = crawler.commands.partition:Command\n"
+            "warc = crawler.commands.warc:Command") in entry_points
     # Activated as scrapyd's runner does it, in a process that ignores
     # PYTHONPATH and starts outside the repo: the project and its Lua scripts
     # come from the zipped egg, ahead of the editable install of the repo.

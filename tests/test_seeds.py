@@ -79,3 +79,19 @@ def test_any_bytes_never_raise_and_lines_are_accounted_for(lines: list[bytes]) -
     numbers = [p.line for p in parsed]
     assert numbers == sorted(set(numbers))
     assert all(1 <= n <= max(len(clean), 1) for n in numbers)
+
+
+def test_a_malformed_http_url_is_called_malformed_and_says_why() -> None:
+    text = (b"http://[::1/\nhttps://a.test:99999/\nhttp://a.test:abc/\nhttp:///x\n"
+            b"http://a..b/\nftp://files.test/x\nHTTP://[::1/\n")
+    errors = _parse(text)
+    assert [(e.line, e.reason) for e in errors if isinstance(e, SeedError)] == [
+        (1, "malformed URL (Invalid IPv6 URL)"),
+        (2, "malformed URL (Port out of range 0-65535)"),
+        (3, "malformed URL (Port could not be cast to integer value as 'abc')"),
+        (4, "malformed URL (no host name)"),
+        (5, "malformed URL (bad host name 'a..b')"),
+        (6, "not an http(s) URL"),  # another scheme keeps its message
+        (7, "malformed URL (Invalid IPv6 URL)"),
+    ]
+    assert str(errors[0]) == "s.txt:1: malformed URL (Invalid IPv6 URL): 'http://[::1/'"

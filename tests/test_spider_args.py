@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from crawler.spiders.args import (
 from crawler.spiders.broad import BroadSpider
 
 PROJECT = {k: getattr(crawler.settings, k) for k in dir(crawler.settings) if k.isupper()}
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _crawler(**settings: Any) -> Crawler:
@@ -221,3 +224,43 @@ def test_a_lookalike_argument_is_warned_about_and_kept(
     assert warnings == ["Unknown spider argument depht_limit='2': did you mean depth_limit?"]
     assert spider.depht_limit == "2" and spider._job == "abc123"  # Scrapy keeps them
     assert f"Spider arguments: seeds={seeds}, colour='blue', depht_limit='2'" in caplog.text
+
+
+# ------------------------------------------------------------ scrapy crawl
+
+
+def _scrapy_crawl(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
+    """``scrapy crawl broad ...`` as a user runs it, from the project's folder."""
+    env = {k: v for k, v in os.environ.items() if k not in {"SCRAPY_SETTINGS_MODULE",
+                                                             "SCRAPY_PROJECT"}}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", "crawl", "broad", *argv,
+         "-s", f"JOBDIR={tmp_path / 'job'}", "-s", "PROMETHEUS_ENABLED=0"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["-a", "depth_limit=abc"],
+     "spider argument depth_limit='abc' is not a whole number (expected 0, 1, 2, ...)"),
+    (["-a", "depth_limit=3", "-s", "DEPTH_LIMIT=5"],
+     "spider argument depth_limit=3 contradicts DEPTH_LIMIT=5 (set at cmdline priority): "
+     "give one"),
+])
+def test_a_bad_argument_is_one_line_and_exit_code_1_from_scrapy_crawl(
+        tmp_path: Path, argv: list[str], message: str) -> None:
+    proc = _scrapy_crawl(tmp_path, *argv)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "never retrieved" not in proc.stderr, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if "ERROR" in line]
+    assert len(errors) == 1, proc.stderr
+    assert errors[0].endswith(f"Cannot start the broad spider: {message}")
+    assert not (tmp_path / "job").exists()  # refused before anything was opened
+
+
+def test_other_start_failures_keep_their_traceback(tmp_path: Path) -> None:
+    """Only usage errors are collected: a failure that is not one still shows where it was."""
+    proc = _scrapy_crawl(tmp_path, "-s", "SCHEDULER=scrapy.core.scheduler.Scheduler")
+    assert proc.returncode == 1
+    assert "Traceback" in proc.stderr and "NotConfigured: the broad spider needs seeds" \
+        in proc.stderr

@@ -5,10 +5,16 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import json
+import os
 import random
+import subprocess
+import sys
+import zlib
 from pathlib import Path
 
+import brotli
 import pytest
+from backports import zstd
 from warcio.archiveiterator import ArchiveIterator
 from warcio.cli import main as warcio_main
 
@@ -393,3 +399,95 @@ def test_warc_name_follows_the_iipc_convention() -> None:
 ])
 def test_surt_key(url: str, key: str) -> None:
     assert surt_key(url) == key
+
+
+# ---------------------------------------------------------------- scrapy warc get
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = b"<html>" + b"decoded " * 300 + b"</html>"
+
+
+def _chunked(body: bytes, size: int = 700) -> bytes:
+    parts = [body[i:i + size] for i in range(0, len(body), size)]
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in parts) + b"0\r\n\r\n"
+
+
+def _warc_get(directory: Path, *argv: str) -> subprocess.CompletedProcess[bytes]:
+    """``scrapy warc get ...`` as an operator runs it, from the project's folder."""
+    env = {k: v for k, v in os.environ.items() if k not in {"SCRAPY_SETTINGS_MODULE",
+                                                             "SCRAPY_PROJECT"}}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", "warc", "get", *argv, "-s", f"WARC_DIR={directory}"],
+        cwd=ROOT, env=env, capture_output=True, timeout=60, check=False)
+
+
+@pytest.fixture(scope="module")
+def encoded_archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Captures of one page under every coding Scrapy undoes, and some it cannot."""
+    directory = tmp_path_factory.mktemp("encoded")
+    files = WarcFiles(directory, "TEST", "vm:5510", 10_000_000, INFO)
+    bodies = {
+        "gzip": gzip.compress(PAGE), "deflate": zlib.compress(PAGE),
+        "br": brotli.compress(PAGE), "zstd": zstd.compress(PAGE),
+        "gzip, br": brotli.compress(gzip.compress(PAGE)),  # applied in that order
+        "compress": b"\x1f\x9d not undone by anyone",
+    }
+    for coding, body in bodies.items():
+        files.write(exchange(f"http://example.com/{coding.replace(', ', '-')}", body, headers=[
+            ("Content-Type", "text/html"), ("Content-Encoding", coding)]))
+    # A record from another writer that kept the chunked framing (this one de-chunks).
+    files.write(exchange("http://example.com/chunked", _chunked(gzip.compress(PAGE)), headers=[
+        ("Content-Type", "text/html"), ("Transfer-Encoding", "chunked"),
+        ("Content-Encoding", "gzip")]))
+    # (A gzip body cut short is no error: Scrapy hands the spider what it holds.)
+    zipped = gzip.compress(PAGE)
+    files.write(exchange("http://example.com/damaged", zipped[:10] + b"\xff" * 20 + zipped[30:],
+                         headers=[("Content-Encoding", "gzip")]))
+    files.write(exchange("http://example.com/missing", b"", status=404, reason="Not Found",
+                         headers=[("Server", "test")]))
+    files.close()
+    return directory
+
+
+@pytest.mark.parametrize("path", ["gzip", "deflate", "br", "zstd", "gzip-br", "chunked"])
+def test_get_decoded_gives_the_body_the_spider_saw(encoded_archive: Path, path: str) -> None:
+    url = f"http://example.com/{path}"
+    raw = _warc_get(encoded_archive, url)
+    assert raw.returncode == 0, raw.stderr[-2000:]
+    assert raw.stdout != PAGE  # as stored: still encoded
+    got = _warc_get(encoded_archive, url, "--decoded")
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert got.stdout == PAGE and got.stderr == b""
+
+
+def test_get_decoded_refuses_what_it_cannot_undo(encoded_archive: Path) -> None:
+    got = _warc_get(encoded_archive, "http://example.com/compress", "--decoded")
+    assert got.returncode == 1 and got.stdout == b""
+    assert (b"http://example.com/compress: cannot undo Content-Encoding 'compress'"
+            in got.stderr)
+    got = _warc_get(encoded_archive, "http://example.com/damaged", "--decoded")
+    assert got.returncode == 1 and got.stdout == b""
+    assert got.stderr.startswith(b"http://example.com/damaged: cannot undo Content-Encoding "
+                                 b"'gzip': ")
+    assert b"Traceback" not in got.stderr
+
+
+def test_get_decoded_stays_within_download_maxsize(encoded_archive: Path) -> None:
+    got = _warc_get(encoded_archive, "http://example.com/gzip", "--decoded",
+                    "-s", "DOWNLOAD_MAXSIZE=1000", "-s", "DOWNLOAD_WARNSIZE=0")
+    assert got.returncode == 1 and got.stdout == b""
+    assert b"exceeded DOWNLOAD_MAXSIZE (1000 B) during decompression" in got.stderr
+
+
+def test_get_headers_prints_the_status_line_as_recorded(encoded_archive: Path) -> None:
+    got = _warc_get(encoded_archive, "http://example.com/missing", "--headers")
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert got.stdout == b"HTTP/1.1 404 Not Found\r\nServer: test\r\n\r\n"
+    assert read_record(*_only_capture(encoded_archive, "http://example.com/missing")
+                       ).status_line == "HTTP/1.1 404 Not Found"
+
+
+def _only_capture(directory: Path, url: str) -> tuple[Path, int]:
+    (entry,) = lookup(directory, url)
+    return directory / entry.filename, entry.offset

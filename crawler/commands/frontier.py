@@ -40,6 +40,7 @@ from scrapy.utils.project import data_path
 from crawler.frontier.admin import (
     ALIVE_SECONDS,
     EXTRA_COUNTS,
+    HOST_STATES,
     AdminError,
     Connection,
     CrawlInfo,
@@ -79,7 +80,10 @@ class Command(ScrapyCommand):
 
     def long_desc(self) -> str:
         return (
-            "status: counts, hosts and workers (--watch SECONDS to refresh, --json). "
+            "status: counts, hosts and workers (--watch SECONDS to refresh, --json); "
+            "hosts by state: "
+            + "; ".join(f"{n.replace('_', ' ')}: {why}" for n, why in HOST_STATES.items())
+            + ". "
             "dead: list dead letters (--reason, --host, --limit). "
             "requeue: put dead letters back in their queues (--reason, --host, --front). "
             "drop-host HOST: make a host's queued URLs dead letters (reason 'dropped') and "
@@ -321,8 +325,7 @@ def format_status(st: Status, url: str, max_workers: int = MAX_WORKER_ROWS) -> s
     lines = [
         head, "",
         table([["URLs", *names], ["", *(c.get(n, 0) for n in names)]]),
-        table([["Hosts", "total", "ready now", "paced", "busy/other"],
-               ["", h["total"], h["ready_now"], h["paced"], h["other"]]]),
+        _hosts_table(h),
     ]
     if st.oldest_queued_s is not None:
         lines.append(f"Oldest queued URL waiting {_duration(st.oldest_queued_s)} (+-10 s)")
@@ -339,6 +342,16 @@ def format_status(st: Status, url: str, max_workers: int = MAX_WORKER_ROWS) -> s
         if len(st.workers) > max_workers:
             lines.append(f"  ... {len(st.workers) - max_workers} more (--json lists all)")
     return "\n".join(lines)
+
+
+def _hosts_table(h: dict[str, int]) -> str:
+    """Hosts by state, each state named for what its hosts are doing (HOST_STATES);
+    a status read without the queue scan has only the claimable ones and the rest."""
+    names = [n for n in HOST_STATES if n in h]
+    if "finished" not in h:
+        names.append("other")
+    return table([["Hosts", "total", *(n.replace("_", " ") for n in names)],
+                  ["", h["total"], *(h[n] for n in names)]])
 
 
 def _print_status(st: Status, conn: Connection, as_json: bool, max_workers: int) -> None:

@@ -248,6 +248,24 @@ class Worker:
     host: str | None
 
 
+#: What the hosts of ``Status.hosts`` are doing, as ``scrapy frontier status`` names them.
+HOST_STATES: dict[str, str] = {
+    "ready_now": "queued URLs, may be claimed now",
+    "paced": "queued URLs, next allowed later (delay, Crawl-delay, backoff, robots.txt)",
+    "busy": "queued URLs, but its site has its concurrency in flight",
+    "draining": "nothing queued; URLs in flight or waiting to be retried",
+    "finished": "nothing queued, in flight or to retry",
+}
+
+
+@dataclass(slots=True)
+class QueueScan:
+    """What a scan of the host queues found."""
+
+    hosts: set[bytes] = field(default_factory=set)  # host keys with queued URLs
+    heads: dict[int, int] = field(default_factory=dict)  # partition -> oldest head's seq
+
+
 @dataclass(slots=True)
 class Status:
     """A snapshot of a frontier, cheap enough to refresh every second."""
@@ -363,7 +381,15 @@ class FrontierAdmin:
     # --- status
 
     def status(self, oldest: bool = True) -> Status:
-        """Counts, hosts by state, workers and (``oldest``) the oldest queued URL's age."""
+        """Counts, hosts by state, workers and (``oldest``) the oldest queued URL's age.
+
+        ``hosts`` always has ``total``, ``ready_now``, ``paced`` (both read from
+        the ready sets) and ``other``, the hosts that cannot be claimed for no
+        reason of time: the remainder, cheap enough for the metrics' refresh.
+        With ``oldest``, which scans the host queues anyway, ``other`` is split
+        into what the hosts are doing (:data:`HOST_STATES`), so that a finished
+        crawl does not show its hosts as busy.
+        """
         sec, usec = self.client.time()
         now_ms = sec * 1000 + usec // 1000
         pipe = self.client.pipeline(transaction=False)
@@ -383,9 +409,20 @@ class FrontierAdmin:
                     counts[name] = counts.get(name, 0) + int(value)
             ready_now += int(replies[3 * i + 1])
             paced += int(replies[3 * i + 2])
-        hosts = {"total": counts["hosts"], "ready_now": ready_now, "paced": paced,
-                 "other": max(0, counts["hosts"] - ready_now - paced)}
-        age = self.oldest_queued_age(sec) if oldest and counts["queued"] else None
+        total = counts["hosts"]
+        hosts = {"total": total, "ready_now": ready_now, "paced": paced,
+                 "other": max(0, total - ready_now - paced)}
+        age = None
+        if oldest:
+            queues = self._scan_queues() if counts["queued"] else QueueScan()
+            age = self._age_of(queues.heads, sec)
+            queued_hosts = len(queues.hosts)
+            draining = len(self._hosts_in_flight() - queues.hosts) if (
+                counts["leased"] or counts["delayed"]) else 0
+            # Counts are read a moment apart: clamp, never show a negative state.
+            hosts["busy"] = max(0, queued_hosts - ready_now - paced)
+            hosts["draining"] = min(draining, max(0, total - queued_hosts))
+            hosts["finished"] = max(0, total - queued_hosts - hosts["draining"])
         return Status(self.keys.namespace, self.keys.partitions, self.layout_found, counts,
                       hosts, self._workers(replies[-1]), age)
 
@@ -398,33 +435,55 @@ class FrontierAdmin:
         heads scans the host queues' keys: about a second for 100k hosts,
         fine for an operator's command, never done by workers.
         """
-        heads: dict[int, int] = {}
-        batch: list[bytes] = []
-        for key in self.client.scan_iter(match=self._queue_pattern(), count=1000):
-            batch.append(key)
-            if len(batch) >= 1000:
-                self._queue_heads(batch, heads)
-                batch = []
-        if batch:
-            self._queue_heads(batch, heads)
+        return self._age_of(self._scan_queues().heads, now_s)
+
+    def _age_of(self, heads: dict[int, int], now_s: int) -> float | None:
+        if not heads:
+            return None
         pipe = self.client.pipeline(transaction=False)
         for part, seq in heads.items():
             pipe.zrevrangebyscore(f"{self.keys.prefix(part)}:e", seq, "-inf", start=0, num=1)
         marks = [int(m[0]) for m in pipe.execute() if m]
         return float(max(0, now_s - min(marks))) if marks else None
 
+    def _scan_queues(self) -> QueueScan:
+        """The hosts with queued URLs, and each partition's oldest queue head."""
+        found = QueueScan()
+        batch: list[bytes] = []
+        for key in self.client.scan_iter(match=self._queue_pattern(), count=1000):
+            batch.append(key)
+            if len(batch) >= 1000:
+                self._queue_heads(batch, found)
+                batch = []
+        if batch:
+            self._queue_heads(batch, found)
+        return found
+
+    def _hosts_in_flight(self) -> set[bytes]:
+        """Hosts with URLs leased to workers or delayed for a retry (either hash
+        holds the host on its first line): they may queue URLs again."""
+        hosts: set[bytes] = set()
+        for part in range(self.keys.partitions):
+            for key in (f"{self.keys.prefix(part)}:ld", f"{self.keys.prefix(part)}:dd"):
+                for _, value in self.client.hscan_iter(key, count=BATCH):
+                    hosts.add(value.split(b"\n", 1)[0])
+        return hosts
+
     def _queue_pattern(self) -> str:
         return f"{{{_glob_escape(self.keys.namespace)}/p*}}:q:*"
 
-    def _queue_heads(self, keys: list[bytes], heads: dict[int, int]) -> None:
+    def _queue_heads(self, keys: list[bytes], found: QueueScan) -> None:
         pipe = self.client.pipeline(transaction=False)
         for key in keys:
             pipe.zrange(key, 0, 0, withscores=True)
+        heads = found.heads
         for key, head in zip(keys, pipe.execute(), strict=True):
             if not head:
                 continue
+            tag, _, host = key.partition(b"}:q:")
+            found.hosts.add(host)
             seq = int(head[0][1]) % 4294967296  # score = -priority * 2**32 + seq
-            part = int(key.split(b"}:q:", 1)[0].rsplit(b"/p", 1)[1])
+            part = int(tag.rsplit(b"/p", 1)[1])
             if seq and (part not in heads or seq < heads[part]):
                 heads[part] = seq
 

@@ -129,7 +129,8 @@ class BroadSpider(Spider):
             spider = super().from_crawler(crawler, *args, **kwargs)
             spider.args.apply(crawler.settings)
         except SpiderArgumentError as exc:
-            # One line that says it all, ahead of the traceback Scrapy prints.
+            # One line that says it all; `scrapy crawl` (crawler/commands/crawl.py)
+            # collects the exception, so no traceback follows it, and exits with 1.
             logger.error("Cannot start the %s spider: %s", cls.name, exc)
             raise
         spider._configure(crawler.settings)

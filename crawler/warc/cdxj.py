@@ -202,6 +202,9 @@ class StoredRecord(NamedTuple):
     status: int | None  # the HTTP status of a response or revisit
     headers: list[tuple[str, str]]  # the HTTP headers (empty when none)
     payload: bytes  # as stored: Content-Encoding not undone; empty for a revisit
+    #: The HTTP status line as recorded, reason phrase included ("HTTP/1.1 404 Not
+    #: Found"): the reason is the server's, not one derived from the code.
+    status_line: str | None = None
 
 
 def read_record(warc_path: Path, offset: int) -> StoredRecord:
@@ -210,14 +213,16 @@ def read_record(warc_path: Path, offset: int) -> StoredRecord:
         stream.seek(offset)
         record = next(iter(ArchiveIterator(stream)))
         http = record.http_headers
-        status = None
+        status = status_line = None
         if http and record.rec_type in INDEXED_TYPES:
             code = http.get_statuscode()
             status = int(code) if code.isdigit() else None
+            status_line = f"{http.protocol} {http.statusline}"
         return StoredRecord(
             rec_type=record.rec_type,
             url=record.rec_headers.get_header("WARC-Target-URI"),
             digest=record.rec_headers.get_header("WARC-Payload-Digest"),
             status=status,
             headers=list(http.headers) if http else [],
-            payload=record.raw_stream.read())
+            payload=record.raw_stream.read(),
+            status_line=status_line)

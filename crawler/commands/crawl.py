@@ -1,0 +1,77 @@
+"""``scrapy crawl``, with a spider's refusal of its arguments reported in one line.
+
+Scrapy makes the spider inside the task (or Deferred) that runs the crawl,
+after the command has returned to the reactor, so an exception from the
+spider's ``from_crawler`` reaches nobody: ``scrapy crawl broad -a
+depth_limit=abc`` logged the reason and then ~25 lines of ``Task exception
+was never retrieved``. A :class:`~scrapy.exceptions.UsageError` there is the
+user's input, not a bug, so this command collects it from the crawl: it is
+logged once (a :class:`~crawler.spiders.args.SpiderArgumentError` is logged by
+the broad spider itself), no traceback, exit code 1 (Scrapy's
+``bootstrap_failed``). Any other exception is left to Scrapy, traceback and
+all. Everything else is Scrapy's ``crawl`` command unchanged; the project's
+``COMMANDS_MODULE`` (crawler/settings.py) puts it in place of Scrapy's, and
+scrapyd's runner goes through it too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+
+from scrapy.commands.crawl import Command as ScrapyCrawlCommand
+from scrapy.exceptions import UsageError
+from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
+
+from crawler.spiders.args import SpiderArgumentError
+
+logger = logging.getLogger(__name__)
+
+
+class Command(ScrapyCrawlCommand):
+    """Scrapy's ``crawl``; a spider's :class:`UsageError` is one line and exit code 1."""
+
+    def run(self, args: list[str], opts: argparse.Namespace) -> None:
+        if len(args) < 1:
+            raise UsageError
+        if len(args) > 1:
+            raise UsageError("running 'scrapy crawl' with more than one spider is not supported")
+        name = args[0]
+        assert self.crawler_process
+        started = self.crawler_process.crawl(self._create_crawler(name), **opts.spargs)
+        if isinstance(started, asyncio.Task):
+            started.add_done_callback(lambda task: _collect(task, name))
+        elif isinstance(started, Deferred):
+            started.addErrback(_trap_usage_error, name)
+        self.crawler_process.start()
+        if self.crawler_process.bootstrap_failed:
+            self.exitcode = 1
+
+
+def _report(exc: BaseException, name: str) -> bool:
+    """Log a spider's usage error once; whether ``exc`` was one."""
+    if not isinstance(exc, UsageError):
+        return False
+    if not isinstance(exc, SpiderArgumentError):  # the broad spider has logged those
+        logger.error("Cannot start the %s spider: %s", name, exc)
+    return True
+
+
+def _collect(task: asyncio.Task[None], name: str) -> None:
+    """Retrieve a usage error from the crawl's task, so asyncio does not print it."""
+    if task.cancelled():
+        return
+    exc = task.exception()  # retrieving it is what keeps asyncio quiet
+    if exc is not None and not _report(exc, name):
+        # Not ours to hide: hand it back to asyncio's handler, traceback and all.
+        task.get_loop().call_exception_handler({
+            "message": "Task exception was never retrieved", "exception": exc, "future": task})
+
+
+def _trap_usage_error(failure: Failure, name: str) -> Failure | None:
+    """The same for :class:`~scrapy.crawler.CrawlerProcess` (a Deferred, not a task)."""
+    if _report(failure.value, name):
+        return None
+    return failure
