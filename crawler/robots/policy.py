@@ -219,7 +219,9 @@ class RobotsPolicy:
         floor = round(asked * 1000)
         self.stats.inc_value("robots/crawl_delay/hosts")
         self.crawler.signals.send_catch_log(crawl_delay_applied, host=host, seconds=asked)
-        return Pacing(1, max(delay_ms, floor), floor, floor)
+        # The project's own delay keeps its jitter; the Crawl-delay is waited exactly
+        # (a floor: jitter never cuts it, nor stretches it by half on average).
+        return Pacing(1, delay_ms, floor, floor)
 
     # ------------------------------------------------------------- looking up
 
