@@ -344,6 +344,13 @@ ITEM_PIPELINES = {"crawler.pipelines.warc.WarcPipeline": 300}
 # offset of its record. An empty value turns the default feed off.
 BROAD_DEFAULT_FEED = "output/%(name)s-%(time)s.jsonl"
 FEED_EXPORT_ENCODING = "utf-8"
+# Local feed files (-o, -O, FEEDS, the default feed) write each row through to
+# the OS before the page's lease can end in the frontier, so a kill -9 never
+# loses the row of a page the frontier counts as done (crawler/feeds.py).
+FEED_STORAGES = {
+    "": "crawler.feeds.WriteThroughFileFeedStorage",
+    "file": "crawler.feeds.WriteThroughFileFeedStorage",
+}
 # Fields of any feed that does not list its own (scrapyd's items_dir feed,
 # -O pages.jsonl): the page metadata, never the body (it is in the WARC).
 FEED_EXPORT_FIELDS = [
