@@ -68,11 +68,12 @@ LABELS = {"warc": "frontier + archive", "no-warc": "frontier, no archive",
 
 def one_crawl(variant: str, sim: SimWebProcess, root: Path, run: int) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix=f"{variant}-", dir=root))
-    wanted = {**COMMON, "JOBDIR": str(workdir / "job"), **VARIANTS[variant]}
+    wanted = {**COMMON, "JOBDIR": str(workdir / "job"), "WARC_DIR": str(workdir / "warc"),
+              **VARIANTS[variant]}
     measured = measured_crawl(sim, wanted, workdir, f"warc-{run}")
     result, cpu, redis_cpu = measured.result, measured.crawl_cpu_s, measured.usage.cpu_s
     entries = sim.ledger().entries
-    warc_bytes = sum(p.stat().st_size for p in (workdir / "job" / "warc").glob("*.warc.gz"))
+    warc_bytes = sum(p.stat().st_size for p in (workdir / "warc").glob("*.warc.gz"))
     shutil.rmtree(workdir, ignore_errors=True)
     if result.returncode != 0:
         raise RuntimeError(f"{variant} crawl failed:\n{result.log[-3000:]}")

@@ -323,11 +323,14 @@ TELNETCONSOLE_ENABLED = False
 # Every response, as received (redirects, errors, retried answers and
 # robots.txt included), is archived in WARC files with a CDXJ index each
 # (crawler/middlewares/warc.py captures, crawler/pipelines/warc.py writes on
-# its own thread). Files go to WARC_DIR (default JOBDIR/warc, else
-# output/warc), named PREFIX-TIMESTAMP-SERIAL-WORKER.warc.gz, ".open" while
-# written, rotated past WARC_MAX_SIZE bytes.
+# its own thread). Files go to WARC_DIR, named
+# PREFIX-TIMESTAMP-SERIAL-WORKER.warc.gz, ".open" while written, rotated past
+# WARC_MAX_SIZE bytes. Not inside JOBDIR, whatever JOBDIR is: the archive is
+# what the crawl produced, JOBDIR only its state, and deleting JOBDIR (how a
+# crawl starts afresh) must not delete an archive. Resumed and fresh crawls
+# add files next to the earlier ones (names never collide).
 WARC_ENABLED = True
-WARC_DIR = ""
+WARC_DIR = "output/warc"
 WARC_PREFIX = "%(name)s"
 WARC_MAX_SIZE = 1_000_000_000
 # The writer thread's queue holds at most this many bytes of pages; a full
@@ -346,6 +349,13 @@ ITEM_PIPELINES = {"crawler.pipelines.warc.WarcPipeline": 300}
 # offset of its record. An empty value turns the default feed off.
 BROAD_DEFAULT_FEED = "output/%(name)s-%(time)s.jsonl"
 FEED_EXPORT_ENCODING = "utf-8"
+# Local feed files (-o, -O, FEEDS, the default feed) write each row through to
+# the OS before the page's lease can end in the frontier, so a kill -9 never
+# loses the row of a page the frontier counts as done (crawler/feeds.py).
+FEED_STORAGES = {
+    "": "crawler.feeds.WriteThroughFileFeedStorage",
+    "file": "crawler.feeds.WriteThroughFileFeedStorage",
+}
 # Fields of any feed that does not list its own (scrapyd's items_dir feed,
 # -O pages.jsonl): the page metadata, never the body (it is in the WARC).
 FEED_EXPORT_FIELDS = [

@@ -101,7 +101,9 @@ def start_crawl(
     """Start ``scrapy crawl broad`` in the background (its log goes to workdir/crawl.log).
 
     Without a ``JOBDIR`` in ``settings`` the crawl gets a fresh one in
-    ``workdir``, so its embedded frontier starts empty. With ``seeds=None``
+    ``workdir``, so its embedded frontier starts empty; without a ``WARC_DIR``
+    its archive goes to ``workdir/warc`` (the default, ``output/warc``, would
+    be in the repository). With ``seeds=None``
     the crawl gets no seed file (it joins or resumes a frontier).
     """
     workdir.mkdir(parents=True, exist_ok=True)
@@ -109,7 +111,8 @@ def start_crawl(
     if seeds is not None:
         seeds_path = workdir / "seeds.txt"
         seeds_path.write_text("".join(f"{s}\n" for s in seeds))
-    settings = {"JOBDIR": str(workdir / "job"), **(settings or {})}
+    settings = {"JOBDIR": str(workdir / "job"), "WARC_DIR": str(workdir / "warc"),
+                **(settings or {})}
     log = (workdir / "crawl.log").open("w")
     try:
         return subprocess.Popen(

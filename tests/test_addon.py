@@ -308,7 +308,8 @@ def crawl(sim: SimWebProcess, tmp_path_factory: pytest.TempPathFactory) -> Addon
     items = tmp / "items.jsonl"
     settings = {
         **TEST_SETTINGS,  # loopback-only DNS
-        "JOBDIR": str(tmp / "job"),  # frontier, WARC files: nothing in the fixture project
+        # Frontier and WARC files: nothing in the fixture project.
+        "JOBDIR": str(tmp / "job"), "WARC_DIR": str(tmp / "warc"),
         "DOWNLOAD_DELAY": DELAY, "DOWNLOAD_DELAY_JITTER": 0,
         "ROBOTS_MAX_CRAWL_DELAY": MAX_CRAWL_DELAY,
         "LOGSTATS_INTERVAL": 1,
@@ -328,7 +329,7 @@ def crawl(sim: SimWebProcess, tmp_path_factory: pytest.TempPathFactory) -> Addon
     rows = [json.loads(line) for line in items.read_text().splitlines()] \
         if items.exists() else []
     return AddonCrawl(done.returncode, (tmp / "crawl.log").read_text(), rows, sim.ledger(),
-                      tmp / "job" / "warc")
+                      tmp / "warc")
 
 
 def _expected(sim: SimWebProcess) -> dict[tuple[str, str], int]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +21,14 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawler.frontier.embedded import EmbeddedRedis
 from crawler.warc.cdxj import CdxjEntry, read_record
-from tests.crawl_runner import REPO, CrawlResult, finish_crawl, proxy_env, start_crawl
+from tests.crawl_runner import (
+    REPO,
+    CrawlResult,
+    crawl_command,
+    finish_crawl,
+    proxy_env,
+    start_crawl,
+)
 from tests.simweb import SimWebProcess
 from tests.simweb.ledger import Ledger
 
@@ -223,3 +231,49 @@ def test_killed_worker_leaves_a_recoverable_file(tmp_path: Path) -> None:
     lines = [json.loads(line.split(" ", 2)[2]) for f in warc_dir.glob("*.cdxj")
              for line in f.read_text().splitlines()]
     assert len(lines) == len(records)
+
+
+def test_archive_is_kept_out_of_jobdir_and_survives_starting_afresh(tmp_path: Path) -> None:
+    """A crawl with a JOBDIR and no WARC_DIR archives into ``output/warc`` of the
+    folder it runs in, nothing of it in JOBDIR; deleting JOBDIR (the documented way
+    to start afresh) and crawling again leaves the first crawl's files as they were."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "scrapy.cfg").write_text("[settings]\ndefault = crawler.settings\n")
+    jobdir = project / "job"
+    archive = project / "output" / "warc"
+    with SimWebProcess(seed=3, n_hosts=4, mix={"robots:allow-all": 1.0,
+                                               "page:normal": 1.0}) as web:
+        seeds = project / "seeds.txt"
+        seeds.write_text("".join(f"{u}\n" for u in web.web.seed_urls()))
+
+        def crawl(run: int) -> str:
+            # crawl_command, not start_crawl: that one names a WARC_DIR, and
+            # this test is about the default.
+            command = crawl_command(seeds, project / f"items-{run}.jsonl", {
+                "JOBDIR": str(jobdir), "DEPTH_LIMIT": 1, "DOWNLOAD_DELAY": 0.01})
+            assert not any("WARC_DIR" in arg for arg in command)
+            done = subprocess.run(command, cwd=project, env=proxy_env(web.proxy_url),
+                                  capture_output=True, text=True, timeout=120)
+            assert done.returncode == 0, done.stderr[-3000:]
+            return done.stderr
+
+        log = crawl(1)
+        first = {p: p.read_bytes() for p in archive.glob("*")}
+        assert any(p.name.endswith(".warc.gz") for p in first), sorted(project.rglob("*"))
+        assert any(p.name.endswith(".cdxj") for p in first)
+        assert f"WARC: writing to {archive}" in log
+        assert not [p for p in jobdir.rglob("*") if ".warc" in p.name or ".cdxj" in p.name]
+        served_first = len(web.ledger().entries)
+        assert served_first > 4
+
+        shutil.rmtree(jobdir)  # README: delete that folder to start afresh
+        assert {p: p.read_bytes() for p in archive.glob("*")} == first
+        crawl(2)
+        # Afresh: the pages were fetched again (the frontier had forgotten them) ...
+        assert len(web.ledger().entries) >= 2 * served_first
+    # ... into new files next to the first crawl's, which are as they were.
+    after = {p: p.read_bytes() for p in archive.glob("*")}
+    assert {p: after.get(p) for p in first} == first
+    assert len([p for p in after if p.name.endswith(".warc.gz")]) > len(
+        [p for p in first if p.name.endswith(".warc.gz")])

@@ -5,8 +5,8 @@
     scrapy warc get URL [-o FILE] [--headers] [--decoded]
     scrapy warc recover [FILE ...]
 
-The archive is found as the crawl finds it: ``WARC_DIR``, else ``JOBDIR/warc``,
-else ``output/warc`` (``-s WARC_DIR=...`` or ``-s JOBDIR=...``). ``get`` looks
+The archive is found as the crawl finds it: ``WARC_DIR`` (default
+``output/warc``, never inside ``JOBDIR``; ``-s WARC_DIR=...``). ``get`` looks
 the URL up (its canonical form too) in the CDXJ indexes next to the WARC
 files and prints the newest capture's payload exactly as the server sent it
 (still compressed if it was sent with a ``Content-Encoding``); a revisit

@@ -10,8 +10,9 @@ response; :class:`WarcPipeline` owns its life cycle and waits for each page's
 record, then writes its file name and offset into the item (``warc_file``,
 ``warc_offset``), so the JSON-lines metadata points into the archive.
 
-Settings (``WARC_*``): ``WARC_ENABLED``; ``WARC_DIR`` (default ``JOBDIR/warc``,
-else ``output/warc``); ``WARC_PREFIX`` (``%(name)s``: the spider's name);
+Settings (``WARC_*``): ``WARC_ENABLED``; ``WARC_DIR`` (default ``output/warc``,
+whatever ``JOBDIR`` is: the archive is the crawl's product, not job state, so
+deleting ``JOBDIR`` to start afresh leaves it); ``WARC_PREFIX`` (``%(name)s``: the spider's name);
 ``WARC_MAX_SIZE`` (rotate past this many bytes, 1 GB); ``WARC_QUEUE_MAX_BYTES``
 (the writer queue's bound, 64 MiB); ``WARC_REVISITS`` (identical payloads as
 ``revisit`` records); ``WARC_OPERATOR`` and ``WARC_DESCRIPTION`` (in each
@@ -46,11 +47,19 @@ logger = logging.getLogger(__name__)
 _ARCHIVES: WeakKeyDictionary[Crawler, Archive] = WeakKeyDictionary()
 
 
+#: Where the archive goes when ``WARC_DIR`` is empty: next to the default feed.
+DEFAULT_WARC_DIR = Path("output", "warc")
+
+
 def warc_dir(settings: Any) -> Path:
-    """``WARC_DIR``, else ``JOBDIR/warc``, else ``output/warc`` (next to the default feed)."""
-    if settings.get("WARC_DIR"):
-        return Path(settings["WARC_DIR"])
-    return Path(settings["JOBDIR"]) / "warc" if settings.get("JOBDIR") else Path("output", "warc")
+    """``WARC_DIR``, else ``output/warc``; never inside ``JOBDIR``.
+
+    ``JOBDIR`` is the job's state (the frontier), and deleting it is the
+    documented way to start a crawl afresh: an archive kept there would go
+    with it. File names are unique per worker, time and serial, so crawls
+    sharing one folder never overwrite each other's files.
+    """
+    return Path(settings.get("WARC_DIR") or DEFAULT_WARC_DIR)
 
 
 class Archive:

@@ -27,7 +27,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--depth", type=int, default=3, help="DEPTH_LIMIT of the crawl")
     parser.add_argument("--delay", type=float, default=0.25, help="DOWNLOAD_DELAY per host")
     parser.add_argument("--timeout", type=float, default=10, help="DOWNLOAD_TIMEOUT")
-    parser.add_argument("--out", type=Path, default=Path("output/demo"), help="output folder")
+    parser.add_argument("--out", type=Path, default=Path("output/demo"),
+                        help="output folder: job/ (the frontier, reset each run), warc/ "
+                             "(the archive, kept), pages.jsonl")
     parser.set_defaults(func=run_demo)
 
 
@@ -38,8 +40,13 @@ def run_demo(args: argparse.Namespace) -> int:
 
     out: Path = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    jobdir = out / "job"  # the frontier's embedded Redis; a demo always starts afresh
+    # The demo's frontier (its embedded Redis): job state only, so a demo always
+    # starts afresh by deleting it. Its archive is kept apart, in out/warc, and
+    # never deleted: each run adds its files next to the earlier runs' ones.
+    jobdir = out / "job"
+    warc = out / "warc"
     shutil.rmtree(jobdir, ignore_errors=True)
+    before = set(warc.glob("*.warc.gz"))
     with SimWebProcess(seed=args.seed, n_hosts=args.hosts, mix=args.mix, hang_max=60) as sim:
         seeds = out / "seeds.txt"
         seeds.write_text("".join(f"{u}\n" for u in sim.web.seed_urls(args.seeds)))
@@ -50,7 +57,7 @@ def run_demo(args: argparse.Namespace) -> int:
         # one breaker opening, and retries wait seconds, not minutes.
         settings = {"DEPTH_LIMIT": args.depth, "DOWNLOAD_DELAY": args.delay,
                     "DOWNLOAD_TIMEOUT": args.timeout, "LOGSTATS_INTERVAL": 10,
-                    "JOBDIR": str(jobdir), "ROBOTS_TIMEOUT": 5,
+                    "JOBDIR": str(jobdir), "WARC_DIR": str(warc), "ROBOTS_TIMEOUT": 5,
                     "ROBOTS_UNREACHABLE_MAX_ATTEMPTS": 1, "BREAKER_COOLDOWN": 5,
                     "BREAKER_MAX_OPENINGS": 1, "RETRY_BACKOFF_BASE": 1.0,
                     "RETRY_AFTER_MAX": 10}
@@ -59,6 +66,7 @@ def run_demo(args: argparse.Namespace) -> int:
         code = subprocess.run(command, env=proxy_env(sim.proxy_url), check=False).returncode
         seconds = time.monotonic() - started
         _report(sim, seconds, out)
+        _report_archive(sim, warc, before)
     return code
 
 
@@ -90,11 +98,20 @@ def _report(sim: Any, seconds: float, out: Path) -> None:
         f"  pages fetched twice  {repeated}  (retries of 429/503 pages and the like)\n"
         f"Items (JSON lines): {out / 'pages.jsonl'}; crawl seeds: {out / 'seeds.txt'}"
     )
-    warcs = sorted((out / "job" / "warc").glob("*.warc.gz"))
-    if warcs:
-        size = sum(w.stat().st_size for w in warcs) / 1e6
-        ok = next((e for e in answered if e["status"] == 200), None)
-        example = f"http://{ok['host']}{ok['path']}" if ok else "URL"
-        print(f"WARC archive: {len(warcs)} file(s), {size:.1f} MB, with CDXJ indexes, in "
-              f"{warcs[0].parent}\n  a page back: .venv/bin/scrapy warc get {example} "
-              f"-s JOBDIR={out / 'job'}")
+
+
+def _report_archive(sim: Any, warc: Path, before: set[Path]) -> None:
+    """Where this run's WARC files are, and how to get a page back from them."""
+    ledger = sim.ledger()
+    warcs = sorted(set(warc.glob("*.warc.gz")) - before)
+    if not warcs:
+        print(f"WARC archive: no new file in {warc}")
+        return
+    size = sum(w.stat().st_size for w in warcs) / 1e6
+    earlier = f"; {len(before)} file(s) of earlier demos are kept there" if before else ""
+    ok = next((e for e in ledger.entries if e["status"] == 200
+               and not e["path"].startswith("/robots.txt")), None)
+    example = f"http://{ok['host']}{ok['path']}" if ok else "URL"
+    print(f"WARC archive: {len(warcs)} new file(s), {size:.1f} MB, with CDXJ indexes, in "
+          f"{warc}{earlier}\n  a page back: .venv/bin/scrapy warc get {example} "
+          f"-s WARC_DIR={warc}")
