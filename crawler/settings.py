@@ -142,11 +142,6 @@ FRONTIER_PARTITIONS = 16
 # A claimed URL is leased for this long; the worker renews it while it works.
 # After a crash the URL returns to its queue within this time.
 FRONTIER_LEASE_SECONDS = 60
-# A host due within this many seconds may be claimed now; its request still
-# waits at the start gate for its turn. Without it, a URL due at t leaves a
-# claim, a reactor turn and a gate round trip after t (15-60 ms); with it, the
-# request is in hand when its turn comes. 0 claims only what is due.
-FRONTIER_CLAIM_AHEAD = 0.05
 # Keep a worker alive this long with an empty frontier, for shared crawls fed
 # from outside (0: close as soon as nothing is queued, leased or delayed).
 # REDIS_URL names one node of a Redis Cluster: every frontier script touches

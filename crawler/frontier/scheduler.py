@@ -140,7 +140,6 @@ class FrontierScheduler:
             jitter=s.getfloat("DOWNLOAD_DELAY_JITTER", 0.5),
             budget=s.getint("ADMISSION_MAX_PAGES_PER_HOST", 0),
             lease_ms=round(s.getfloat("FRONTIER_LEASE_SECONDS", 60) * 1000),
-            ahead_ms=round(s.getfloat("FRONTIER_CLAIM_AHEAD", 0.05) * 1000),
             breaker=Breaker(
                 threshold=s.getint("BREAKER_THRESHOLD", 5),
                 base_ms=round(s.getfloat("BREAKER_COOLDOWN", 30.0) * 1000),
@@ -663,8 +662,7 @@ class FrontierScheduler:
             self.stats.inc_value("frontier/leases/claimed", len(result.leases))
             self._wake()
         elif result.next_ready_ms is not None:
-            due_in = result.next_ready_ms - result.server_ms - self.limits.ahead_ms
-            self._schedule_wakeup(due_in / 1000)
+            self._schedule_wakeup((result.next_ready_ms - result.server_ms) / 1000)
         else:
             self._claimable = False
             self._refresh_counts()

@@ -151,7 +151,6 @@ class Limits:
     lease_ms: int = 60_000
     move_max: int = 500
     robots_ms: int = 0  # 0: robots.txt not obeyed; else a robots fetch's lease
-    ahead_ms: int = 0  # a host due within this long may be claimed (its start still waits)
     breaker: Breaker = field(default_factory=Breaker)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -236,8 +235,7 @@ class Frontier:
         """One pipelined round; returns the partitions that gave all they were asked."""
         calls = [(self._claim, [self.keys.counts(part)],
                   [self.keys.prefix(part), want, self.limits.lease_ms, worker, random.random(),
-                   self.limits.jitter, self.limits.move_max, self.limits.robots_ms,
-                   self.limits.ahead_ms])
+                   self.limits.jitter, self.limits.move_max, self.limits.robots_ms])
                  for part, want in asks]
         full = []
         for (part, want), reply in zip(asks, await self._per_partition(calls), strict=True):

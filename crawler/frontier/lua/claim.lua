@@ -15,11 +15,6 @@
 -- ARGV[7]  how many expired leases / due delayed URLs to move at most
 -- ARGV[8]  robots: 0 when robots.txt is not obeyed, else how long (ms) one
 --          worker may take to fetch a host's robots.txt before another may
--- ARGV[9]  claim ahead: a host due within this many ms may be claimed now.
---          The start gate (start.lua) still holds the request until its
---          turn, so it leaves on time instead of a claim round trip late;
---          the next turn counts from when this one was due, not from the
---          early claim, so claims never drift ahead of starts.
 -- Returns {now_ms, next_ready_ms or -1, then per claim: host, entry, robots
 -- version}. An entry "R" is a robots job: the host's robots.txt is unknown or
 -- due, so this worker fetches it (robots.lua stores the result) and the
@@ -28,7 +23,6 @@ local p = ARGV[1]
 local want, lease_ms, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local rnd, jitter, move_max = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local robots_ms = tonumber(ARGV[8] or '0')
-local ahead = tonumber(ARGV[9] or '0')
 local now = now_ms()
 local ready = p .. ':ready'
 
@@ -98,10 +92,9 @@ local function lease_head(host, hk)
   local delay, floor = tonumber(st[1] or '0'), tonumber(st[2] or '0')
   local r = (rnd + got * 0.6180339887) % 1
   local gap = math.max(floor, math.floor(delay * (1 - jitter + 2 * jitter * r)))
-  local due = math.max(now, tonumber(redis.call('HGET', sk, 't') or '0'))
   redis.call('HINCRBY', hk, 'n', -1)
   redis.call('HINCRBY', sk, 'i', 1)
-  redis.call('HSET', sk, 't', due + gap)
+  redis.call('HSET', sk, 't', now + gap)
   if st[3] == 'o' or st[3] == 'h' then
     -- Breaker cool-down over: this URL is the one probe (half-open); the
     -- site is held until its release says how it went (or the lease ends).
@@ -116,7 +109,7 @@ local function lease_head(host, hk)
 end
 
 while got < want do
-  local h = redis.call('ZRANGEBYSCORE', ready, '-inf', now + ahead, 'LIMIT', 0, 1)
+  local h = redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, 1)
   if #h == 0 then break end
   local host = h[1]
   local hk = p .. ':h:' .. host

@@ -52,8 +52,8 @@ if outcome == 'ok' then
              'rc', ARGV[6], 'rdl', ARGV[7], 'rfl', ARGV[8], 'rt', now)
   redis.call('HSET', sk, 'rj', 0)
   pace_site(sk, site_of(host))
-  -- The first page waits its gap after this fetch: claims (t), and starts
-  -- (s), which a page claimed ahead of its turn would otherwise take early.
+  -- The first page waits its gap after this fetch, at the claim (t) and at
+  -- the start gate (s) alike.
   local st = redis.call('HMGET', sk, 't', 's')
   local first = now + tonumber(ARGV[9])
   redis.call('HSET', sk, 't', math.max(tonumber(st[1] or '0'), first),
