@@ -68,7 +68,7 @@ def test_a_crawl_with_an_allowed_seed_ends_with_its_summary(tmp_path: Path) -> N
     assert (int(match.group(1)), int(match.group(2))) == (len(answered), len(hosts))
     assert len(result.items) == len(answered)
     assert f"items: one per page, in {tmp_path / 'items.jsonl'}" in block
-    assert f"archive: 1 WARC file(s) in {tmp_path / 'job' / 'warc'}" in block
+    assert f"archive: 1 WARC file(s) in {tmp_path / 'warc'}" in block
     assert "seeds refused: 1 of 3 (loopback 1" in block
     # The block comes after Scrapy's stats dump.
     assert result.log.index("Dumping Scrapy stats") < result.log.index("Crawl summary")
