@@ -91,6 +91,24 @@ def crawl_command(seeds: Path | None, items: Path, settings: dict[str, Any]) -> 
     return command
 
 
+#: What every crawl of the real-socket web gets besides its DNS: a log to read,
+#: a bound on how long it may run, and no metrics endpoint.
+REALWEB_DEFAULTS: dict[str, Any] = {"LOG_LEVEL": "INFO", "CLOSESPIDER_TIMEOUT": 90,
+                                    "PROMETHEUS_ENABLED": False}
+
+
+def crawl_realweb(nameserver: str, seeds: list[str], workdir: Path,
+                  settings: dict[str, Any] | None = None, timeout: float = 150) -> CrawlResult:
+    """Crawl the real-socket web (names through ``nameserver`` only), which must
+    end cleanly: exit code 0 and no traceback in the log."""
+    result = run_crawl(None, seeds, workdir,
+                       {**realweb_settings(nameserver), **REALWEB_DEFAULTS, **(settings or {})},
+                       timeout=timeout)
+    assert result.returncode == 0, result.log[-3000:]
+    assert "Traceback" not in result.log, result.log[-3000:]
+    return result
+
+
 def start_crawl(
     proxy_url: str | None,
     seeds: list[str] | None,

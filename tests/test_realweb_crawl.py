@@ -15,22 +15,16 @@ from typing import Any
 
 import pytest
 
-from tests.crawl_runner import CrawlResult, realweb_settings, run_crawl
+from tests.crawl_runner import CrawlResult, crawl_realweb
 from tests.realweb import Host, RealWebProcess, Web, links_to, page
 
 pytestmark = pytest.mark.crawl
 
-#: Small, fast crawls: no politeness delay unless a test asks for one.
-FAST = {"DOWNLOAD_DELAY": 0, "LOG_LEVEL": "INFO", "CLOSESPIDER_TIMEOUT": 90}
-
-
 def crawl(web: RealWebProcess, seeds: list[str], tmp_path: Path,
           **settings: Any) -> CrawlResult:
-    result = run_crawl(None, seeds, tmp_path / "crawl",
-                       {**realweb_settings(web.nameserver), **FAST, **settings}, timeout=150)
-    assert result.returncode == 0, result.log[-3000:]
-    assert "Traceback" not in result.log, result.log[-3000:]
-    return result
+    """A small, fast crawl: no politeness delay unless a test asks for one."""
+    return crawl_realweb(web.nameserver, seeds, tmp_path / "crawl",
+                         {"DOWNLOAD_DELAY": 0, **settings})
 
 
 def received(web: RealWebProcess, name: str) -> Counter[bytes]:

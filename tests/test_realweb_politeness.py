@@ -24,7 +24,14 @@ from typing import Any
 
 import pytest
 
-from tests.crawl_runner import CrawlResult, finish_crawl, realweb_settings, run_crawl, start_crawl
+from tests.crawl_runner import (
+    REALWEB_DEFAULTS,
+    CrawlResult,
+    crawl_realweb,
+    finish_crawl,
+    realweb_settings,
+    start_crawl,
+)
 from tests.realweb import Host, Page, RealWebProcess, Request, Web, links_to, page
 
 pytestmark = pytest.mark.crawl
@@ -37,17 +44,9 @@ pytestmark = pytest.mark.crawl
 #: crawler/frontier/pacing.py STALE_AFTER_S) plus a few ms of writing.
 SLACK = 0.06
 
-BASE: dict[str, Any] = {"LOG_LEVEL": "INFO", "CLOSESPIDER_TIMEOUT": 90,
-                        "PROMETHEUS_ENABLED": False}
-
-
 def crawl(web: RealWebProcess, seeds: list[str], workdir: Path, **settings: Any) -> CrawlResult:
     """A crawl of ``web`` from ``seeds`` that must end cleanly."""
-    result = run_crawl(None, seeds, workdir,
-                       {**realweb_settings(web.nameserver), **BASE, **settings}, timeout=150)
-    assert result.returncode == 0, result.log[-3000:]
-    assert "Traceback" not in result.log, result.log[-3000:]
-    return result
+    return crawl_realweb(web.nameserver, seeds, workdir, settings)
 
 
 def chain_site(n_pages: int, *, slow: frozenset[int] = frozenset(),
@@ -177,7 +176,7 @@ def test_retry_after_holds_the_whole_host(realweb: Callable[..., RealWebProcess]
     site["/2"] = page("slow down", status=429, headers={"Retry-After": "2"})
     web = realweb(Web([Host("ra.test", robots=ALLOW_ALL, pages=site)]))
     workdir = tmp_path / "crawl"
-    settings = {**realweb_settings(web.nameserver), **BASE, "DOWNLOAD_DELAY": 0.2,
+    settings = {**realweb_settings(web.nameserver), **REALWEB_DEFAULTS, "DOWNLOAD_DELAY": 0.2,
                 "CONCURRENT_REQUESTS_PER_DOMAIN": 4}
     started = time.monotonic()
     proc = start_crawl(None, [web.url("ra.test")], workdir, settings)

@@ -15,18 +15,17 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import selectors
 import shutil
 import ssl
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import asdict
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
+
+from tests.server_process import stderr_tail, stop_process, wait_ready_line
 
 from .dns import Name, Question
 from .layout import Layout, Place
@@ -72,25 +71,8 @@ class RealWebProcess:
         return self
 
     def _wait_ready(self) -> tuple[int, int]:
-        assert self._proc is not None and self._proc.stdout is not None
-        deadline = time.monotonic() + self.startup_timeout
-        buffer = b""
-        with selectors.DefaultSelector() as sel:
-            sel.register(self._proc.stdout, selectors.EVENT_READ)
-            while b"\n" not in buffer:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(f"realweb not ready after {self.startup_timeout}s"
-                                       f"{self._tail()}")
-                if not sel.select(remaining):
-                    continue
-                data = os.read(self._proc.stdout.fileno(), 4096)
-                if not data:
-                    self._proc.wait(5)
-                    raise RuntimeError(f"realweb exited ({self._proc.returncode}) before "
-                                       f"READY{self._tail()}")
-                buffer += data
-        line = buffer.split(b"\n", 1)[0].decode().strip()
+        assert self._proc is not None
+        line = wait_ready_line(self._proc, self.startup_timeout, "realweb", self._stderr)
         kind, *pairs = line.split()
         fields = dict(p.partition("=")[::2] for p in pairs)
         if kind != "READY" or not {"dns", "control"} <= fields.keys():
@@ -100,11 +82,7 @@ class RealWebProcess:
 
     def _tail(self) -> str:
         """The end of the web's stderr, for error messages."""
-        if self._stderr is None:
-            return ""
-        self._stderr.seek(0)
-        text = self._stderr.read().decode(errors="replace")[-3000:]
-        return f"\n--- realweb stderr ---\n{text}" if text else ""
+        return stderr_tail(self._stderr, "realweb")
 
     def stderr_text(self) -> str:
         return self._tail()
@@ -112,19 +90,7 @@ class RealWebProcess:
     def stop(self, timeout: float = 5.0) -> int | None:
         """Close its stdin and SIGTERM it, SIGKILL after ``timeout``; the exit code."""
         proc, self._proc = self._proc, None
-        code = None
-        if proc is not None:
-            if proc.stdin is not None:
-                proc.stdin.close()
-            if proc.poll() is None:
-                proc.terminate()
-            try:
-                code = proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                code = proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()
+        code = None if proc is None else stop_process(proc, timeout)
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None

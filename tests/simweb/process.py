@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import selectors
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, Self
+
+from tests.server_process import stderr_tail, stop_process, wait_ready_line
 
 from .ledger import Ledger
 from .model import Web
@@ -97,24 +96,8 @@ class SimWebProcess:
         return self
 
     def _wait_ready(self) -> int:
-        assert self._proc is not None and self._proc.stdout is not None
-        deadline = time.monotonic() + self.startup_timeout
-        buffer = b""
-        with selectors.DefaultSelector() as sel:
-            sel.register(self._proc.stdout, selectors.EVENT_READ)
-            while b"\n" not in buffer:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise TimeoutError(
-                        f"simweb not ready after {self.startup_timeout}s{self._tail()}"
-                    )
-                if not sel.select(remaining):
-                    continue
-                data = os.read(self._proc.stdout.fileno(), 4096)
-                if not data:
-                    raise RuntimeError(f"simweb exited before READY{self._tail()}")
-                buffer += data
-        line = buffer.split(b"\n", 1)[0].decode().strip()
+        assert self._proc is not None
+        line = wait_ready_line(self._proc, self.startup_timeout, "simweb", self._stderr)
         kind, _, address = line.partition(" ")
         if kind != "READY":
             raise RuntimeError(f"unexpected first line {line!r}{self._tail()}")
@@ -122,11 +105,7 @@ class SimWebProcess:
 
     def _tail(self) -> str:
         """Last lines of the server's stderr, for error messages."""
-        if self._stderr is None:
-            return ""
-        self._stderr.seek(0)
-        text = self._stderr.read().decode(errors="replace")[-3000:]
-        return f"\n--- simweb stderr ---\n{text}" if text else ""
+        return stderr_tail(self._stderr, "simweb")
 
     def stderr_text(self) -> str:
         return self._tail()
@@ -134,17 +113,7 @@ class SimWebProcess:
     def stop(self, timeout: float = 5.0) -> int | None:
         """Terminate (SIGTERM), then kill after ``timeout``; return the exit code."""
         proc, self._proc = self._proc, None
-        code = None
-        if proc is not None:
-            if proc.poll() is None:
-                proc.terminate()
-            try:
-                code = proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                code = proc.wait()
-            if proc.stdout is not None:
-                proc.stdout.close()
+        code = None if proc is None else stop_process(proc, timeout)
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
