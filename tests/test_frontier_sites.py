@@ -136,3 +136,30 @@ def test_the_stricter_robots_file_paces_the_name(make_harness: Callable[..., Har
     _store(h, HTTP, concurrency=4, delay_ms=100, floor_ms=0)
     site = h.run(h.client.hgetall(h.keys.site(f.partition(HTTP), HTTP)))
     assert (site[b"c"], site[b"dl"], site[b"fl"]) == (b"1", b"200", b"200")
+
+
+def test_a_robots_job_whose_turn_is_far_off_is_left_to_run_out(
+        make_harness: Callable[..., Harness]) -> None:
+    """A hold that came after a robots job was claimed (a 429 on another scheme of
+    the name): the job does not fetch early, nor wait past half its lease (another
+    worker would take it over), nor hold a slot for the whole hold."""
+    from scrapy.utils.test import get_crawler
+
+    from crawler.frontier.scheduler import FrontierScheduler
+
+    h = make_harness("j", concurrency=4, delay_ms=100, jitter=0, robots_ms=400)
+    f = h.frontier
+    h.run(f.admit([_admission("http://a.test/1"), _admission("https://a.test/2")]))
+    (job,) = h.run(f.claim(1, "w")).robots_jobs
+    other = HTTPS if job == HTTP else HTTP
+    assert h.run(f.hold(other, 60_000))  # the name is held now, for a minute
+    # The scheduler's own method, on this frontier (no crawl needed for it).
+    scheduler = FrontierScheduler.__new__(FrontierScheduler)
+    scheduler.frontier, scheduler.limits = f, f.limits
+    scheduler.slot_settings, scheduler.robots = {}, object()
+    scheduler.stats = get_crawler().stats
+    started = time.monotonic()
+    assert h.run(scheduler._robots_turn(job)) is False
+    assert time.monotonic() - started < 0.3
+    assert scheduler.stats.get_value("robots/jobs_deferred") == 1
+    assert h.run(f.start_gate(job)) > 50_000  # and the gate still holds its start

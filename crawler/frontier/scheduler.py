@@ -675,8 +675,8 @@ class FrontierScheduler:
             # The host's name first (crawler/middlewares/dns.py): a name that does
             # not resolve is a DNS outcome, not an unreachable robots.txt.
             step = dns_step_of(self.crawler)
-            if step is None or await step.before_robots(host):
-                await self._robots_turn(host)
+            named = step is None or await step.before_robots(host)
+            if named and await self._robots_turn(host):
                 await self.robots.resolve(host, concurrency, delay_ms, self.limits.jitter)
         except (RedisError, OSError) as exc:
             # The job's lease runs out and the host is handed out again.
@@ -691,15 +691,25 @@ class FrontierScheduler:
         self._want_claim()
         self._wake()
 
-    async def _robots_turn(self, host: str) -> None:
+    async def _robots_turn(self, host: str) -> bool:
         """Wait for the host's start gate: a robots.txt fetch is a request to the
         server like a page, spaced from the one before it (maybe of another
-        scheme of the same name) and from the one after it."""
+        scheme of the same name) and from the one after it.
+
+        False when the turn is further off than half the job's lease (a hold
+        came after the claim): the job is left to run out and is handed out
+        again later, rather than fetched early or taken over mid-wait.
+        """
         assert self.frontier is not None
         if not self.may_gate:
-            return
+            return True
+        deadline = time.monotonic() + self.limits.robots_ms / 2000
         while (wait_ms := await self.frontier.start_gate(host)) > 0:
+            if time.monotonic() + wait_ms / 1000 > deadline:
+                self.stats.inc_value("robots/jobs_deferred")
+                return False
             await asyncio.sleep(wait_ms / 1000)
+        return True
 
     def _host_limits(self, host: str) -> tuple[int, int]:
         """The project's concurrency and delay (ms) for a host key (DOWNLOAD_SLOTS first)."""
