@@ -28,8 +28,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from crawler.frontier.embedded import MEMORY_FLAGS, EmbeddedRedis
 
@@ -426,33 +424,6 @@ def python() -> str:
     return sys.executable
 
 
-class KeptEmbeddedRedis(EmbeddedRedis):
-    """The crawl's embedded Redis, started by the bench, outliving the crawl.
-
-    The very server the crawl would start (same binary, flags and folder, so
-    the crawl adopts it: ``EmbeddedRedis.start`` finds it answering), except
-    that SHUTDOWN is renamed. The crawl's clean stop then fails (one warning
-    in its log, "could not stop the embedded Redis"), the server stays up
-    until the bench has read its last INFO, and :meth:`stop` ends it. The
-    server is a daemon, not a child: its CPU is never in ``child_cpu_seconds``.
-    """
-
-    SHUTDOWN = "BENCH-SHUTDOWN"
-
-    def _command(self) -> list[str]:
-        return [*super()._command(), "--rename-command", "SHUTDOWN", self.SHUTDOWN]
-
-    def stop(self) -> None:
-        client = redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5,
-                             retry=Retry(NoBackoff(), 0))
-        try:
-            client.execute_command(self.SHUTDOWN, "NOSAVE")
-        except (redis.ConnectionError, OSError):
-            pass  # SHUTDOWN answers by closing the connection
-        finally:
-            client.close()
-
-
 @contextmanager
 def scrapy_redis_server() -> Iterator[str]:
     """A private redis-server for scrapy-redis, configured as the frontier's embedded one.
@@ -480,19 +451,20 @@ def scheduler_redis(settings: Mapping[str, Any], jobdir: Path, tag: str,
       :func:`scrapy_redis_server`, its ``REDIS_URL`` and keys (``tag``) added;
     - the frontier (no ``SCHEDULER`` in ``settings``: the project's) with
       ``keep_frontier``: its embedded Redis in ``jobdir/frontier``, started
-      here as :class:`KeptEmbeddedRedis` (the crawl's ``JOBDIR`` must be
-      ``jobdir``) and stopped when the block ends;
+      here (the crawl's ``JOBDIR`` must be ``jobdir``): the bench is one of
+      its users, so the crawl leaves it running when it ends, and the bench
+      reads its last INFO and stops it when the block ends;
     - anything else: the settings as they are.
     """
     if settings.get("SCHEDULER") == SCRAPY_REDIS_SCHEDULER["SCHEDULER"]:
         with scrapy_redis_server() as url:
             yield {**settings, **scrapy_redis_settings(url, tag)}, url
     elif "SCHEDULER" not in settings and keep_frontier:
-        embedded = KeptEmbeddedRedis(jobdir / "frontier")
+        embedded = EmbeddedRedis(jobdir / "frontier")
         try:
             yield dict(settings), embedded.start()
         finally:
-            embedded.stop()
+            embedded.leave()
     else:
         yield dict(settings), None
 

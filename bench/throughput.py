@@ -7,8 +7,8 @@ run, interleaved:
 
 - ``frontier``: the project's scheduler with its embedded Redis (JOBDIR in a
   temp dir). The bench starts that embedded server itself, exactly as the
-  crawl would (``KeptEmbeddedRedis``), and the crawl adopts it; the server
-  outlives the crawl until the bench has read its INFO.
+  crawl would, and the crawl adopts it; as the bench is still one of its
+  users, the server outlives the crawl until the bench has read its INFO.
 - ``scrapy``: ``SCHEDULER=scrapy.core.scheduler.Scheduler`` with the
   AdmissionMiddleware (same admission rules), same JOBDIR: disk queues, as a
   resumable crawl needs.

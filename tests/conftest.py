@@ -17,6 +17,15 @@ if TYPE_CHECKING:
     from tests.test_frontier_store import Harness
 
 
+@pytest.fixture(autouse=True)
+def stop_leftover_crawls() -> Iterator[None]:
+    """A crawl a failed test left running is killed with that test."""
+    from tests.crawl_runner import stop_leftover_crawls
+
+    yield
+    stop_leftover_crawls()
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
     """URL of a real Redis (found or started; see tests/redis_server.py)."""

@@ -20,6 +20,11 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 
+#: Crawls started by :func:`start_crawl`; ``stop_leftover_crawls`` (an autouse
+#: fixture in conftest) kills the ones a failed test left running, so that a
+#: failure stays in its own test instead of crawling on into the next.
+STARTED: list[subprocess.Popen[str]] = []
+
 #: Settings every test crawl gets: loopback-only DNS and no stray output.
 TEST_SETTINGS: dict[str, Any] = {
     # The crawl resolver (production's) asking the loopback-only one: every
@@ -133,13 +138,25 @@ def start_crawl(
                 **(settings or {})}
     log = (workdir / "crawl.log").open("w")
     try:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             crawl_command(seeds_path, workdir / "items.jsonl", settings),
             cwd=REPO, env={**proxy_env(proxy_url), **(env or {})},
             stdout=subprocess.DEVNULL, stderr=log, text=True,
         )
     finally:
         log.close()
+    STARTED.append(proc)
+    return proc
+
+
+def stop_leftover_crawls() -> list[int]:
+    """Kill the started crawls still running; returns their process ids."""
+    left = [proc for proc in STARTED if proc.poll() is None]
+    for proc in left:
+        proc.kill()
+        proc.wait()
+    STARTED.clear()
+    return [proc.pid for proc in left]
 
 
 def finish_crawl(proc: subprocess.Popen[str], workdir: Path, started: float,

@@ -23,8 +23,6 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from crawler.frontier.connection import sync_client
 from crawler.frontier.embedded import EmbeddedRedis
@@ -91,42 +89,6 @@ def parse_host(text: str) -> str:
     return key
 
 
-def _answers(client: redis.Redis) -> bool:
-    try:
-        return bool(client.ping())
-    except (redis.RedisError, OSError):
-        return False
-
-
-def _probe(server: EmbeddedRedis) -> redis.Redis:
-    """A client for one quick question: no retries, as a stale socket of a killed
-    server would otherwise cost seconds of backoff."""
-    return redis.Redis(unix_socket_path=str(server.socket), socket_timeout=2,
-                       retry=Retry(NoBackoff(), 0))
-
-
-def _embedded_running(server: EmbeddedRedis) -> bool:
-    """Is a server answering on the folder's socket? (Checked before starting it.)"""
-    if not server.socket.exists():
-        return False
-    client = _probe(server)
-    try:
-        return _answers(client)
-    finally:
-        client.close()
-
-
-def _other_clients(server: EmbeddedRedis) -> int:
-    """Connections to the embedded server besides the one asking."""
-    client = _probe(server)
-    try:
-        return max(0, len(client.client_list()) - 1)
-    except (redis.RedisError, OSError):
-        return 0
-    finally:
-        client.close()
-
-
 @dataclass(slots=True)
 class Connection:
     """A client on the frontier's Redis, and how to describe it to the operator."""
@@ -150,7 +112,7 @@ def connect(
 
     An embedded server that is not running is started for the duration and
     stopped afterwards, but only if this call started it, and only if no
-    one else connected meanwhile (a crawl that started during ``--watch``
+    other process uses it by then (a crawl that started during ``--watch``
     adopted it; stopping it would pull Redis from under that crawl).
     """
     options: dict[str, Any] = {"socket_connect_timeout": 5, "socket_timeout": 30}
@@ -174,30 +136,23 @@ def connect(
             f"no frontier in {embedded_dir}: no crawl ran there (set JOBDIR or --spider "
             "to the crawl's, or --redis-url for a shared frontier)")
     server = EmbeddedRedis(embedded_dir)
-    started = False
-    if not _embedded_running(server):
-        try:
-            server.start()
-        except (OSError, RuntimeError, ImportError, subprocess.SubprocessError) as exc:
-            raise AdminError(f"could not start the embedded Redis in {embedded_dir}: "
-                             + " ".join(str(exc).split())) from None
-        started = True
+    try:
+        server.start()
+    except (OSError, RuntimeError, ImportError, subprocess.SubprocessError) as exc:
+        raise AdminError(f"could not start the embedded Redis in {embedded_dir}: "
+                         + " ".join(str(exc).split())) from None
     client = redis.Redis.from_url(server.url, **options)
     try:
         try:
             client.ping()
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             raise RedisUnreachable(server.url, exc) from None
-        yield Connection(client, server.url, embedded_dir, started)
+        yield Connection(client, server.url, embedded_dir, server.started)
     finally:
         client.close()
-        if started:
-            others = _other_clients(server)
-            if others:
-                notice(f"leaving the embedded Redis in {embedded_dir} running: "
-                       f"{others} other client(s) connected to it meanwhile")
-            else:
-                server.stop()
+        if not server.leave(shut_down=server.started) and server.started:
+            notice(f"leaving the embedded Redis in {embedded_dir} running: "
+                   "a crawl uses it")
 
 
 def frontier_keys(

