@@ -8,6 +8,16 @@ attempt against a host (retries with backoff, circuit breakers, what the
 server was sent), that hidden second request is wrong twice: the host sees
 more requests than the policy allows, and the failure is counted once. The
 frontier's retry policy (:mod:`crawler.middlewares.retry`) decides instead.
+So a request must not be written on a connection that cannot carry it:
+
+- a kept-alive connection the server closed while it sat in the pool is
+  dropped before the request is written on it, if the close has arrived and
+  the reactor has not read it yet (a stalled reactor: :func:`_closed_by_peer`,
+  the check urllib3 makes before it reuses a connection);
+- an HTTP/1.0 answer's connection is not pooled at all: Twisted keeps it
+  unless the server said ``Connection: close``, but RFC 9112 (9.3) says it
+  does not persist, and a plain HTTP/1.0 server closes it right after the
+  answer, under the next request (:meth:`_SentAtOnce.request`).
 
 Scrapy 2.19 connects with the whole ``DOWNLOAD_TIMEOUT``: a host whose SYNs go
 unanswered holds a slot for 30 s before anything is known. A broad crawl wants
@@ -37,7 +47,9 @@ fails, naming the Twisted version, if they changed.
 from __future__ import annotations
 
 import logging
+import socket
 from typing import TYPE_CHECKING, NoReturn
+from weakref import WeakSet
 
 import twisted
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler, _ScrapyAgent
@@ -63,6 +75,8 @@ if TYPE_CHECKING:
     from twisted.internet.interfaces import IStreamClientEndpoint
     from twisted.web._newclient import HTTP11ClientProtocol
     from twisted.web.client import Agent, HTTPConnectionPool
+    from twisted.web.client import Request as TxRequest
+    from twisted.web.client import Response as TxResponse
 
 logger = logging.getLogger(__name__)
 
@@ -95,11 +109,14 @@ class _GatedPool:
     #: to its queue (a reactor that busy is better off sending nothing).
     MAX_TRIES = 3
 
-    def __init__(self, pool: HTTPConnectionPool, crawler: Crawler, request: Request) -> None:
+    def __init__(self, pool: HTTPConnectionPool, crawler: Crawler, request: Request,
+                 carried: WeakSet[HTTP11ClientProtocol] | None = None) -> None:
         self._pool = pool
         self._crawler = crawler
         self._request = request
         self._tries = 0
+        #: The connections that carried a request before (the handler's, shared).
+        self._carried: WeakSet[HTTP11ClientProtocol] = WeakSet() if carried is None else carried
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._pool, name)
@@ -113,7 +130,13 @@ class _GatedPool:
     def _ready(self, proto: HTTP11ClientProtocol, key: object,
                endpoint: IStreamClientEndpoint) -> object:
         """The connection, to be written on now (synchronously), or after the gate again."""
+        if proto in self._carried and _closed_by_peer(proto):
+            self._crawler.stats.inc_value("downloader/closed_connections_skipped")
+            proto.transport.abortConnection()
+            d = self._pool.getConnection(key, endpoint)  # another one, or a new one
+            return d.addCallback(self._ready, key, endpoint)
         if not turn_is_stale(self._request):
+            self._carried.add(proto)
             return _SentAtOnce(proto)
         if self._tries >= self.MAX_TRIES:
             proto.transport.loseConnection()
@@ -158,10 +181,50 @@ class _SentAtOnce:
     def __getattr__(self, name: str) -> object:
         return getattr(self._proto, name)
 
-    def request(self, request: object) -> Deferred[object]:
+    def request(self, request: TxRequest) -> Deferred[TxResponse]:
         d = self._proto.request(request)
         _send_buffered(getattr(_unwrapped(self._proto), "transport", None))
-        return d
+        return d.addCallback(self._persist_1_1_only, request)
+
+    def _persist_1_1_only(self, response: TxResponse, request: TxRequest) -> TxResponse:
+        """Close an HTTP/1.0 answer's connection once its body is read.
+
+        HTTP/1.0 keep-alive is rare enough that it is not worth reading
+        Twisted's private connection headers for: a new connection per
+        request to such a server costs little at a polite rate. A body-less
+        answer (HEAD, 204, 304, ``Content-Length: 0``) is finished before
+        this runs and its connection already pooled: it is closed there.
+        """
+        if response.version < (b"HTTP", 1, 1):
+            request.persistent = False  # Twisted's own flag: close after this answer
+            if response.length == 0:
+                self._proto.transport.loseConnection()
+        return response
+
+
+def _closed_by_peer(proto: HTTP11ClientProtocol) -> bool:
+    """Whether the server closed an idle connection and the reactor has not
+    read the close yet: a peek at the TCP socket under any TLS layer.
+
+    Bytes waiting there are not a close (over TLS they can be a late session
+    ticket); Twisted reads them as usual. A transport of a kind not known
+    here is taken to be open, as Twisted would take it.
+    """
+    layer = proto.transport
+    for _ in range(_MAX_LAYERS):
+        if isinstance(layer, TLSMemoryBIOProtocol):
+            layer = layer.transport
+        elif isinstance(layer, tcp_transports.Connection):
+            sock = layer.socket  # the socket itself, also under startTLS (getHandle is TLS's)
+            try:
+                return sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+            except BlockingIOError:
+                return False  # nothing to read: open and idle
+            except OSError:
+                return True  # reset
+        else:
+            return False
+    return False
 
 
 def _send_buffered(transport: object) -> None:
@@ -224,13 +287,14 @@ class CountedHTTP11DownloadHandler(HTTP11DownloadHandler):
         self._pool.retryAutomatically = False
         connect = crawler.settings.getfloat("DOWNLOAD_CONNECT_TIMEOUT")
         self._connect_timeout = connect if connect > 0 else float("inf")
+        self._carried: WeakSet[HTTP11ClientProtocol] = WeakSet()
 
     async def download_request(self, request: Request) -> Response:
         agent = _ConnectTimeoutAgent(
             connect_timeout=self._connect_timeout,
             contextFactory=self._contextFactory,
             bindAddress=self._bind_address,
-            pool=_GatedPool(self._pool, self._crawler, request),
+            pool=_GatedPool(self._pool, self._crawler, request, self._carried),
             maxsize=self._default_maxsize,
             warnsize=self._default_warnsize,
             fail_on_dataloss=self._fail_on_dataloss,

@@ -176,6 +176,107 @@ async def test_the_handler_sends_a_written_request_at_once_over_tls_and_proxies_
     assert server.arrivals[1] - written < 0.15, server.arrivals[1] - written
 
 
+class OneShotServer(KeepAliveServer):
+    """Answers one request per connection: as HTTP/1.0 (no ``Connection``
+    header) and leaves the connection open, or as kept-alive HTTP/1.1 and
+    closes the connection ``close_after`` seconds later, while it is idle."""
+
+    def __init__(self, answer: bytes, close_after: float | None = None) -> None:
+        super().__init__()
+        self.answer = answer
+        self.close_after = close_after
+        self.heads: list[bytes] = []
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn:
+            buffered = b""
+            while chunk := conn.recv(65536):
+                buffered += chunk
+                if b"\r\n\r\n" not in buffered:
+                    continue
+                head, buffered = buffered.split(b"\r\n\r\n", 1)
+                self.heads.append(head.split(b"\r\n", 1)[0])
+                conn.sendall(self.answer)
+                if self.close_after is not None:
+                    time.sleep(self.close_after)
+                    return
+
+
+@contextlib.contextmanager
+def one_shot(answer: bytes, close_after: float | None = None) -> Iterator[OneShotServer]:
+    srv = OneShotServer(answer, close_after)
+    srv.thread.start()
+    try:
+        yield srv
+    finally:
+        with contextlib.suppress(OSError):
+            srv.sock.shutdown(socket.SHUT_RDWR)
+        srv.sock.close()
+        srv.thread.join(5)
+
+
+def _counting_crawler():
+    crawler = get_crawler(settings_dict=PROJECT)
+    crawler.stats.open_spider()
+    return crawler
+
+
+@pytest.mark.parametrize("answer", [
+    b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.0 204 No Content\r\n\r\n",
+], ids=["body", "no-body"])
+@pytest_twisted.ensureDeferred
+async def test_an_http_1_0_answer_s_connection_is_not_kept_for_the_next_request(
+        answer: bytes) -> None:
+    """RFC 9112 9.3: an HTTP/1.0 answer without keep-alive ends its
+    connection. The server here leaves it open, so only the client's
+    choice decides: a second request on it would get no answer."""
+    with one_shot(answer) as server:
+        url = f"http://127.0.0.1:{server.port}/"
+        handler = CountedHTTP11DownloadHandler(_counting_crawler())
+        try:
+            first = await handler.download_request(Request(url + "1"))
+            await deferLater(reactor, 0.05, lambda: None)
+            second = await handler.download_request(Request(url + "2"))
+        finally:
+            await handler.close()
+    assert first.status == second.status
+    assert server.heads == [b"GET /1 HTTP/1.1", b"GET /2 HTTP/1.1"]
+    assert server.connections == 2
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_pooled_connection_the_server_closed_under_a_stalled_reactor_is_not_used(
+        ) -> None:
+    """The server closes the idle connection while the reactor is busy, so
+    the pool has not heard of it; the next request must not be written on it
+    (it would fail, and count against a healthy host)."""
+    crawler = _counting_crawler()
+    with one_shot(ANSWER, close_after=0.1) as server:
+        url = f"http://127.0.0.1:{server.port}/"
+        handler = CountedHTTP11DownloadHandler(crawler)
+        try:
+            first = await handler.download_request(Request(url + "1"))
+            await deferLater(reactor, 0.02, lambda: None)  # the connection is back in the pool
+            time.sleep(0.4)  # a stalled reactor: the server's close arrives unread
+            second = await handler.download_request(Request(url + "2"))
+        finally:
+            await handler.close()
+    assert first.body == second.body == b"ok"
+    assert server.heads == [b"GET /1 HTTP/1.1", b"GET /2 HTTP/1.1"]
+    assert server.connections == 2
+    assert crawler.stats.get_value("downloader/closed_connections_skipped") == 1
+
+
 @pytest.mark.parametrize("change", ["no _BypassTLS", "TLS layer without aggregator"])
 def test_the_handler_refuses_to_start_on_a_twisted_whose_tls_internals_it_does_not_know(
         change: str, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -98,8 +98,8 @@ class RetryPolicyMiddleware:
             return
         attempt = request.meta.get("retry_times", 0) + 1
         wait = full_jitter(attempt - 1, self.base, self.cap)
-        name = type(exception).__name__
-        self._retry_or_give_up(request, "download-error", name, wait, 0.0, "fail")
+        error = f"{type(exception).__name__}: {exception}"[:200].rstrip(": ")
+        self._retry_or_give_up(request, "download-error", error, wait, 0.0, "fail")
 
     def _retry_or_give_up(self, request: Request, reason: str, error: str, wait: float,
                           hold: float, health: str) -> None:
