@@ -255,9 +255,12 @@ def test_each_bad_name_was_asked_as_the_dns_settings_say(crawled: Crawled) -> No
     # NXDOMAIN: one lookup and its confirmation (A and AAAA each); a second
     # request that met it before the host was parked may have asked once more.
     assert len(dns.questions("gone.test")) in (4, 8)
+    # SERVFAIL and silence: one lookup per attempt, and the host's other URL,
+    # when it was claimed before the failure held the host, asks once more in
+    # that attempt (uncounted): between one and two lookups per attempt.
     for name in ("broken.test", "silent.test"):
         lookups = len(dns.questions(name)) // 2
-        assert MAX_ATTEMPTS <= lookups <= MAX_ATTEMPTS + 1, (name, lookups)
+        assert MAX_ATTEMPTS <= lookups <= 2 * MAX_ATTEMPTS, (name, lookups)
     result = crawled.result
     assert _stat(result, "dns/lookups/nxdomain") >= 1
     assert _stat(result, "dns/lookups/servfail") >= MAX_ATTEMPTS
