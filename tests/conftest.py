@@ -13,8 +13,8 @@ import redis
 from tests.redis_server import redis_for_tests
 
 if TYPE_CHECKING:
+    from tests.frontier_harness import Harness
     from tests.realweb import RealWebProcess, Web
-    from tests.test_frontier_store import Harness
 
 
 @pytest.fixture(autouse=True)
@@ -52,13 +52,15 @@ def make_harness(redis_url: str, redis_prefix: str) -> Iterator[Callable[..., Ha
 
     ``make_harness("x", concurrency=4, ...)`` is ``Harness(redis_url,
     redis_prefix + "x", concurrency=4, ...)``. The keys go with redis_prefix.
+    ``clock=True``: its scripts run on a clock the test moves (``h.clock``,
+    tests/frontier_harness.py), not on the server's.
     """
-    from tests.test_frontier_store import Harness
+    from tests.frontier_harness import Harness
 
     with ExitStack() as made:
 
-        def make(suffix: str, **limits: int | float) -> Harness:
-            h = Harness(redis_url, redis_prefix + suffix, **limits)
+        def make(suffix: str, *, clock: bool = False, **limits: int | float) -> Harness:
+            h = Harness(redis_url, redis_prefix + suffix, clock=clock, **limits)
             made.callback(h.close)
             return h
 

@@ -18,9 +18,7 @@ from scrapy.settings import Settings
 from scrapy.utils.test import get_crawler
 from twisted.internet import defer
 from twisted.internet.error import DNSLookupError
-from twisted.internet.interfaces import IResolverSimple
 from twisted.python.failure import Failure
-from zope.interface import implementer
 
 from crawler.addressguard import (
     AddressBlocked,
@@ -30,6 +28,7 @@ from crawler.addressguard import (
 )
 from crawler.middlewares.addressguard import AddressGuardMiddleware
 from crawler.resolver import BlockedAddressError, GuardedResolver
+from tests.dict_resolver import ANSWERS, DictResolver
 
 GUARDED = "crawler.resolver.GuardedResolver"
 
@@ -315,35 +314,6 @@ def test_middleware_leaves_genuine_dns_errors_alone() -> None:
 
 # ------------------------------------------------------------------ resolver
 
-ANSWERS = {
-    "internal.test": "10.0.0.5",
-    "public.test": "93.184.216.34",
-    "loop.test": "127.0.0.1",
-    "meta.test": "169.254.169.254",
-    "wiki.corp.test": "10.1.1.1",
-    "127.0.0.1": "127.0.0.1",
-}
-
-
-@implementer(IResolverSimple)
-class DictResolver:
-    """A DNS test double: answers from :data:`ANSWERS`, fails for other names."""
-
-    def __init__(self, answers: dict[str, str]) -> None:
-        self.answers = answers
-        self.asked: list[str] = []
-
-    @classmethod
-    def from_crawler(cls, crawler: Any, reactor: Any) -> DictResolver:
-        return cls(ANSWERS)
-
-    def getHostByName(self, name: str, timeout: Any = ()) -> defer.Deferred[str]:
-        self.asked.append(name)
-        if name in self.answers:
-            return defer.succeed(self.answers[name])
-        return defer.fail(DNSLookupError(f"no such name: {name}"))
-
-
 def _resolver(**settings: Any) -> GuardedResolver:
     return GuardedResolver(None, DictResolver(dict(ANSWERS)), _policy(**settings))
 
@@ -412,7 +382,7 @@ def test_resolver_disabled_checks_nothing() -> None:
 
 def test_resolver_from_crawler_builds_its_inner_resolver() -> None:
     crawler = get_crawler(settings_dict={
-        "ADDRESS_GUARD_RESOLVER": "tests.test_addressguard.DictResolver",
+        "ADDRESS_GUARD_RESOLVER": "tests.dict_resolver.DictResolver",
         "ADDRESS_GUARD_ALLOW_RESOLVED": ["127.0.0.0/8"],
     })
     resolver = GuardedResolver.from_crawler(crawler, reactor=None)

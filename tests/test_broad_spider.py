@@ -6,11 +6,11 @@ from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 from twisted.python.failure import Failure
 
-from tests.test_sitemaps import _spider
+from tests.project_spider import project_spider
 
 
 def test_a_chain_past_redirect_max_times_is_counted() -> None:
-    spider = _spider()
+    spider = project_spider()
     request = Request("http://a.test/r/11")
     for error in (IgnoreRequest("max redirections reached"), IgnoreRequest("robots")):
         failure = Failure(error)

@@ -20,8 +20,8 @@ from redis.asyncio.cluster import RedisCluster
 from crawler.frontier.keys import Keys
 from crawler.frontier.store import Frontier, Limits, Release
 from tests.crawl_runner import REPO, finish_crawl, proxy_env, start_crawl
+from tests.frontier_harness import admission
 from tests.simweb import SimWebProcess
-from tests.test_frontier_store import _admission
 
 SERVER = shutil.which("redis-server")
 CLI = shutil.which("redis-cli")
@@ -109,7 +109,7 @@ def test_each_partition_lives_in_one_slot_and_the_store_works_across_nodes(
         client = RedisCluster.from_url(cluster_url)
         try:
             frontier = Frontier(client, keys, Limits(delay_ms=0))
-            admitted = await frontier.admit([_admission(f"http://h{i}.test/p{j}")
+            admitted = await frontier.admit([admission(f"http://h{i}.test/p{j}")
                                              for i in range(12) for j in range(3)])
             claimed = await frontier.claim(12, "w1")
             released = await frontier.release(

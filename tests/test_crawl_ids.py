@@ -16,8 +16,8 @@ from redis.asyncio import Redis
 from crawler.frontier.keys import Keys, crawl_namespace, layout_json
 from crawler.frontier.store import Frontier, Limits
 from tests.crawl_runner import REPO, run_crawl
+from tests.frontier_harness import admission
 from tests.simweb import SimWebProcess
-from tests.test_frontier_store import _admission
 
 
 @pytest.mark.parametrize(("crawl_id", "expected"), [
@@ -42,7 +42,7 @@ def _fill(url: str, namespace: str, hosts: int, layout: str | None = None) -> No
         await client.set(f"{namespace}:layout", layout or layout_json(4, 64))
         await client.set(keys.seen_at(), int(time.time()) - 3 * 86400)
         await Frontier(client, keys, Limits()).admit(
-            [_admission(f"http://h{i}.test/p{j}") for i in range(hosts) for j in range(2)])
+            [admission(f"http://h{i}.test/p{j}") for i in range(hosts) for j in range(2)])
         await client.aclose()
     asyncio.run(go())
 

@@ -8,7 +8,6 @@ requeue, ends the run.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 
 import pytest
@@ -17,7 +16,7 @@ import redis
 from crawler.frontier.admin import FrontierAdmin
 from crawler.frontier.dnsstate import DNSRetry, HostDNS
 from crawler.frontier.store import Release
-from tests.test_frontier_store import Harness, _admission
+from tests.frontier_harness import Harness, admission
 
 HOST = "http://a.test:80"
 RETRY = DNSRetry(base_ms=200, cap_ms=300, max_attempts=4)
@@ -25,8 +24,8 @@ RETRY = DNSRetry(base_ms=200, cap_ms=300, max_attempts=4)
 
 @pytest.fixture
 def harness(make_harness: Callable[..., Harness]) -> Harness:
-    h = make_harness("d", concurrency=4, delay_ms=0, lease_ms=60_000)
-    h.run(h.frontier.admit([_admission(f"http://a.test/{i}") for i in range(6)]))
+    h = make_harness("d", clock=True, concurrency=4, delay_ms=0, lease_ms=60_000)
+    h.run(h.frontier.admit([admission(f"http://a.test/{i}") for i in range(6)]))
     return h
 
 
@@ -47,7 +46,9 @@ def test_a_failed_lookup_holds_the_host_for_every_worker(harness: Harness) -> No
     for worker in ("w1", "w2"):
         assert harness.run(harness.frontier.claim(5, worker)).leases == []
     assert harness.run(harness.frontier.start_gate(HOST)) > 0  # URLs claimed before wait too
-    time.sleep(0.22)
+    harness.clock.advance(100)
+    assert harness.run(harness.frontier.claim(5, "w1")).leases == []  # clearly still held
+    harness.clock.advance(120)
     assert len(harness.run(harness.frontier.claim(5, "w1")).leases) == 4
 
 
@@ -68,7 +69,7 @@ def test_a_run_of_failures_backs_off_then_parks(harness: Harness) -> None:
         verdict = harness.run(hosts.failed(HOST))
         assert verdict.verdict == "hold"
         waits.append(verdict.wait_ms)
-        time.sleep(verdict.wait_ms / 1000 + 0.02)
+        harness.clock.advance(verdict.wait_ms + 20)
     assert waits == [200, 300, 300]  # doubling, capped
     verdict = harness.run(hosts.failed(HOST))
     assert (verdict.verdict, verdict.attempts) == ("park", RETRY.max_attempts)
@@ -77,12 +78,12 @@ def test_a_run_of_failures_backs_off_then_parks(harness: Harness) -> None:
 def test_failures_in_a_nameserver_outage_hold_without_counting(harness: Harness) -> None:
     hosts = _hosts(harness)
     harness.run(hosts.failed(HOST))
-    time.sleep(0.22)
+    harness.clock.advance(220)
     for _ in range(RETRY.max_attempts + 1):  # would have parked it, counted
         verdict = harness.run(hosts.failed(HOST, count=False))
         assert (verdict.verdict, verdict.attempts, verdict.counted) == ("hold", 1, False)
         assert verdict.wait_ms == 200  # its backoff as it stands
-        time.sleep(0.22)
+        harness.clock.advance(220)
     assert harness.run(hosts.failed(HOST)).attempts == 2
 
 
@@ -90,16 +91,16 @@ def test_zero_max_attempts_never_parks(harness: Harness) -> None:
     hosts = HostDNS(harness.frontier, DNSRetry(base_ms=10, cap_ms=10, max_attempts=0))
     for _ in range(5):
         assert harness.run(hosts.failed(HOST)).verdict == "hold"
-        time.sleep(0.02)
+        harness.clock.advance(20)
 
 
 def test_an_answer_from_the_host_ends_the_run(harness: Harness) -> None:
     hosts = _hosts(harness)
     harness.run(hosts.failed(HOST))
-    time.sleep(0.22)
+    harness.clock.advance(220)
     harness.run(hosts.failed(HOST))
     assert _field(harness, "da") == b"2"
-    time.sleep(0.32)
+    harness.clock.advance(320)
     lease = harness.run(harness.frontier.claim(1, "w1")).leases[0]
     release = Release(lease.host, lease.fingerprint, "done", health="ok")
     harness.run(harness.frontier.release([release], "w1"))
@@ -110,7 +111,7 @@ def test_an_answer_from_the_host_ends_the_run(harness: Harness) -> None:
 def test_a_failed_release_does_not_end_the_run(harness: Harness) -> None:
     hosts = _hosts(harness)
     harness.run(hosts.failed(HOST))
-    time.sleep(0.22)
+    harness.clock.advance(220)
     lease = harness.run(harness.frontier.claim(1, "w1")).leases[0]
     release = Release(lease.host, lease.fingerprint, "retry", "0")  # health "": not an answer
     harness.run(harness.frontier.release([release], "w1"))
@@ -125,7 +126,9 @@ def test_a_robots_jobs_hold_is_replaced(harness: Harness) -> None:
     harness.run(_hosts(harness).failed(HOST, job=True))
     hold = int(_field(harness, "w") or 0) - harness.run(harness.frontier.claim(1, "w1")).server_ms
     assert 0 < hold <= 200
-    time.sleep(0.22)
+    harness.clock.advance(100)
+    assert harness.run(harness.frontier.claim(1, "w2")).robots_jobs == []  # clearly still held
+    harness.clock.advance(120)
     assert harness.run(harness.frontier.claim(1, "w2")).robots_jobs == [HOST]  # asked again
 
 
@@ -139,7 +142,7 @@ def test_a_parked_host_is_requeued_with_a_fresh_count(harness: Harness, redis_ur
     reason = json.dumps({"reason": "dns-failed", "error": "a.test: timeout"})
     harness.run(hosts.failed(HOST))
     assert harness.run(hosts.park(HOST, reason)) == 6
-    assert harness.run(harness.frontier.admit([_admission("http://a.test/new")])).parked == 1
+    assert harness.run(harness.frontier.admit([admission("http://a.test/new")])).parked == 1
     client = redis.Redis.from_url(redis_url)
     try:
         admin = FrontierAdmin(client, harness.keys)

@@ -6,13 +6,12 @@ construction; the crawl tests show it on the wire.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
 
 from crawler.frontier.store import Breaker, Release
-from tests.test_frontier_store import Harness, _admission
+from tests.frontier_harness import Harness, admission
 
 HOST = "http://a.test:80"
 BREAKER = Breaker(threshold=3, base_ms=200, cap_ms=300, max_openings=2)
@@ -20,9 +19,9 @@ BREAKER = Breaker(threshold=3, base_ms=200, cap_ms=300, max_openings=2)
 
 @pytest.fixture
 def harness(make_harness: Callable[..., Harness]) -> Harness:
-    h = make_harness("h", concurrency=4, delay_ms=0, lease_ms=60_000)
+    h = make_harness("h", clock=True, concurrency=4, delay_ms=0, lease_ms=60_000)
     h.frontier.limits.breaker = BREAKER
-    h.run(h.frontier.admit([_admission(f"http://a.test/{i}") for i in range(20)]))
+    h.run(h.frontier.admit([admission(f"http://a.test/{i}") for i in range(20)]))
     return h
 
 
@@ -43,7 +42,9 @@ def test_a_hold_keeps_every_worker_off_the_host(harness: Harness) -> None:
         result = harness.run(harness.frontier.claim(5, worker))
         assert result.leases == []
         assert 200 <= result.next_ready_ms - result.server_ms <= 300
-    time.sleep(0.32)
+    harness.clock.advance(150)
+    assert _claim(harness, 5, "w2") == []  # clearly still held
+    harness.clock.advance(170)
     # the server asked us to slow down: one request at a time from now on
     after = _claim(harness, 5, "w2")
     assert len(after) == 1
@@ -58,14 +59,18 @@ def test_consecutive_failures_open_the_breaker_then_one_probe(harness: Harness) 
     assert [(e.event, e.host, e.ms) for e in events] == [("open", HOST, 200)]
     assert harness.run(harness.frontier.counts())["breaker_open"] == 1
     assert _claim(harness, 5) == []  # open: nothing claimed
-    time.sleep(0.22)
+    harness.clock.advance(100)
+    assert _claim(harness, 5) == []  # clearly still open
+    harness.clock.advance(120)
     probe = _claim(harness, 5)
     assert len(probe) == 1  # half-open: one probe, whatever the concurrency
     assert _claim(harness, 5, "w2") == []
     # the probe fails: open again, longer (capped at 300 ms)
     again = _release(harness, probe[0], health="fail").events
     assert [(e.event, e.ms) for e in again] == [("open", 300)]
-    time.sleep(0.32)
+    harness.clock.advance(220)
+    assert _claim(harness, 5) == []  # longer this time: still open past the first 200 ms
+    harness.clock.advance(100)
     probe = _claim(harness, 5)
     assert len(probe) == 1
     closed = _release(harness, probe[0], "done", health="ok").events
@@ -90,12 +95,12 @@ def test_a_host_that_keeps_failing_is_parked(harness: Harness) -> None:
         events = [e for lease in failing for e in _release(harness, lease, health="fail").events]
         if opening < BREAKER.max_openings:
             assert [e.event for e in events] == ["open"]
-            time.sleep(0.32)
+            harness.clock.advance(320)
         else:
             assert [e.event for e in events] == ["park"]
     parked = harness.run(f.park_host(HOST, '{"reason": "host-unreachable"}'))
     counts = harness.run(f.counts())
     assert counts["dead"] == parked and counts["queued"] == 0
     assert (counts["breaker_open"], counts["breaker_parked"]) == (0, 1)
-    later = harness.run(f.admit([_admission("http://a.test/later")]))
+    later = harness.run(f.admit([admission("http://a.test/later")]))
     assert later.parked == 1

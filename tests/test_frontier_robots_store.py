@@ -7,7 +7,6 @@ unreachable (with backoff), serves a last good copy, parks it at the end.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pytest
@@ -15,7 +14,7 @@ import redis
 
 from crawler.frontier.admin import FrontierAdmin
 from crawler.frontier.store import Release, RobotsRetry
-from tests.test_frontier_store import Harness, _admission
+from tests.frontier_harness import Harness, admission
 
 HOST = "http://a.test:80"
 RETRY = RobotsRetry(base_ms=200, cap_ms=400, max_attempts=3, stale_max_ms=60_000)
@@ -23,8 +22,9 @@ RETRY = RobotsRetry(base_ms=200, cap_ms=400, max_attempts=3, stale_max_ms=60_000
 
 @pytest.fixture
 def harness(make_harness: Callable[..., Harness]) -> Harness:
-    h = make_harness("r", concurrency=4, delay_ms=0, lease_ms=60_000, robots_ms=300)
-    h.run(h.frontier.admit([_admission(f"http://a.test/{i}") for i in range(3)]))
+    h = make_harness("r", clock=True, concurrency=4, delay_ms=0, lease_ms=60_000,
+                     robots_ms=300)
+    h.run(h.frontier.admit([admission(f"http://a.test/{i}") for i in range(3)]))
     return h
 
 
@@ -60,7 +60,9 @@ def test_robots_first_one_job_for_all_workers(harness: Harness) -> None:
 def test_a_vanished_fetcher_is_replaced_after_the_job_lease(harness: Harness) -> None:
     f = harness.frontier
     assert harness.run(f.claim(10, "w1")).robots_jobs == [HOST]  # w1 then dies
-    time.sleep(0.35)
+    harness.clock.advance(200)
+    assert harness.run(f.claim(10, "w2")).robots_jobs == []  # clearly before the job's lease ends
+    harness.clock.advance(150)
     assert harness.run(f.claim(10, "w2")).robots_jobs == [HOST]
 
 
@@ -69,7 +71,7 @@ def test_rules_expire_and_are_fetched_again(harness: Harness) -> None:
     harness.run(f.claim(1, "w1"))
     _store_ok(harness, ttl_ms=150)
     (lease,) = harness.run(f.claim(1, "w1")).leases
-    time.sleep(0.2)
+    harness.clock.advance(200)
     # Due again, but a robots.txt fetch is a request like any other: it waits
     # until nothing of the host's name is in flight.
     assert harness.run(f.claim(5, "w1")).robots_jobs == []
@@ -107,20 +109,20 @@ def test_unreachable_holds_the_host_with_backoff_then_parks_it(
         assert (held.leases, held.robots_jobs) == ([], [])  # complete disallow meanwhile
         wait = held.next_ready_ms - held.server_ms
         assert 150 <= wait <= 400, wait  # 200 ms, then 400 (the cap)
-        time.sleep(wait / 1000 + 0.02)
+        harness.clock.advance(wait + 20)
     assert outcomes == [("unreachable", 1), ("unreachable", 2), ("park", 3)]
     assert harness.run(f.park_host(HOST, '{"reason": "robots-unreachable"}')) == 3
     counts = harness.run(f.counts())
     assert (counts["queued"], counts["dead"]) == (0, 3)
     # new links of a parked host are dead letters at once: a finite crawl ends
-    result = harness.run(f.admit([_admission("http://a.test/later")]))
+    result = harness.run(f.admit([admission("http://a.test/later")]))
     assert (result.added, result.parked) == (0, 1)
     assert harness.run(f.counts())["dead"] == 4
     assert harness.run(f.claim(5, "w1")).robots_jobs == []
     # the operator brings them back: the host is unparked and robots tried again
     admin = FrontierAdmin(redis.Redis.from_url(redis_url), harness.keys, layout_found=True)
     assert admin.requeue(reason="robots-unreachable") == 4
-    time.sleep(0.45)  # past the retry wait
+    harness.clock.advance(450)  # past the retry wait
     assert harness.run(f.claim(5, "w1")).robots_jobs == [HOST]
 
 
@@ -128,7 +130,7 @@ def test_a_last_good_copy_serves_while_unreachable(harness: Harness) -> None:
     f = harness.frontier
     harness.run(f.claim(1, "w1"))
     version = _store_ok(harness, ttl_ms=50)
-    time.sleep(0.1)
+    harness.clock.advance(100)
     assert harness.run(f.claim(5, "w1")).robots_jobs == [HOST]  # due again
     outcome = harness.run(f.store_robots(HOST, None, 0, 0, 0, 0, 0, RETRY))
     assert (outcome.state, outcome.version) == ("stale", version)

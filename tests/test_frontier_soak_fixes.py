@@ -39,22 +39,24 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from crawler import settings as project_settings
 from crawler.frontier.keys import Keys
 from crawler.frontier.scheduler import beat_delay
-from crawler.frontier.store import Frontier, Limits, Release
+from crawler.frontier.store import Frontier, Limits, Release, RobotsRetry
 from tests.crawl_runner import finish_crawl, run_crawl, start_crawl
+from tests.frontier_harness import Harness, admission
 from tests.redis_server import RedisServer, started_redis
 from tests.simweb import SimWebProcess
-from tests.test_frontier_robots_store import HOST, RETRY
-from tests.test_frontier_store import Harness, _admission
+
+HOST = "http://a.test:80"
+RETRY = RobotsRetry(base_ms=200, cap_ms=400, max_attempts=3, stale_max_ms=60_000)
 
 
 @pytest.fixture
 def harness(make_harness: Callable[..., Harness]) -> Harness:
-    return make_harness("soakfix", concurrency=4, delay_ms=0, lease_ms=60_000)
+    return make_harness("soakfix", clock=True, concurrency=4, delay_ms=0, lease_ms=60_000)
 
 
 def test_an_early_hold_stops_claims_and_starts_of_urls_claimed_before(harness: Harness) -> None:
     f = harness.frontier
-    harness.run(f.admit([_admission(f"http://a.test/{i}") for i in range(6)]))
+    harness.run(f.admit([admission(f"http://a.test/{i}") for i in range(6)]))
     claimed = harness.run(f.claim(2, "w1")).leases  # two URLs on their way to the gate
     assert len(claimed) == 2
     assert harness.run(f.start_gate(HOST)) == 0  # the first starts and gets a 429...
@@ -74,7 +76,7 @@ def test_an_early_hold_stops_claims_and_starts_of_urls_claimed_before(harness: H
 
 def test_a_release_hold_also_gates_urls_claimed_before(harness: Harness) -> None:
     f = harness.frontier
-    harness.run(f.admit([_admission(f"http://a.test/{i}") for i in range(3)]))
+    harness.run(f.admit([admission(f"http://a.test/{i}") for i in range(3)]))
     first, _ = harness.run(f.claim(2, "w1")).leases
     harness.run(f.release([Release(first.host, first.fingerprint, "retry", "2000",
                                    hold_ms=2000)], "w1"))
@@ -88,9 +90,10 @@ def test_an_unknown_host_is_not_held(harness: Harness) -> None:
 def test_robots_retry_waits_for_the_retry_after_it_was_sent(
     make_harness: Callable[..., Harness]
 ) -> None:
-    h = make_harness("soakfix-r", concurrency=4, delay_ms=0, lease_ms=60_000, robots_ms=300)
+    h = make_harness("soakfix-r", clock=True, concurrency=4, delay_ms=0, lease_ms=60_000,
+                     robots_ms=300)
     f = h.frontier
-    h.run(f.admit([_admission("http://a.test/1")]))
+    h.run(f.admit([admission("http://a.test/1")]))
     assert h.run(f.claim(5, "w1")).robots_jobs == [HOST]
     # backoff base 200 ms (cap 400 ms), but the 429 said 5 s: the cap wins
     h.run(f.store_robots(HOST, None, 0, 0, 0, 0, 0, RETRY, wait_ms=5000))
@@ -98,7 +101,7 @@ def test_robots_retry_waits_for_the_retry_after_it_was_sent(
     assert 380 <= held.next_ready_ms - held.server_ms <= 400
     longer = RETRY.__class__(base_ms=200, cap_ms=60_000, max_attempts=0,
                              stale_max_ms=60_000)
-    time.sleep(0.42)  # past the capped wait
+    h.clock.advance(420)  # past the capped wait
     assert h.run(f.claim(5, "w1")).robots_jobs == [HOST]
     h.run(f.store_robots(HOST, None, 0, 0, 0, 0, 0, longer, wait_ms=5000))
     held = h.run(f.claim(5, "w1"))
@@ -110,7 +113,7 @@ def test_a_pipeline_failing_while_redis_is_down_gives_its_connection_back() -> N
         pool = BlockingConnectionPool.from_url(server.url, max_connections=2, timeout=1)
         client = Redis.from_pool(pool)
         frontier = Frontier(client, Keys("leak", partitions=4, seen_buckets=8), Limits())
-        await frontier.admit([_admission("http://a.test/1")])
+        await frontier.admit([admission("http://a.test/1")])
         lease = (await frontier.claim(1, "w1")).leases[0]
         server.stop()
         for _ in range(5):  # more failures than the pool has connections
@@ -152,21 +155,24 @@ def test_a_worker_started_while_redis_is_down_waits_for_it(tmp_path: Path) -> No
 def test_a_crawl_delay_counts_from_the_end_of_the_previous_request(
     make_harness: Callable[..., Harness]
 ) -> None:
-    h = make_harness("soakfix-cd", concurrency=4, delay_ms=0, lease_ms=60_000, robots_ms=300)
+    h = make_harness("soakfix-cd", clock=True, concurrency=4, delay_ms=0, lease_ms=60_000,
+                     robots_ms=300)
     f = h.frontier
-    h.run(f.admit([_admission(f"http://a.test/{i}") for i in range(3)]))
+    h.run(f.admit([admission(f"http://a.test/{i}") for i in range(3)]))
     assert h.run(f.claim(5, "w1")).robots_jobs == [HOST]
     # Crawl-delay 0.5 s: concurrency 1, floor 500 ms, no gap before the first page
     h.run(f.store_robots(HOST, b"blob", 60_000, 1, 500, 500, 0, RETRY))
     first = h.run(f.claim(5, "w1")).leases
     assert len(first) == 1 and h.run(f.start_gate(HOST)) == 0
-    time.sleep(0.7)  # a slow answer: past the floor counted from the start
+    h.clock.advance(700)  # a slow answer: past the floor counted from the start
     h.run(f.release([Release(first[0].host, first[0].fingerprint, "done")], "w1"))
     held = h.run(f.claim(5, "w2"))
     assert held.leases == []  # not before 500 ms after the end
     assert 450 <= held.next_ready_ms - held.server_ms <= 500
     assert 450 <= h.run(f.start_gate(HOST)) <= 500
-    time.sleep(0.52)
+    h.clock.advance(250)
+    assert h.run(f.claim(5, "w2")).leases == []  # clearly before 500 ms after the end
+    h.clock.advance(270)
     assert len(h.run(f.claim(5, "w2")).leases) == 1
 
 

@@ -3,51 +3,45 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
+from importlib.resources import files
 
 import pytest
 import redis
-from redis.asyncio import Redis
 
-from crawler.frontier.keys import Keys
-from crawler.frontier.store import Admission, Frontier, Limits, Release
-from crawler.urls import canonical_url, host_key, url_fingerprint
-
-
-def _admission(url: str, priority: int = 0) -> Admission:
-    canon = canonical_url(url)
-    assert canon
-    host = host_key(canon)
-    assert host
-    return Admission(canon, host, url_fingerprint(canon), f'{{"u":"{canon}"}}', priority)
-
-
-class Harness:
-    """Runs frontier coroutines on one event loop with one async client."""
-
-    def __init__(self, url: str, namespace: str, **limits: int | float) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.client = Redis.from_url(url)
-        self.keys = Keys(namespace, partitions=4, seen_buckets=64)
-        self.frontier = Frontier(self.client, self.keys, Limits(**limits))  # type: ignore[arg-type]
-
-    def run(self, coro):
-        return self.loop.run_until_complete(coro)
-
-    def close(self) -> None:
-        self.run(self.client.aclose())
-        self.loop.close()
+from crawler.frontier.store import Release, script_source
+from tests.frontier_harness import Harness, admission, clocked_source
 
 
 @pytest.fixture
 def harness(make_harness: Callable[..., Harness]) -> Harness:
-    return make_harness("f", concurrency=2, delay_ms=0, lease_ms=60_000)
+    return make_harness("f", clock=True, concurrency=2, delay_ms=0, lease_ms=60_000)
+
+
+def test_the_test_clock_is_the_scripts_clock(make_harness: Callable[..., Harness]) -> None:
+    """What every clock=True test here stands on: the scripts see h.clock, and
+    only h.clock (a claim reports the time it ran at)."""
+    h = make_harness("c", clock=True, concurrency=1, delay_ms=0)
+    start = h.clock.now_ms()
+    assert h.run(h.frontier.claim(1, "w")).server_ms == start
+    assert h.run(h.frontier.claim(1, "w")).server_ms == start  # it stands still...
+    assert h.clock.advance(1234) == start + 1234
+    assert h.run(h.frontier.claim(1, "w")).server_ms == start + 1234  # ...until moved
+
+
+def test_the_test_clock_takes_every_read_of_the_server_time() -> None:
+    lua = files("crawler.frontier").joinpath("lua")
+    names = sorted(item.name[:-4] for item in lua.iterdir() if item.name.endswith(".lua"))
+    assert "claim" in names
+    sources = {name: clocked_source(script_source(name), "t:clock") for name in names}
+    assert all("test_clock_time()" in source for source in sources.values())  # common.lua
+    with pytest.raises(AssertionError, match="does not replace"):
+        clocked_source("local t = redis.pcall('TIME')", "t:clock")
 
 
 def test_admit_dedups_in_one_step(harness: Harness) -> None:
     f = harness.frontier
-    urls = [_admission(f"http://h{i % 5}.test/p/{i}") for i in range(20)]
+    urls = [admission(f"http://h{i % 5}.test/p/{i}") for i in range(20)]
     result = harness.run(f.admit(urls + urls[:7]))
     assert (result.added, result.duplicates) == (20, 7)
     again = harness.run(f.admit(urls))
@@ -58,7 +52,7 @@ def test_admit_dedups_in_one_step(harness: Harness) -> None:
 
 def test_claim_respects_host_concurrency_and_releases_once(harness: Harness) -> None:
     f = harness.frontier
-    harness.run(f.admit([_admission(f"http://one.test/p/{i}") for i in range(5)]))
+    harness.run(f.admit([admission(f"http://one.test/p/{i}") for i in range(5)]))
     first = harness.run(f.claim(10, "w1"))
     assert len(first.leases) == 2  # concurrency 2 for the only host
     assert harness.run(f.claim(10, "w2")).leases == []
@@ -71,7 +65,7 @@ def test_claim_respects_host_concurrency_and_releases_once(harness: Harness) -> 
 
 def test_release_of_another_workers_lease_is_stale(harness: Harness) -> None:
     f = harness.frontier
-    harness.run(f.admit([_admission("http://a.test/")]))
+    harness.run(f.admit([admission("http://a.test/")]))
     lease = harness.run(f.claim(1, "w1")).leases[0]
     assert harness.run(f.release([Release(lease.host, lease.fingerprint, "done")], "w2"))[:2] == (
         0, 1)
@@ -80,8 +74,8 @@ def test_release_of_another_workers_lease_is_stale(harness: Harness) -> None:
 
 def test_fifo_within_host_and_priority_first(harness: Harness) -> None:
     f = harness.frontier
-    harness.run(f.admit([_admission(f"http://a.test/{i}") for i in range(3)]))
-    harness.run(f.admit([_admission("http://a.test/urgent", priority=5)]))
+    harness.run(f.admit([admission(f"http://a.test/{i}") for i in range(3)]))
+    harness.run(f.admit([admission("http://a.test/urgent", priority=5)]))
     order = []
     for _ in range(4):
         (lease,) = harness.run(f.claim(1, "w")).leases
@@ -91,25 +85,29 @@ def test_fifo_within_host_and_priority_first(harness: Harness) -> None:
 
 
 def test_delay_between_claims_of_one_host(make_harness: Callable[..., Harness]) -> None:
-    h = make_harness("d", concurrency=4, delay_ms=300, jitter=0)
-    h.run(h.frontier.admit([_admission(f"http://slow.test/{i}") for i in range(3)]
-                           + [_admission("http://other.test/")]))
+    h = make_harness("d", clock=True, concurrency=4, delay_ms=300, jitter=0)
+    h.run(h.frontier.admit([admission(f"http://slow.test/{i}") for i in range(3)]
+                           + [admission("http://other.test/")]))
     first = h.run(h.frontier.claim(10, "w"))
     assert sorted(lease.host for lease in first.leases) == [
         "http://other.test:80", "http://slow.test:80"]
     assert first.next_ready_ms is not None
     assert 250 <= first.next_ready_ms - first.server_ms <= 300
     assert h.run(h.frontier.claim(10, "w")).leases == []
-    time.sleep(0.32)
+    h.clock.advance(200)
+    assert h.run(h.frontier.claim(10, "w")).leases == []  # clearly before the delay is up
+    h.clock.advance(120)
     assert len(h.run(h.frontier.claim(10, "w")).leases) == 1
 
 
 def test_expired_lease_returns_to_queue(make_harness: Callable[..., Harness]) -> None:
-    h = make_harness("e", concurrency=1, delay_ms=0, lease_ms=200)
-    h.run(h.frontier.admit([_admission("http://a.test/x")]))
+    h = make_harness("e", clock=True, concurrency=1, delay_ms=0, lease_ms=200)
+    h.run(h.frontier.admit([admission("http://a.test/x")]))
     lease = h.run(h.frontier.claim(1, "dead-worker")).leases[0]
     assert h.run(h.frontier.claim(1, "w2")).leases == []
-    time.sleep(0.25)
+    h.clock.advance(150)
+    assert h.run(h.frontier.claim(1, "w2")).leases == []  # clearly before it runs out
+    h.clock.advance(100)
     again = h.run(h.frontier.claim(1, "w2")).leases
     assert [x.fingerprint for x in again] == [lease.fingerprint]
     # the dead worker's late release is stale and changes nothing
@@ -119,19 +117,21 @@ def test_expired_lease_returns_to_queue(make_harness: Callable[..., Harness]) ->
 
 
 def test_renew_keeps_a_lease_alive(make_harness: Callable[..., Harness]) -> None:
-    h = make_harness("r", concurrency=1, delay_ms=0, lease_ms=300)
-    h.run(h.frontier.admit([_admission("http://a.test/x")]))
+    h = make_harness("r", clock=True, concurrency=1, delay_ms=0, lease_ms=300)
+    h.run(h.frontier.admit([admission("http://a.test/x")]))
     lease = h.run(h.frontier.claim(1, "w1")).leases[0]
-    for _ in range(3):
-        time.sleep(0.15)
+    for _ in range(3):  # 450 ms in all: past the first lease
+        h.clock.advance(150)
         assert h.run(h.frontier.renew([lease], "w1")) == 1
     assert h.run(h.frontier.claim(1, "w2")).leases == []
     assert h.run(h.frontier.renew([lease], "w2")) == 0
+    h.clock.advance(350)  # renewed no more: it runs out, and goes to another worker
+    assert [x.fingerprint for x in h.run(h.frontier.claim(1, "w2")).leases] == [lease.fingerprint]
 
 
 def test_retry_dead_and_return(harness: Harness, redis_url: str) -> None:
     f = harness.frontier
-    harness.run(f.admit([_admission(f"http://h{i}.test/") for i in range(3)]))
+    harness.run(f.admit([admission(f"http://h{i}.test/") for i in range(3)]))
     a, b, c = harness.run(f.claim(3, "w")).leases
     harness.run(f.release([
         Release(a.host, a.fingerprint, "retry", "100", '{"u":"retried"}'),
@@ -141,7 +141,9 @@ def test_retry_dead_and_return(harness: Harness, redis_url: str) -> None:
     counts = harness.run(f.counts())
     assert (counts["delayed"], counts["dead"], counts["queued"], counts["leased"]) == (1, 1, 1, 0)
     assert [x.host for x in harness.run(f.claim(3, "w")).leases] == [c.host]
-    time.sleep(0.12)
+    harness.clock.advance(50)
+    assert harness.run(f.claim(3, "w")).leases == []  # clearly before its retry time
+    harness.clock.advance(70)
     (retried,) = harness.run(f.claim(3, "w")).leases
     assert retried.record == '{"u":"retried"}'
     dead = redis.Redis.from_url(redis_url).hgetall(harness.keys.dead(f.partition(b.host)))
@@ -150,12 +152,12 @@ def test_retry_dead_and_return(harness: Harness, redis_url: str) -> None:
 
 def test_budget_refuses_and_marks_seen(make_harness: Callable[..., Harness]) -> None:
     h = make_harness("b", concurrency=1, delay_ms=0, budget=2)
-    res = h.run(h.frontier.admit([_admission(f"http://a.test/{i}") for i in range(4)]))
+    res = h.run(h.frontier.admit([admission(f"http://a.test/{i}") for i in range(4)]))
     assert (res.added, res.refused) == (2, 2)
 
 
 def test_seen_buckets_are_intsets(harness: Harness, redis_url: str) -> None:
-    harness.run(harness.frontier.admit([_admission(f"http://a.test/{i}") for i in range(200)]))
+    harness.run(harness.frontier.admit([admission(f"http://a.test/{i}") for i in range(200)]))
     client = redis.Redis.from_url(redis_url)
     keys = list(client.scan_iter(match=f"{harness.keys.prefix(0)[:-3]}*:s:*"))
     assert keys
@@ -164,7 +166,7 @@ def test_seen_buckets_are_intsets(harness: Harness, redis_url: str) -> None:
 
 def test_claim_never_leases_more_than_asked(harness: Harness) -> None:
     f = harness.frontier
-    harness.run(f.admit([_admission(f"http://h{i}.test/") for i in range(50)]))
+    harness.run(f.admit([admission(f"http://h{i}.test/") for i in range(50)]))
     for n in (1, 2, 16):
         assert len(harness.run(f.claim(n, "w")).leases) == n
     # the rest are still claimable, wherever their partitions are

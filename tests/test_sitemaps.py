@@ -5,10 +5,9 @@ from __future__ import annotations
 import gzip
 
 from scrapy.http import Request, Response, TextResponse, XmlResponse
-from scrapy.utils.test import get_crawler
 
-import crawler.settings
 from crawler.spiders.broad import BroadSpider
+from tests.project_spider import project_spider
 
 URLSET = b"""<?xml version="1.0" encoding="UTF-8"?>
 <urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
@@ -22,17 +21,12 @@ INDEX = b"""<?xml version="1.0" encoding="UTF-8"?>
 </sitemapindex>"""
 
 
-def _spider(**kwargs: str) -> BroadSpider:
-    settings = {k: getattr(crawler.settings, k) for k in dir(crawler.settings) if k.isupper()}
-    return BroadSpider.from_crawler(get_crawler(BroadSpider, settings), seeds="-", **kwargs)
-
-
 def _parse(spider: BroadSpider, response: Response) -> list[Request]:
     return list(spider.parse_sitemap(response))
 
 
 def test_pages_of_a_sitemap_are_parsed_and_nested_sitemaps_followed() -> None:
-    spider = _spider(sitemaps="1")
+    spider = project_spider(sitemaps="1")
     assert spider.follow_sitemaps
     pages = _parse(spider, XmlResponse("http://a.test/sitemap.xml", body=URLSET))
     assert [(r.url, r.callback) for r in pages] == [
@@ -45,7 +39,7 @@ def test_pages_of_a_sitemap_are_parsed_and_nested_sitemaps_followed() -> None:
 
 
 def test_what_is_not_a_sitemap_is_counted_not_raised() -> None:
-    spider = _spider()
+    spider = project_spider()
     assert not spider.follow_sitemaps  # off unless asked for
     html = TextResponse("http://a.test/sitemap.xml", body=b"<html>nope</html>")
     broken_gz = Response("http://a.test/s.xml.gz", body=b"\x1f\x8b\x08garbage")

@@ -19,7 +19,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.cli import main as warcio_main
 
 from crawler.warc.cdxj import CdxjEntry, lookup, read_record, surt_key
-from crawler.warc.exchange import TRUNCATED_LENGTH, Exchange
+from crawler.warc.exchange import TRUNCATED_LENGTH
 from crawler.warc.files import (
     Recovered,
     WarcFiles,
@@ -30,31 +30,9 @@ from crawler.warc.files import (
     warc_name,
 )
 from crawler.warc.records import payload_digest
+from tests.warc_samples import HTML, INFO, RECEIVED, exchange, warcio_check
 
-INFO = {"software": "broadcrawl/test", "format": "WARC File Format 1.1", "isPartOf": "test"}
-RECEIVED = 1_704_164_645.123456  # 2024-01-02T03:04:05.123456Z
-HTML = b"<html><body>hello</body></html>"
 GZIPPED = gzip.compress(b"<html>" + b"compressible " * 200 + b"</html>", mtime=0)
-
-
-def exchange(url: str, body: bytes = HTML, *, status: int = 200, reason: str = "OK",
-             headers: list[tuple[str, str]] | None = None, received_at: float = RECEIVED,
-             **kwargs: object) -> Exchange:
-    host = url.split("/")[2]
-    return Exchange(
-        url=url, method="GET",
-        request_headers=[("Host", host), ("User-Agent", "broadcrawl/test")],
-        request_body=b"", status=status, reason=reason,
-        response_headers=headers if headers is not None else [
-            ("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(body)))],
-        body=body, received_at=received_at, **kwargs)  # type: ignore[arg-type]
-
-
-def warcio_check(*paths: Path) -> int:
-    """Exit status of ``warcio check`` (it verifies every block and payload digest)."""
-    with pytest.raises(SystemExit) as done:
-        warcio_main(["check", *map(str, paths)])
-    return int(done.value.code or 0)
 
 
 def records(path: Path) -> list:

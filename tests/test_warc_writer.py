@@ -15,7 +15,7 @@ from warcio.archiveiterator import ArchiveIterator
 from crawler.warc.exchange import Exchange
 from crawler.warc.files import WarcFiles, Written
 from crawler.warc.writer import ArchiveWriter, DigestIndex
-from tests.test_warc_files import INFO, exchange, warcio_check
+from tests.warc_samples import INFO, exchange, warcio_check
 
 
 class SlowDisk(WarcFiles):
