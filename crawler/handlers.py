@@ -23,8 +23,8 @@ Scrapy 2.19 connects with the whole ``DOWNLOAD_TIMEOUT``: a host whose SYNs go
 unanswered holds a slot for 30 s before anything is known. A broad crawl wants
 that verdict in seconds (``DOWNLOAD_CONNECT_TIMEOUT``), while a slow but
 working page keeps the whole download timeout. Scrapy has no public hook for
-it, so :class:`_ConnectTimeoutAgent` narrows the one private method
-(``_ScrapyAgent._get_agent``) that passes the timeout to Twisted's endpoint;
+it, so :class:`crawler.compat.ConnectTimeoutAgent` narrows the one private
+method (``_ScrapyAgent._get_agent``) that passes the timeout to Twisted's endpoint;
 ``tests/test_retry_crawl.py`` pins it against a host that never completes the
 handshake.
 
@@ -39,32 +39,25 @@ over HTTPS too: directly or through a CONNECT proxy's tunnel, Twisted's TLS
 layer holds small writes for a turn of its own, and is flushed first. A
 request still stale after three passes goes back to its queue.
 
-Sending at once reaches into a few Twisted internals, all in one section at
-the end of this module; :func:`check` tries them when the handler starts and
-fails, naming the Twisted version, if they changed.
+Every private Scrapy and Twisted name this takes (the agent's ``_get_agent``,
+the handler's attributes, the TLS layers) is reached through
+:mod:`crawler.compat`, whose :func:`~crawler.compat.check` runs when the
+handler starts (and, in ``EXTENSIONS``, before the crawl does).
 """
 
 from __future__ import annotations
 
 import logging
 import socket
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 from weakref import WeakSet
 
-import twisted
-from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler, _ScrapyAgent
-from scrapy.exceptions import ResponseDataLossError
-from scrapy.utils._download_handlers import get_dataloss_msg, wrap_twisted_exceptions
+from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
-from twisted.internet import _newtls  # private: see "Twisted's internals" below
 from twisted.internet import tcp as tcp_transports
-from twisted.internet.abstract import FileDescriptor
-from twisted.internet.interfaces import IOpenSSLClientConnectionCreator
-from twisted.internet.protocol import Factory, Protocol
-from twisted.internet.task import Clock
-from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
-from zope.interface import implementer
+from twisted.protocols.tls import TLSMemoryBIOProtocol
 
+from crawler import compat
 from crawler.frontier.pacing import give_back_stale, pass_gate, turn_is_stale
 
 if TYPE_CHECKING:
@@ -73,23 +66,13 @@ if TYPE_CHECKING:
     from scrapy.http import Response
     from twisted.internet.defer import Deferred
     from twisted.internet.interfaces import IStreamClientEndpoint
-    from twisted.web._newclient import HTTP11ClientProtocol
-    from twisted.web.client import Agent, HTTPConnectionPool
+    from twisted.web.client import HTTPConnectionPool
     from twisted.web.client import Request as TxRequest
     from twisted.web.client import Response as TxResponse
 
+    from crawler.compat import ClientProtocol
+
 logger = logging.getLogger(__name__)
-
-
-class _ConnectTimeoutAgent(_ScrapyAgent):
-    """Scrapy's agent, connecting within ``connect_timeout`` at most."""
-
-    def __init__(self, *, connect_timeout: float, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self._connect_cap = connect_timeout
-
-    def _get_agent(self, request: Request, timeout: float) -> Agent:
-        return super()._get_agent(request, min(timeout, self._connect_cap))
 
 
 class _GatedPool:
@@ -110,24 +93,24 @@ class _GatedPool:
     MAX_TRIES = 3
 
     def __init__(self, pool: HTTPConnectionPool, crawler: Crawler, request: Request,
-                 carried: WeakSet[HTTP11ClientProtocol] | None = None) -> None:
+                 carried: WeakSet[ClientProtocol] | None = None) -> None:
         self._pool = pool
         self._crawler = crawler
         self._request = request
         self._tries = 0
         #: The connections that carried a request before (the handler's, shared).
-        self._carried: WeakSet[HTTP11ClientProtocol] = WeakSet() if carried is None else carried
+        self._carried: WeakSet[ClientProtocol] = WeakSet() if carried is None else carried
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._pool, name)
 
     def getConnection(  # Twisted's name
         self, key: object, endpoint: IStreamClientEndpoint
-    ) -> Deferred[HTTP11ClientProtocol]:
+    ) -> Deferred[ClientProtocol]:
         d = self._pool.getConnection(key, endpoint)
         return d.addCallback(self._ready, key, endpoint)
 
-    def _ready(self, proto: HTTP11ClientProtocol, key: object,
+    def _ready(self, proto: ClientProtocol, key: object,
                endpoint: IStreamClientEndpoint) -> object:
         """The connection, to be written on now (synchronously), or after the gate again."""
         if proto in self._carried and _closed_by_peer(proto):
@@ -146,14 +129,14 @@ class _GatedPool:
         d = deferred_from_coro(self._gate_again(proto, key, endpoint))
         return d.addCallback(self._ready, key, endpoint)
 
-    async def _gate_again(self, proto: HTTP11ClientProtocol, key: object,
-                          endpoint: IStreamClientEndpoint) -> HTTP11ClientProtocol:
+    async def _gate_again(self, proto: ClientProtocol, key: object,
+                          endpoint: IStreamClientEndpoint) -> ClientProtocol:
         try:
             await pass_gate(self._crawler, self._request)
         except BaseException:  # given back to the frontier, or the download cancelled
             proto.transport.loseConnection()
             raise
-        if proto.state == "QUIESCENT":
+        if compat.connection_is_idle(proto):
             return proto
         # The server closed the idle connection while the request waited.
         return await maybe_deferred_to_future(self._pool.getConnection(key, endpoint))
@@ -175,7 +158,7 @@ class _SentAtOnce:
     and only to call ``request``; the pool keeps the protocol itself.
     """
 
-    def __init__(self, proto: HTTP11ClientProtocol) -> None:
+    def __init__(self, proto: ClientProtocol) -> None:
         self._proto = proto
 
     def __getattr__(self, name: str) -> object:
@@ -183,7 +166,7 @@ class _SentAtOnce:
 
     def request(self, request: TxRequest) -> Deferred[TxResponse]:
         d = self._proto.request(request)
-        _send_buffered(getattr(_unwrapped(self._proto), "transport", None))
+        _send_buffered(getattr(compat.unwrap_client_protocol(self._proto), "transport", None))
         return d.addCallback(self._persist_1_1_only, request)
 
     def _persist_1_1_only(self, response: TxResponse, request: TxRequest) -> TxResponse:
@@ -202,7 +185,11 @@ class _SentAtOnce:
         return response
 
 
-def _closed_by_peer(proto: HTTP11ClientProtocol) -> bool:
+#: Transports between a protocol and its TCP socket, at most (TLS adds one).
+_MAX_LAYERS = 4
+
+
+def _closed_by_peer(proto: ClientProtocol) -> bool:
     """Whether the server closed an idle connection and the reactor has not
     read the close yet: a peek at the TCP socket under any TLS layer.
 
@@ -240,158 +227,30 @@ def _send_buffered(transport: object) -> None:
     callback that wrote the request.
     """
     try:
-        tcp = _flush_tls_layers(transport)
+        tcp = compat.flush_tls_layers(transport)
         if tcp is not None and tcp.connected and not tcp.disconnecting:
             tcp.doWrite()  # the instance's: a no-op once the connection is aborted
     except Exception:
         logger.debug("a request could not be sent at once; the reactor sends it", exc_info=True)
 
 
-#: TLS layers between a protocol and its TCP transport, at most (HTTPS needs one).
-_MAX_LAYERS = 4
-
-
-def _flush_tls_layers(transport: object) -> FileDescriptor | None:
-    """Flush every TLS layer from ``transport`` down; the TCP transport below them.
-
-    Each layer is recognised by its class, never by attributes: a TLS layer
-    answers for its transport's attributes (``ProtocolWrapper.__getattr__``),
-    so ``hasattr(tls, "doWrite")`` is true of a layer that cannot write.
-    """
-    layer = transport
-    for _ in range(_MAX_LAYERS):
-        if isinstance(layer, TLSMemoryBIOProtocol):  # HTTPS, or a layer startTLS added
-            _flush_small_writes(layer)
-            layer = layer.transport
-        elif (tcp := _bypassed(layer)) is not None:  # below a layer startTLS added
-            return tcp
-        elif isinstance(layer, FileDescriptor):
-            tls = _started_tls(layer)  # through a CONNECT tunnel: TLS above this transport
-            if tls is None:
-                return layer
-            layer = tls
-        else:
-            return None
-    return None
-
-
 class CountedHTTP11DownloadHandler(HTTP11DownloadHandler):
     """Every attempt is one the retry policy decided on; connecting has its
     own, shorter timeout (``DOWNLOAD_CONNECT_TIMEOUT``; 0 = Scrapy's). It will
-    not start on a Twisted whose transports it cannot send through at once
-    (:func:`check`)."""
+    not start on a Scrapy or Twisted whose private parts it does not know
+    (:func:`crawler.compat.check`)."""
 
     def __init__(self, crawler: Crawler) -> None:
-        check()
+        compat.check()
         super().__init__(crawler)
-        self._pool.retryAutomatically = False
+        self.pool: HTTPConnectionPool = compat.handler_pool(self)
+        self.pool.retryAutomatically = False
         connect = crawler.settings.getfloat("DOWNLOAD_CONNECT_TIMEOUT")
-        self._connect_timeout = connect if connect > 0 else float("inf")
-        self._carried: WeakSet[HTTP11ClientProtocol] = WeakSet()
+        self.connect_timeout = connect if connect > 0 else float("inf")
+        self._carried: WeakSet[ClientProtocol] = WeakSet()
 
     async def download_request(self, request: Request) -> Response:
-        agent = _ConnectTimeoutAgent(
-            connect_timeout=self._connect_timeout,
-            contextFactory=self._contextFactory,
-            bindAddress=self._bind_address,
-            pool=_GatedPool(self._pool, self._crawler, request, self._carried),
-            maxsize=self._default_maxsize,
-            warnsize=self._default_warnsize,
-            fail_on_dataloss=self._fail_on_dataloss,
-            crawler=self._crawler,
-            tls_verbose_logging=self._tls_verbose_logging,
-        )
-        try:
-            with wrap_twisted_exceptions():
-                return await maybe_deferred_to_future(agent.download_request(request))
-        except ResponseDataLossError:
-            if not self._fail_on_dataloss_warned:
-                logger.warning(get_dataloss_msg(request.url))
-                self._fail_on_dataloss_warned = True
-            raise
-
-
-# --- Twisted's internals ------------------------------------------------------
-# Every private part of Twisted this module touches is in this section, and
-# check() tries each one when the handler starts: a Twisted that changed them
-# stops the handler at start-up, naming its version, instead of letting
-# requests over HTTPS leave a reactor turn late. As of Twisted 26.10 a
-# protocol's transport is, for
-#   http:                        tcp.Client (a FileDescriptor)
-#   https (wrapClientTLS):       BufferingTLSTransport, whose transport is the tcp.Client
-#   https through a CONNECT      the tunnel's tcp.Client itself, with TLS = True: its
-#   proxy (startTLS):            .protocol is a BufferingTLSTransport writing through a
-#                                _BypassTLS straight to that tcp.Client (_connection)
-# BufferingTLSTransport keeps small writes in ._aggregator (_AggregateSmallWrites)
-# until reactor.callLater(0); its flush() encrypts them into the transport below.
-
-
-def _unwrapped(proto: HTTP11ClientProtocol) -> HTTP11ClientProtocol:
-    """The protocol inside the wrapper a pool with ``retryAutomatically`` hands out.
-
-    Not tried by :func:`check`: the handler's own pool does not retry.
-    """
-    return getattr(proto, "_clientProtocol", proto)
-
-
-def _flush_small_writes(tls: TLSMemoryBIOProtocol) -> None:
-    """Encrypt what the TLS layer held back, into the transport below it."""
-    aggregator = vars(tls).get("_aggregator")  # none on a TLS layer that does not aggregate
-    if aggregator is not None:
-        aggregator.flush()
-
-
-def _bypassed(layer: object) -> FileDescriptor | None:
-    """The TCP transport under the TLS layer ``startTLS`` added, if ``layer`` is its link to it.
-
-    That TCP transport's TLS layer is the one just flushed: the walk ends here.
-    """
-    if isinstance(layer, _newtls._BypassTLS):
-        tcp = vars(layer).get("_connection")
-        return tcp if isinstance(tcp, FileDescriptor) else None
-    return None
-
-
-def _started_tls(tcp: FileDescriptor) -> TLSMemoryBIOProtocol | None:
-    """The TLS layer ``startTLS`` put on ``tcp`` (its protocol now), if any."""
-    if vars(tcp).get("TLS", False):
-        protocol = vars(tcp).get("protocol")
-        if isinstance(protocol, TLSMemoryBIOProtocol):
-            return protocol
-    return None
-
-
-def check() -> None:
-    """Fail, naming the Twisted version, unless this Twisted has the internals used above."""
-    try:
-        _check_internals()
-    except Exception as e:
-        raise RuntimeError(
-            f"crawler.handlers does not know Twisted {twisted.__version__}'s TLS "
-            f"transports ({type(e).__name__}: {e}); it knows Twisted 26.10. Without them "
-            "HTTPS requests would leave a reactor turn late: see the internals section "
-            "of crawler/handlers.py") from e
-
-
-def _check_internals() -> None:
-    clock = Clock()  # nothing is scheduled; and the reactor is not imported (installed) here
-    factory = TLSMemoryBIOFactory(_NoTLSConnections(), True, Factory(), clock)
-    tls = factory.protocol(factory, Protocol())  # what wrapClientTLS and startTLS build
-    if not isinstance(tls, TLSMemoryBIOProtocol):
-        raise TypeError(f"the TLS factory builds {type(tls).__name__}")
-    if not callable(getattr(vars(tls).get("_aggregator"), "flush", None)):
-        raise AttributeError("the TLS layer has no _aggregator.flush()")
-    tcp = FileDescriptor(clock)
-    if _bypassed(_newtls._BypassTLS(FileDescriptor, tcp)) is not tcp:
-        raise AttributeError("_BypassTLS keeps no _connection")
-    if not (callable(getattr(tcp_transports.Client, "startTLS", None))
-            and tcp_transports.Client.TLS is False):
-        raise AttributeError("a TCP transport has no TLS flag for startTLS")
-
-
-@implementer(IOpenSSLClientConnectionCreator)
-class _NoTLSConnections:
-    """For a TLS factory whose layers never connect (:func:`_check_internals`)."""
-
-    def clientConnectionForTLS(self, tlsProtocol: TLSMemoryBIOProtocol) -> NoReturn:  # Twisted's
-        raise RuntimeError("never connected")
+        pool = _GatedPool(self.pool, self.crawler, request, self._carried)
+        agent = compat.scrapy_agent(self, pool=pool, connect_timeout=self.connect_timeout)
+        with compat.scrapy_download_errors(self, request):
+            return await maybe_deferred_to_future(agent.download_request(request))

@@ -371,6 +371,9 @@ PROMETHEUS_FILE_SD_DIR = ""
 # Seconds between reads of the shared frontier for metrics (one worker reads).
 PROMETHEUS_FRONTIER_INTERVAL = 5.0
 EXTENSIONS = {
+    # First: the crawl does not start on a Scrapy or Twisted whose private
+    # names, which crawler/compat.py uses, changed (it names what and why).
+    "crawler.compat.CompatibilityCheck": -100,
     # The progress line (pages, useful pages, errors, frontier, hosts)
     # replaces Scrapy's LogStats, every LOGSTATS_INTERVAL seconds.
     "scrapy.extensions.logstats.LogStats": None,

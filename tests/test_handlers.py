@@ -2,8 +2,9 @@
 
 Twisted sends what a protocol writes only when the reactor next polls the
 socket, after every other callback of the turn; the handler sends a request
-at once instead (``crawler.handlers._SentAtOnce``), so a slow callback right
-after the start gate cannot hold a request that is on time: over plain HTTP
+at once instead (``crawler.handlers._SentAtOnce``, through the TLS layers
+``crawler.compat`` knows), so a slow callback right after the start gate
+cannot hold a request that is on time: over plain HTTP
 and HTTPS (whose TLS layer holds small writes for a turn of its own),
 directly and through a proxy (:mod:`tests.realweb.proxy`, CONNECT for
 HTTPS), all on loopback sockets. The connect timeout and the stale-turn check
@@ -38,6 +39,7 @@ from twisted.web.client import Agent, HTTPConnectionPool
 from twisted.web.iweb import IResponse
 
 from crawler import settings as project_settings
+from crawler.compat import CompatibilityError
 from crawler.handlers import CountedHTTP11DownloadHandler, _GatedPool
 from tests.realweb.proxy import LoopbackProxy
 from tests.realweb.tls import TestCA
@@ -281,10 +283,13 @@ async def test_a_pooled_connection_the_server_closed_under_a_stalled_reactor_is_
 def test_the_handler_refuses_to_start_on_a_twisted_whose_tls_internals_it_does_not_know(
         change: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """What another Twisted release might do to the internals the handler
-    reaches into; it must fail at start-up, not send HTTPS requests late."""
+    reaches into (through crawler.compat); it must fail at start-up, not send
+    HTTPS requests late. (The crawler is made first: its extensions would
+    refuse already, tests/test_compat.py.)"""
+    crawler = get_crawler(settings_dict=PROJECT)
     if change == "no _BypassTLS":
         monkeypatch.delattr(_newtls, "_BypassTLS")
     else:  # a TLS factory building the plain layer, without _aggregator
         monkeypatch.setattr(TLSMemoryBIOFactory, "protocol", TLSMemoryBIOProtocol)
-    with pytest.raises(RuntimeError, match=rf"Twisted {re.escape(twisted.__version__)}\b"):
-        CountedHTTP11DownloadHandler(get_crawler(settings_dict=PROJECT))
+    with pytest.raises(CompatibilityError, match=rf"Twisted {re.escape(twisted.__version__)}\b"):
+        CountedHTTP11DownloadHandler(crawler)

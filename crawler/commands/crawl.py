@@ -5,13 +5,15 @@ after the command has returned to the reactor, so an exception from the
 spider's ``from_crawler`` reaches nobody: ``scrapy crawl broad -a
 depth_limit=abc`` logged the reason and then ~25 lines of ``Task exception
 was never retrieved``. A :class:`~scrapy.exceptions.UsageError` there is the
-user's input, not a bug, so this command collects it from the crawl: it is
-logged once (a :class:`~crawler.spiders.args.SpiderArgumentError` is logged by
-the broad spider itself), no traceback, exit code 1 (Scrapy's
-``bootstrap_failed``). Any other exception is left to Scrapy, traceback and
-all. Everything else is Scrapy's ``crawl`` command unchanged; the project's
-``COMMANDS_MODULE`` (crawler/settings.py) puts it in place of Scrapy's, and
-scrapyd's runner goes through it too.
+user's input, not a bug, and so is a Scrapy or Twisted version the crawler
+refuses (:class:`~crawler.compat.CompatibilityError`); this command collects
+them from the crawl: each is logged once (a
+:class:`~crawler.spiders.args.SpiderArgumentError` is logged by the broad
+spider itself), no traceback, exit code 1 (Scrapy's ``bootstrap_failed``).
+Any other exception is left to Scrapy, traceback and all. Everything else is
+Scrapy's ``crawl`` command unchanged; the project's ``COMMANDS_MODULE``
+(crawler/settings.py) puts it in place of Scrapy's, and scrapyd's runner
+goes through it too.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from scrapy.exceptions import UsageError
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
+from crawler import compat
 from crawler.spiders.args import SpiderArgumentError
 
 logger = logging.getLogger(__name__)
@@ -40,7 +43,7 @@ class Command(ScrapyCrawlCommand):
             raise UsageError("running 'scrapy crawl' with more than one spider is not supported")
         name = args[0]
         assert self.crawler_process
-        started = self.crawler_process.crawl(self._create_crawler(name), **opts.spargs)
+        started = self.crawler_process.crawl(compat.command_crawler(self, name), **opts.spargs)
         if isinstance(started, asyncio.Task):
             started.add_done_callback(lambda task: _collect(task, name))
         elif isinstance(started, Deferred):
@@ -51,8 +54,12 @@ class Command(ScrapyCrawlCommand):
 
 
 def _report(exc: BaseException, name: str) -> bool:
-    """Log a spider's usage error once; whether ``exc`` was one."""
-    if not isinstance(exc, UsageError):
+    """Log a spider's usage error once; whether ``exc`` was one.
+
+    A :class:`~crawler.compat.CompatibilityError` (a Scrapy or Twisted whose
+    private names changed) is no bug either: its message says all there is.
+    """
+    if not isinstance(exc, UsageError | compat.CompatibilityError):
         return False
     if not isinstance(exc, SpiderArgumentError):  # the broad spider has logged those
         logger.error("Cannot start the %s spider: %s", name, exc)

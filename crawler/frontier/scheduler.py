@@ -41,6 +41,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.project import data_path
 from scrapy.utils.reactor import is_asyncio_reactor_installed
 
+from crawler import compat
 from crawler.addressguard import BLOCKED_REASON, AddressPolicy
 from crawler.admission import TrapRules
 from crawler.frontier.admin import safe_url
@@ -185,6 +186,7 @@ class FrontierScheduler:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
+        compat.check()  # the engine hooks below need Scrapy's private names
         scheduler = cls(crawler)
         _SCHEDULERS[crawler] = scheduler
         crawler.signals.connect(scheduler._reached_downloader,
@@ -277,33 +279,18 @@ class FrontierScheduler:
             f"frontier {keys.namespace} was created with {stored}; this worker has {layout}")
 
     def _install_engine_hooks(self) -> None:
-        """Hook the two engine internals the frontier needs (checked, not assumed).
+        """Hook the engine where the frontier needs it (:mod:`crawler.compat`).
 
-        - ``engine._slot.remove_request(request)`` runs once per scheduled
-          request, after its response or failure was fully processed: the
-          moment its lease can end.
-        - ``engine._slot.nextcall.schedule()`` wakes the engine when claimed
-          URLs arrive, instead of waiting for its 5 s heartbeat.
-        The frontier paces hosts for all workers (claims here, starts in
-        :mod:`crawler.frontier.pacing`), so Scrapy's per-slot delay is set to
-        0: a request the frontier handed out never waits in a download slot
-        while another host could use it.
+        A lease ends when the engine is done with its request, claimed URLs
+        wake the engine at once instead of on its 5 s heartbeat, and Scrapy's
+        download slots add no delay: the frontier paces every host for all
+        workers (claims here, starts in :mod:`crawler.frontier.pacing`), and a
+        request it handed out must never wait in a slot while its turn passes.
         """
         engine = self.crawler.engine
-        slot = getattr(engine, "_slot", None)
-        if slot is None or not hasattr(slot, "remove_request") or not hasattr(slot, "nextcall"):
-            raise RuntimeError("this Scrapy version's engine lacks the hooks the frontier uses")
-        original = slot.remove_request
-
-        def remove_request(request: Request) -> None:
-            original(request)
-            self._finished(request)
-
-        slot.remove_request = remove_request
-        self._nextcall = slot.nextcall
-        downloader = engine.downloader
-        downloader._delay = self.limits.delay_ms * (1 - self.limits.jitter) / 1000
-        downloader._jitter = 0.0
+        compat.hook_request_done(engine, self._finished)
+        self._wake_engine = compat.engine_wakeup(engine)
+        compat.pass_through_download_slots(engine.downloader)
 
     @property
     def may_gate(self) -> bool:
@@ -733,7 +720,7 @@ class FrontierScheduler:
 
     def _wake(self) -> None:
         if not self._closing:
-            self._nextcall.schedule()
+            self._wake_engine()
 
     def _refresh_counts(self) -> None:
         if self._closing or self.frontier is None or getattr(self, "_counting", False):
