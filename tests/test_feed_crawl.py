@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from crawler.frontier.admin import FrontierAdmin, connect, frontier_keys
+from crawler.frontier.admin import FrontierAdmin, frontier_keys
+from crawler.frontier.connection import connect
 from tests.crawl_runner import CrawlResult, finish_crawl, start_crawl
 from tests.simweb import SimWebProcess, Web
 

@@ -10,7 +10,8 @@ from typing import Any
 import redis
 from redis.asyncio import Redis
 
-from crawler.frontier.seedfeed import SeedFeed, taken_key
+from crawler.frontier.keys import seeds_taken_key
+from crawler.frontier.seedfeed import SeedFeed
 
 
 def _run(redis_url: str, body: Any) -> Any:
@@ -34,7 +35,7 @@ def test_batches_are_noted_until_acknowledged(redis_url: str, redis_prefix: str)
         first = await feed.take()
         # an item may hold several lines
         assert first == [b"http://a.test/", b"http://b.test/", b"http://c.test/"]
-        assert json.loads(sync.hget(taken_key(key), "w1")) == [
+        assert json.loads(sync.hget(seeds_taken_key(key), "w1")) == [
             "http://a.test/", "http://b.test/\nhttp://c.test/"]
         # not acknowledged (say the worker restarted): the same batch again
         assert await SeedFeed(client, key, "w1", batch_size=2).take() == first
@@ -42,7 +43,7 @@ def test_batches_are_noted_until_acknowledged(redis_url: str, redis_prefix: str)
         assert await feed.take() == [b"http://d.test/"]
         await feed.ack()
         assert await feed.take() == []
-        assert not sync.exists(taken_key(key)) and not sync.exists(key)
+        assert not sync.exists(seeds_taken_key(key)) and not sync.exists(key)
 
     _run(redis_url, body)
 
@@ -60,14 +61,14 @@ def test_a_gone_workers_batch_goes_back_to_the_head(redis_url: str, redis_prefix
         alive = SeedFeed(client, key, "alive", batch_size=2)
         assert await gone.take() == [b"http://h0.test/", b"http://h1.test/"]
         assert await alive.take() == [b"http://h2.test/", b"http://h3.test/"]
-        # only the batch of the worker silent for longer than alive_seconds moves
+        # only the batch of the gone worker (silent for ten leases) moves
         other = SeedFeed(client, key, "other", batch_size=10)
-        assert await other.adopt_orphans(workers, alive_seconds=60) == 2
+        assert await other.adopt_orphans(workers, lease_seconds=60) == 2
         assert sync.lrange(key, 0, -1) == [b"http://h0.test/", b"http://h1.test/",
                                            b"http://h4.test/"]
-        assert sync.hkeys(taken_key(key)) == [b"alive"]
+        assert sync.hkeys(seeds_taken_key(key)) == [b"alive"]
         # a clean stop gives the batch back too
         assert await alive.give_back() == 2
-        assert sync.llen(key) == 5 and not sync.exists(taken_key(key))
+        assert sync.llen(key) == 5 and not sync.exists(seeds_taken_key(key))
 
     _run(redis_url, body)

@@ -97,7 +97,7 @@ def leased_by(client: redis.Redis, keys: Keys, worker_id: str) -> int:
     needle = b"\n" + worker_id.encode() + b"\n"
     held = 0
     for part in range(keys.partitions):
-        for value in client.hvals(f"{keys.prefix(part)}:ld"):
+        for value in client.hvals(keys.lease_details(part)):
             # host \n score \n worker \n entry: the worker is the third field
             fields = value.split(b"\n", 3)
             held += len(fields) > 2 and b"\n" + fields[2] + b"\n" == needle

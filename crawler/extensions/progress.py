@@ -30,6 +30,7 @@ from scrapy.extensions.logstats import LogStats
 from scrapy.utils.defer import deferred_from_coro
 
 from crawler.extensions.summary import PAGES_STAT
+from crawler.frontier.keys import Count
 from crawler.frontier.scheduler import scheduler_of
 
 if TYPE_CHECKING:
@@ -107,6 +108,6 @@ async def _frontier_part(frontier: object) -> str:
     """``frontier: ... queued, ...; hosts: ... ready, ... waiting, ... breaker-open``."""
     counts = await frontier.counts()  # type: ignore[attr-defined]
     ready, waiting = await frontier.ready_hosts()  # type: ignore[attr-defined]
-    return (f"frontier: {counts['queued']} URLs queued, {counts['leased']} leased, "
-            f"{counts['delayed']} delayed, {counts['dead']} dead letters; hosts: {ready} ready, "
-            f"{waiting} waiting, {counts.get('breaker_open', 0)} breaker-open")
+    return (f"frontier: {counts[Count.QUEUED]} URLs queued, {counts[Count.LEASED]} leased, "
+            f"{counts[Count.DELAYED]} delayed, {counts[Count.DEAD]} dead letters; hosts: "
+            f"{ready} ready, {waiting} waiting, {counts.get(Count.BREAKER_OPEN, 0)} breaker-open")

@@ -44,6 +44,7 @@ from scrapy.exceptions import NotConfigured
 
 import crawler
 from crawler.frontier.scheduler import scheduler_of, worker_identity
+from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.metrics.frontier import FrontierCollector
 from crawler.metrics.server import parse_ports, serve, stop
 from crawler.metrics.stats import StatsCollector
@@ -154,15 +155,17 @@ class PrometheusExtension:
         if scheduler is None or scheduler.url is None or scheduler.frontier is None:
             return
         client = scheduler.sync_client(socket_timeout=5)
-        self._frontier = FrontierCollector(client, scheduler.frontier.keys, worker,
-                                           interval=self.frontier_interval)
+        self._frontier = FrontierCollector(
+            client, scheduler.frontier.keys, worker, interval=self.frontier_interval,
+            lease_seconds=self.crawler.settings.getfloat("FRONTIER_LEASE_SECONDS",
+                                                         DEFAULT_LEASE_SECONDS))
         self.registry.register(self._frontier)
 
     def spider_closed(self, spider: Spider) -> None:
         """The frontier closes with the spider (an embedded Redis stops): stop reading it."""
         if self._frontier is not None:
             self.registry.unregister(self._frontier)
-            self._frontier.admin.client.close()
+            self._frontier.close()
             self._frontier = None
 
     # ------------------------------------------------------------ observations

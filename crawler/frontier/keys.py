@@ -53,9 +53,15 @@ key                 type       holds
 ``PP:e``            zset       time marks: admission time (s) by first seq
 ==================  =========  ===============================================
 
-Global keys (no hash tag, never touched by scripts): ``ns:workers``,
-``ns:layout``, ``ns:seen`` (last heartbeat, epoch s); the WARC digest index
-``{ns/warc}:digests`` has a slot of its own.
+Global keys (no hash tag, never touched by scripts): ``ns:workers``
+(heartbeats, :mod:`crawler.frontier.workers`), ``ns:layout``, ``ns:seen``
+(last heartbeat, epoch s); the WARC digest index ``{ns/warc}:digests`` has a
+slot of its own, and a seed list ``LIST`` its batches in flight in
+``{LIST}:taken``.
+
+Every key, counter (:class:`Count`) and record field (:class:`Field`) the
+Python side uses is spelled here and nowhere else; the Lua scripts spell
+their own.
 """
 
 from __future__ import annotations
@@ -63,7 +69,9 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 #: A crawl id: short, and safe inside Redis key names and glob patterns.
 _CRAWL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -138,6 +146,77 @@ def older_layout(stored: str) -> str | None:
             "--crawl-id ID` (\"\" for the default crawl)")
 
 
+class Count:
+    """Names of the counters in a partition's ``PP:n`` hash.
+
+    The Lua scripts spell them as Lua strings; on the Python side this is the
+    only spelling, so a counter renamed in a script is renamed here, once.
+    """
+
+    QUEUED: Final = "queued"
+    LEASED: Final = "leased"
+    DELAYED: Final = "delayed"
+    DONE: Final = "done"
+    DEAD: Final = "dead"
+    DUP: Final = "dup"  # offers refused as already seen
+    REFUSED: Final = "refused"  # over the host's page budget
+    BLOCKED: Final = "blocked"  # links to a dropped host
+    EXPIRED: Final = "expired"  # leases that ran out and went back to the queues
+    STALE: Final = "stale"  # releases of leases that had expired
+    HOSTS: Final = "hosts"
+    BREAKER_OPEN: Final = "breaker_open"
+    BREAKER_PARKED: Final = "breaker_parked"
+    ROBOTS_FETCHED: Final = "robots_fetched"
+    ROBOTS_FAILED: Final = "robots_failed"
+    #: The partition's last admission number: kept in the hash, but not a count.
+    SEQ: Final = "seq"
+
+
+#: Where a URL is: every admitted URL is counted in exactly one of these.
+STATES: Final = (Count.QUEUED, Count.LEASED, Count.DELAYED, Count.DONE, Count.DEAD)
+
+
+def add_counts(total: dict[str, int], raw: Mapping[bytes, bytes]) -> None:
+    """Add one partition's ``PP:n`` hash to ``total`` (its sequence number is no count)."""
+    for key, value in raw.items():
+        name = key.decode()
+        if name != Count.SEQ:
+            total[name] = total.get(name, 0) + int(value)
+
+
+class Field:
+    """Fields of host (``PP:h:HOST``) and site (``PP:g:SITE``) records that Python
+    reads or writes (the scripts keep their own spelling; see the table above)."""
+
+    HOST_BLOCKED: Final = "b"
+    HOST_PARKED_REASON: Final = "pr"
+    SITE_IN_FLIGHT: Final = "i"
+
+
+def glob_escape(text: str) -> str:
+    """``text`` matched literally inside a Redis ``SCAN MATCH`` pattern."""
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in text)
+
+
+_LAYOUT = ":layout"
+
+
+def layouts_pattern(base: str) -> str:
+    """A pattern for the layout keys of ``base`` and of its crawls (``base:ID``)."""
+    return glob_escape(base) + "*" + _LAYOUT
+
+
+def layout_namespace(key: str) -> str:
+    """The namespace whose layout key ``key`` is."""
+    return key.removesuffix(_LAYOUT)
+
+
+def seeds_taken_key(list_key: str) -> str:
+    """The hash of seed batches in flight of the seed list ``list_key``; its hash
+    tag is the list's whole name, so both share a Redis Cluster slot."""
+    return f"{{{list_key}}}:taken"
+
+
 @dataclass(frozen=True, slots=True)
 class Keys:
     """Key names of one frontier (namespace) with ``partitions`` partitions."""
@@ -166,26 +245,73 @@ class Keys:
         """The set of the host keys of ``host``'s site."""
         return f"{self.prefix(partition)}:ga:{site_of(host)}"
 
+    def robots_rules(self, partition: int) -> str:
+        """Host -> its robots rules blob."""
+        return f"{self.prefix(partition)}:r"
+
     def queue(self, partition: int, host: str) -> str:
         return f"{self.prefix(partition)}:q:{host}"
 
     def leased(self, partition: int) -> str:
         return f"{self.prefix(partition)}:leased"
 
+    def lease_details(self, partition: int) -> str:
+        """Leased fingerprint -> host, score, worker, entry (the host on the first line)."""
+        return f"{self.prefix(partition)}:ld"
+
+    def delayed(self, partition: int) -> str:
+        return f"{self.prefix(partition)}:delayed"
+
+    def delayed_details(self, partition: int) -> str:
+        """Delayed fingerprint -> host, score, entry (the host on the first line)."""
+        return f"{self.prefix(partition)}:dd"
+
     def dead(self, partition: int) -> str:
         return f"{self.prefix(partition)}:dead"
 
+    def marks(self, partition: int) -> str:
+        """Admission time marks: epoch seconds by the first sequence number after them."""
+        return f"{self.prefix(partition)}:e"
+
     def workers(self) -> str:
+        """Worker id -> its last heartbeat (:class:`crawler.frontier.workers.Heartbeat`)."""
         return f"{self.namespace}:workers"
+
+    def layout(self) -> str:
+        """The partitioning every worker must agree on (:func:`layout_json`)."""
+        return self.namespace + _LAYOUT
 
     def seen_at(self) -> str:
         """When a worker of this crawl last beat (epoch seconds): how idle the crawl is."""
         return f"{self.namespace}:seen"
 
+    def warc_digests(self) -> str:
+        """The WARC writer's payload digest index (a slot of its own)."""
+        return f"{{{self.namespace}/warc}}:digests"
+
     def globals(self) -> list[str]:
         """The keys outside the partitions (no hash tag), and the WARC digest index."""
-        ns = self.namespace
-        return [f"{ns}:workers", f"{ns}:layout", f"{ns}:seen", f"{{{ns}/warc}}:digests"]
+        return [self.workers(), self.layout(), self.seen_at(), self.warc_digests()]
+
+    # --- patterns for SCAN MATCH (the namespace escaped)
+
+    def partition_pattern(self, partition: int) -> str:
+        """Every key of one partition (another crawl id's tags never match)."""
+        return glob_escape(self.prefix(partition)) + "*"
+
+    def seen_pattern(self, partition: int) -> str:
+        """The seen-set buckets of one partition."""
+        return glob_escape(self.prefix(partition)) + ":s:*"
+
+    def queues_pattern(self) -> str:
+        """Every host queue of every partition."""
+        return "{" + glob_escape(self.namespace) + "/p*}:q:*"
+
+    @staticmethod
+    def queue_of(key: bytes) -> tuple[int, bytes]:
+        """The partition and host of a host queue's key (as :meth:`queues_pattern` finds)."""
+        tag, _, host = key.partition(b"}:q:")
+        return int(tag.rsplit(b"/p", 1)[1]), host
 
     def seen_slot(self, fingerprint: bytes) -> tuple[int, str]:
         """The seen-set bucket and member of a 16-byte fingerprint.

@@ -44,11 +44,10 @@ from scrapy.utils.reactor import is_asyncio_reactor_installed
 from crawler import compat
 from crawler.addressguard import BLOCKED_REASON, AddressPolicy
 from crawler.admission import TrapRules
-from crawler.frontier.admin import safe_url
 from crawler.frontier.connection import async_client, sync_client
 from crawler.frontier.dnsstate import dns_step_of
 from crawler.frontier.embedded import EmbeddedRedis
-from crawler.frontier.keys import Keys, crawl_namespace, layout_json, older_layout
+from crawler.frontier.keys import Count, Keys, crawl_namespace, layout_json, older_layout
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, from_record, to_record
 from crawler.frontier.seedfeed import SeedFeed
 from crawler.frontier.store import (
@@ -60,6 +59,8 @@ from crawler.frontier.store import (
     Limits,
     Release,
 )
+from crawler.frontier.workers import Heartbeat, beat_interval
+from crawler.redaction import safe_url
 from crawler.robots.policy import RobotsPolicy
 from crawler.seedrefusals import SeedRefusals, is_seed
 from crawler.urls import (
@@ -90,7 +91,7 @@ _SCHEDULERS: weakref.WeakKeyDictionary[Any, FrontierScheduler] = weakref.WeakKey
 
 def beat_delay(lease_ms: int, ok: bool) -> float:
     """Seconds to the next heartbeat: three a lease, or soon after a failed one."""
-    interval = max(lease_ms / 3000, 0.2)
+    interval = beat_interval(lease_ms / 1000)
     return interval if ok else min(interval, 0.5)
 
 
@@ -221,8 +222,8 @@ class FrontierScheduler:
         counts = await self.frontier.counts()
         logger.info(
             "Frontier %s on %s: %s queued, %s leased, %s delayed, %s done, %s dead; worker %s",
-            namespace, safe_url(url), counts["queued"], counts["leased"], counts["delayed"],
-            counts["done"], counts["dead"], self.worker,
+            namespace, safe_url(url), counts[Count.QUEUED], counts[Count.LEASED],
+            counts[Count.DELAYED], counts[Count.DONE], counts[Count.DEAD], self.worker,
             extra={"worker": self.worker, "namespace": namespace},
         )
 
@@ -266,7 +267,7 @@ class FrontierScheduler:
 
     async def _check_layout(self, keys: Keys) -> None:
         """All workers of a frontier must agree on its partitioning."""
-        meta_key = f"{keys.namespace}:layout"
+        meta_key = keys.layout()
         layout = layout_json(keys.partitions, keys.seen_buckets)
         await self.client.set(meta_key, layout, nx=True)
         stored = (await self.client.get(meta_key) or b"").decode()
@@ -448,7 +449,7 @@ class FrontierScheduler:
             self._refresh_counts()
             return True
         c = self.counts or {}
-        if c.get("queued", 0) + c.get("leased", 0) + c.get("delayed", 0) > 0:
+        if c.get(Count.QUEUED, 0) + c.get(Count.LEASED, 0) + c.get(Count.DELAYED, 0) > 0:
             self._idle_since = None
             self._refresh_counts()
             return True
@@ -467,13 +468,8 @@ class FrontierScheduler:
             await asyncio.sleep(0.01)
         return not self._closing
 
-    @property
-    def alive_seconds(self) -> float:
-        """A worker silent for this long is gone (its heartbeat is a third of a lease)."""
-        return max(2 * self.limits.lease_ms / 1000, 5.0)
-
     def __len__(self) -> int:
-        return len(self.buffer) + (self.counts or {}).get("queued", 0)
+        return len(self.buffer) + (self.counts or {}).get(Count.QUEUED, 0)
 
     # ------------------------------------------------------------------ lease endings
 
@@ -733,7 +729,7 @@ class FrontierScheduler:
         epoch = self._flush_epoch
         try:
             self.counts = await self.frontier.counts()
-            if self.counts["queued"] + self.counts["delayed"] > 0:
+            if self.counts[Count.QUEUED] + self.counts[Count.DELAYED] > 0:
                 self._claimable = True
             if not self._flushing and not self.pending_admissions and not self.pending_releases:
                 self._counts_epoch = epoch
@@ -765,11 +761,10 @@ class FrontierScheduler:
                     logger.warning("Frontier: %d lease(s) expired before this worker renewed "
                                    "them; their URLs may be fetched twice",
                                    len(leases) - renewed)
-                await self.client.hset(self.frontier.keys.workers(), self.worker, json.dumps({
-                    "seen": time.time(), "held": len(self.held), "pid": os.getpid(),
-                    "host": socket.gethostname(),
-                }))
-                await self.client.set(self.frontier.keys.seen_at(), int(time.time()))
+                beat = Heartbeat(time.time(), held=len(self.held), pid=os.getpid(),
+                                 host=socket.gethostname(), lease=self.limits.lease_ms / 1000)
+                await self.client.hset(self.frontier.keys.workers(), self.worker, beat.to_json())
+                await self.client.set(self.frontier.keys.seen_at(), int(beat.seen))
                 self._redis_ok()
                 delay = beat_delay(self.limits.lease_ms, ok=True)
             except (RedisError, OSError) as exc:

@@ -21,9 +21,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any
 
 from redis.asyncio import Redis
+
+from crawler.frontier.keys import seeds_taken_key
+from crawler.frontier.workers import is_alive
 
 logger = logging.getLogger(__name__)
 
@@ -57,18 +59,13 @@ return moved
 """
 
 
-def taken_key(key: str) -> str:
-    """The hash of batches in flight; its hash tag is the list's whole name."""
-    return f"{{{key}}}:taken"
-
-
 class SeedFeed:
     """One worker's end of a shared Redis list of seed lines."""
 
     def __init__(self, client: Redis, key: str, worker: str, batch_size: int = 100) -> None:
         self.client = client
         self.key = key
-        self.taken = taken_key(key)
+        self.taken = seeds_taken_key(key)
         self.worker = worker
         self.batch_size = max(1, batch_size)
         self._take = client.register_script(_TAKE)
@@ -95,8 +92,9 @@ class SeedFeed:
         self.holding = False
         return moved
 
-    async def adopt_orphans(self, workers_key: str, alive_seconds: float) -> int:
-        """Return the batches of workers not heard from in ``alive_seconds``."""
+    async def adopt_orphans(self, workers_key: str, lease_seconds: float) -> int:
+        """Return the batches of workers that are gone (:mod:`crawler.frontier.workers`;
+        ``lease_seconds`` judges heartbeats that do not state their lease)."""
         holders = [h.decode() for h in await self.client.hkeys(self.taken)]
         others = [h for h in holders if h != self.worker]
         if not others:
@@ -104,7 +102,7 @@ class SeedFeed:
         beats = await self.client.hmget(workers_key, others)
         now = time.time()
         gone = [w for w, beat in zip(others, beats, strict=True)
-                if now - _seen(beat) > alive_seconds]
+                if not is_alive(beat, now, lease_seconds)]
         if not gone:
             return 0
         moved = int(await self._give_back(keys=[self.key, self.taken], args=gone))
@@ -112,10 +110,3 @@ class SeedFeed:
             logger.warning("Seed feed: %d seed line(s) taken by gone worker(s) %s are back in %s",
                            moved, ", ".join(gone), self.key)
         return moved
-
-
-def _seen(beat: Any) -> float:
-    try:
-        return float(json.loads(beat)["seen"])
-    except (TypeError, ValueError, KeyError):
-        return 0.0

@@ -20,9 +20,7 @@ from typing import Any, NamedTuple
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from crawler.frontier.keys import Keys, partition_of
-
-STATES = ("queued", "leased", "delayed", "done", "dead")
+from crawler.frontier.keys import STATES, Keys, add_counts, partition_of
 
 
 def _lua(name: str) -> str:
@@ -351,7 +349,7 @@ class Frontier:
     async def robots_blob(self, host: str) -> bytes | None:
         """The stored robots rules of a host (as :meth:`store_robots` got them)."""
         part = self.partition(host)
-        return await self.client.hget(f"{self.keys.prefix(part)}:r", host)
+        return await self.client.hget(self.keys.robots_rules(part), host)
 
     async def park_host(self, host: str, reason: str, batch: int = 1000, *,
                         whole_site: bool = False) -> int:
@@ -397,8 +395,5 @@ class Frontier:
             replies = await pipe.execute()
         total: dict[str, int] = dict.fromkeys(STATES, 0)
         for reply in replies:
-            for key, value in reply.items():
-                name = key.decode()
-                if name != "seq":
-                    total[name] = total.get(name, 0) + int(value)
+            add_counts(total, reply)
         return total

@@ -6,11 +6,12 @@ with the smallest id among those alive (heartbeats in ``<namespace>:workers``)
 is the *reporter* and the only one exporting the ``crawler_frontier_*``
 state; every worker exports ``crawler_frontier_reporter`` (1 on the
 reporter), so a dashboard can tell. When the reporter stops, the next worker
-takes over once its heartbeat is gone (60 s).
+takes over once its heartbeat is gone (one lease, 10 s at least: see
+:mod:`crawler.frontier.workers`).
 
 Reads are cheap and rate-limited: one pipelined round trip over the
 partitions' count hashes and ready sets at most every ``interval`` seconds
-(:meth:`FrontierAdmin.status` without its scan), and the oldest queued URL's
+(:meth:`FrontierStatus.read` without its scan), and the oldest queued URL's
 age, which scans the host queues (about a second per 100k hosts), at most
 every ``oldest_interval`` seconds and only on the reporter. A scrape never
 waits on Redis longer than the client's timeout; on an error the last good
@@ -28,22 +29,23 @@ import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from crawler.frontier.admin import FrontierAdmin, Status
-from crawler.frontier.keys import Keys
-from crawler.frontier.store import STATES
+from crawler.frontier.keys import STATES, Count, Keys
+from crawler.frontier.status import FrontierStatus, Status
+from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 
 logger = logging.getLogger(__name__)
 
 #: Frontier counts that only grow, exported as counters.
-OFFER_RESULTS = {"dup": "duplicate", "refused": "refused", "blocked": "blocked"}
+OFFER_RESULTS = {Count.DUP: "duplicate", Count.REFUSED: "refused", Count.BLOCKED: "blocked"}
 
 
 class FrontierCollector(Collector):
     """Frontier metrics for Prometheus (thread-safe: scrapes may overlap)."""
 
     def __init__(self, client: redis.Redis, keys: Keys, worker: str, *,
-                 interval: float = 5.0, oldest_interval: float = 60.0) -> None:
-        self.admin = FrontierAdmin(client, keys)
+                 interval: float = 5.0, oldest_interval: float = 60.0,
+                 lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
+        self.reader = FrontierStatus(client, keys, lease_seconds=lease_seconds)
         self.worker = worker
         self.interval = interval
         self.oldest_interval = oldest_interval
@@ -56,7 +58,7 @@ class FrontierCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         status = self.refresh()
-        frontier = self.admin.keys.namespace
+        frontier = self.reader.keys.namespace
         reporter = status is not None and self.is_reporter(status)
         gauge = GaugeMetricFamily(
             "crawler_frontier_reporter",
@@ -79,11 +81,11 @@ class FrontierCollector(Collector):
             if self._status is not None and now - self._read_at < self.interval:
                 return self._status
             try:
-                status = self.admin.status(oldest=False)
+                status = self.reader.read(oldest=False)
                 if self.is_reporter(status) and (
                         now - self._oldest_at >= self.oldest_interval):
-                    self._oldest = (self.admin.oldest_queued_age(int(time.time()))
-                                    if status.counts.get("queued") else None)
+                    self._oldest = (self.reader.oldest_queued_age(int(time.time()))
+                                    if status.counts.get(Count.QUEUED) else None)
                     self._oldest_at = now
             except (redis.RedisError, OSError) as exc:
                 self.errors += 1
@@ -91,6 +93,10 @@ class FrontierCollector(Collector):
                 return self._status
             self._status, self._read_at = status, now
             return status
+
+    def close(self) -> None:
+        """Close the client (the frontier's Redis may stop with the spider)."""
+        self.reader.client.close()
 
     def is_reporter(self, status: Status) -> bool:
         alive = sorted(w.id for w in status.workers if w.state == "alive")
@@ -114,8 +120,8 @@ class FrontierCollector(Collector):
         breaker = GaugeMetricFamily("crawler_frontier_hosts_breaker",
                                     "Host names by circuit breaker state (open, parked).",
                                     labels=["frontier", "state"])
-        breaker.add_metric([frontier, "open"], counts.get("breaker_open", 0))
-        breaker.add_metric([frontier, "parked"], counts.get("breaker_parked", 0))
+        breaker.add_metric([frontier, "open"], counts.get(Count.BREAKER_OPEN, 0))
+        breaker.add_metric([frontier, "parked"], counts.get(Count.BREAKER_PARKED, 0))
         yield breaker
         offers = CounterMetricFamily(
             "crawler_frontier_offers",
@@ -129,21 +135,21 @@ class FrontierCollector(Collector):
         offered = admitted + sum(counts.get(key, 0) for key in OFFER_RESULTS)
         yield _gauge("crawler_frontier_duplicate_ratio",
                      "Offers refused as already seen / all offers, since the crawl started.",
-                     frontier, counts.get("dup", 0) / offered if offered else 0.0)
+                     frontier, counts.get(Count.DUP, 0) / offered if offered else 0.0)
         expired = CounterMetricFamily(
             "crawler_frontier_leases_expired",
             "Leases that expired (their worker vanished) and were put back in the queues.",
             labels=["frontier"])
-        expired.add_metric([frontier], counts.get("expired", 0))
+        expired.add_metric([frontier], counts.get(Count.EXPIRED, 0))
         yield expired
         robots = CounterMetricFamily("crawler_frontier_robots_fetches",
                                      "robots.txt fetches stored by every worker, by result.",
                                      labels=["frontier", "result"])
-        robots.add_metric([frontier, "fetched"], counts.get("robots_fetched", 0))
-        robots.add_metric([frontier, "failed"], counts.get("robots_failed", 0))
+        robots.add_metric([frontier, "fetched"], counts.get(Count.ROBOTS_FETCHED, 0))
+        robots.add_metric([frontier, "failed"], counts.get(Count.ROBOTS_FAILED, 0))
         yield robots
-        if self._oldest is not None or not counts.get("queued"):
-            age = self._oldest if counts.get("queued") else 0.0
+        if self._oldest is not None or not counts.get(Count.QUEUED):
+            age = self._oldest if counts.get(Count.QUEUED) else 0.0
             yield _gauge("crawler_frontier_oldest_queued_age_seconds",
                          "How long the oldest queued URL has waited (within 10 s; read at "
                          "most once a minute; 0 when nothing is queued).", frontier, age or 0.0)

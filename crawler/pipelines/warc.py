@@ -128,9 +128,7 @@ class Archive:
         scheduler = scheduler_of(self.crawler)
         if scheduler is None or scheduler.url is None or scheduler.frontier is None:
             return DigestIndex()
-        namespace = scheduler.frontier.keys.namespace
-        client = scheduler.sync_client()
-        return DigestIndex(client, f"{{{namespace}/warc}}:digests")
+        return DigestIndex(scheduler.sync_client(), scheduler.frontier.keys.warc_digests())
 
 
 class WarcPipeline:

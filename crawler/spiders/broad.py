@@ -32,6 +32,7 @@ from scrapy.utils.sitemap import Sitemap
 
 from crawler.frontier.scheduler import FrontierScheduler, scheduler_of
 from crawler.frontier.seedfeed import SeedFeed
+from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.items import PageItem
 from crawler.middlewares.warc import WARC_META
 from crawler.seedrefusals import SEED_META
@@ -340,7 +341,9 @@ async def _ack_when_admitted(scheduler: FrontierScheduler, feed: SeedFeed) -> No
 async def _adopt_orphans(scheduler: FrontierScheduler, feed: SeedFeed) -> None:
     assert scheduler.frontier is not None
     try:
-        await feed.adopt_orphans(scheduler.frontier.keys.workers(), scheduler.alive_seconds)
+        lease_seconds = scheduler.crawler.settings.getfloat("FRONTIER_LEASE_SECONDS",
+                                                            DEFAULT_LEASE_SECONDS)
+        await feed.adopt_orphans(scheduler.frontier.keys.workers(), lease_seconds)
     except (RedisError, OSError) as exc:
         logger.warning("Seed feed: cannot check %s for lost batches: %s", feed.taken, exc)
 

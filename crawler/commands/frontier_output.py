@@ -1,0 +1,195 @@
+"""What ``scrapy frontier`` prints: tables for people, JSON lines for scripts.
+
+The command (:mod:`crawler.commands.frontier`) decides what to do; this says
+it. Tables keep to the terminal (``--watch`` fits its height), and JSON is
+streamed one object per line so ``--limit 0`` on millions of dead letters
+stays flat in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict
+from typing import Any
+
+from crawler.frontier.admin import AdminError, DeadLetter, FrontierAdmin, parse_host
+from crawler.frontier.connection import Connection
+from crawler.frontier.crawls import CrawlInfo
+from crawler.frontier.keys import STATES, Count
+from crawler.frontier.status import EXTRA_COUNTS, HOST_STATES, Status
+
+CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen: a refresh without scrolling
+MAX_WORKER_ROWS = 20
+
+
+def print_crawls(crawls: list[CrawlInfo], as_json: bool) -> None:
+    """The crawls of a spider, idlest last (what ``delete --idle-days`` would pick)."""
+    if as_json:
+        for crawl in crawls:
+            print(json.dumps(asdict(crawl)))
+        return
+    if not crawls:
+        print("no crawls")
+        return
+    rows: list[list[Any]] = [["crawl id", "namespace", "partitions", "idle", "alive workers"]]
+    rows += [[c.crawl_id or "(default)", c.namespace, c.partitions,
+              "?" if c.idle_s is None else _duration(c.idle_s), c.alive_workers]
+             for c in crawls]
+    print(table(rows, left=(0, 1)))
+
+
+def note(message: str) -> None:
+    """A remark on stderr, so that stdout stays the answer (``--json | jq``)."""
+    print(message, file=sys.stderr)
+
+
+def filters(reason: str | None, host: str | None) -> str:
+    """`` (reason R, host H)``: what an answer was restricted to, or nothing."""
+    parts = [f"reason {reason}"] if reason else []
+    parts += [f"host {host}"] if host else []
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def ago(seconds: float | None) -> str:
+    """``5m ago``, or ``?`` when it is not known."""
+    return "?" if seconds is None else f"{_duration(seconds)} ago"
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def table(rows: Sequence[Sequence[Any]], left: Iterable[int] = (0,), indent: str = "") -> str:
+    """Rows as aligned columns: numbers right, the columns in ``left`` left."""
+    cells = [[f"{c:,}" if isinstance(c, int) else str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(cells[0]))]
+    lefts = set(left)
+    lines = []
+    for row in cells:
+        out = [c.ljust(w) if i in lefts else c.rjust(w)
+               for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        lines.append(indent + "  ".join(out).rstrip())
+    return "\n".join(lines)
+
+
+def format_status(st: Status, url: str, max_workers: int = MAX_WORKER_ROWS) -> str:
+    """The status as a compact text table."""
+    head = f"Frontier {st.namespace} at {url} ({st.partitions} partitions)"
+    if not st.layout_found:
+        head += "; no crawl has opened it yet (partitions from FRONTIER_PARTITIONS)"
+    c = st.counts
+    names = [n for n in (*STATES, *EXTRA_COUNTS) if n != Count.HOSTS]
+    names += sorted(set(c) - set(names) - {Count.HOSTS})  # e.g. stale
+    h = st.hosts
+    lines = [
+        head, "",
+        table([["URLs", *names], ["", *(c.get(n, 0) for n in names)]]),
+        _hosts_table(h),
+    ]
+    if st.oldest_queued_s is not None:
+        lines.append(f"Oldest queued URL waiting {_duration(st.oldest_queued_s)} (+-10 s)")
+    alive = [w for w in st.workers if w.state == "alive"]
+    held = sum(w.held or 0 for w in alive)
+    lines.append(f"Workers  {len(alive)} alive, {len(st.workers) - len(alive)} gone; "
+                 f"alive workers hold {held:,} of {c.get(Count.LEASED, 0):,} leases")
+    if st.workers:
+        rows: list[list[Any]] = [["worker", "state", "last seen", "held", "pid", "host"]]
+        for w in st.workers[:max_workers]:
+            rows.append([w.id, w.state, ago(w.seen_ago), "?" if w.held is None else w.held,
+                         w.pid or "?", w.host or "?"])
+        lines.append(table(rows, left=(0, 1, 2, 5), indent="  "))
+        if len(st.workers) > max_workers:
+            lines.append(f"  ... {len(st.workers) - max_workers} more (--json lists all)")
+    return "\n".join(lines)
+
+
+def _hosts_table(h: dict[str, int]) -> str:
+    """Hosts by state, each state named for what its hosts are doing (HOST_STATES);
+    a status read without the queue scan has only the claimable ones and the rest."""
+    names = [n for n in HOST_STATES if n in h]
+    if "finished" not in h:
+        names.append("other")
+    return table([["Hosts", "total", *(n.replace("_", " ") for n in names)],
+                  ["", h["total"], *(h[n] for n in names)]])
+
+
+def print_status(st: Status, conn: Connection, as_json: bool, max_workers: int) -> None:
+    """One status: a table, or one JSON line stamped with the Redis and the time."""
+    if as_json:
+        print(json.dumps({"redis": conn.url, "time": round(time.time(), 3), **st.as_dict()}),
+              flush=True)
+    else:
+        print(format_status(st, conn.url, max_workers), flush=True)
+
+
+def watch(admin: FrontierAdmin, conn: Connection, every: float, as_json: bool) -> None:
+    """Refresh until Ctrl-C; the table fits the terminal, JSON is one line a refresh."""
+    try:
+        while True:
+            st = admin.status()
+            if not as_json:
+                rows = max(3, shutil.get_terminal_size().lines - 12)
+                sys.stdout.write(CLEAR + time.strftime("%H:%M:%S")
+                                 + f"  every {every:g} s, Ctrl-C to stop\n")
+                print_status(st, conn, False, rows)
+            else:
+                print_status(st, conn, True, 0)
+            time.sleep(every)
+    except KeyboardInterrupt:
+        print()
+
+
+def print_dead(admin: FrontierAdmin, reason: str | None, host: str | None, limit: int,
+                as_json: bool) -> None:
+    """Matching dead letters (up to ``limit``), and how many there are in all."""
+    if as_json:  # streamed: --limit 0 on millions of dead letters stays flat in memory
+        for i, letter in enumerate(admin.iter_dead(reason, host)):
+            if limit and i >= limit:
+                break
+            print(json.dumps(letter.as_dict()))
+        return
+    letters = admin.dead(reason, host, limit + 1 if limit else 0)
+    truncated = bool(limit) and len(letters) > limit
+    letters = letters[:limit] if limit else letters
+    total = admin.status().counts.get(Count.DEAD, 0)
+    if letters:
+        print(_dead_table(letters))
+    filtered = filters(reason, host)
+    if truncated:
+        print(f"first {len(letters):,} shown{filtered}, of {total:,} dead; --limit 0 for all")
+    elif filtered:
+        print(f"{len(letters):,} matching{filtered}, of {total:,} dead")
+    else:
+        print(f"{len(letters):,} dead letter(s)")
+
+
+def _dead_table(letters: list[DeadLetter]) -> str:
+    now = time.time()
+    rows: list[list[Any]] = [["reason", "error", "died", "host", "url"]]
+    for d in letters:
+        died = ago(max(0.0, now - d.time)) if d.time is not None else "?"
+        rows.append([d.reason, d.error or "-", died, d.host, d.url or "?"])
+    return table(rows, left=range(5))
+
+
+def drop_host(admin: FrontierAdmin, text: str) -> None:
+    """Drop a host and say how to undo it; a bare name that only exists as https
+    is refused with the right spelling rather than dropping nothing."""
+    host = parse_host(text)
+    if not admin.known_host(host) and "://" not in text:
+        other = parse_host(f"https://{text}/")
+        if admin.known_host(other):
+            raise AdminError(f"host {host} is not in the frontier; did you mean {other}?")
+    result = admin.drop_host(host)
+    print(f"dropped {host}: {result.queued:,} queued and {result.delayed:,} delayed URL(s) "
+          f'are now dead letters (reason "dropped"); {result.in_flight:,} in flight '
+          "finish with their workers")
+    print("new links to it are refused until you undo the drop with: scrapy frontier requeue "
+          f"--reason dropped --host {host}")
