@@ -106,7 +106,7 @@ from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.misc import load_object
 
 from crawler import settings as broad_settings
-from crawler.frontier.scheduler import FrontierScheduler
+from crawler.scheduling.scheduler import FrontierScheduler
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings

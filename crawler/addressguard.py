@@ -69,8 +69,6 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 #: How a request the guard refused ends in the frontier: done, with this reason.
 BLOCKED_REASON = "address-blocked"
-#: The request meta key the frontier scheduler reads that reason from.
-FRONTIER_REASON_META = "_frontier_reason"
 
 _THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")  # "this host"; Linux connects 0.0.0.0 to itself
 _SHARED = ipaddress.IPv4Network("100.64.0.0/10")  # carrier-grade NAT (RFC 6598): not global

@@ -32,7 +32,7 @@ It is also the frontier's last word on politeness: once a request's
 connection is ready, the last moment before Twisted writes it, a request
 whose turn at the start gate went stale (the reactor stalled after the gate,
 or while connecting) passes the gate again (:class:`_GatedPool`,
-:func:`crawler.frontier.pacing.turn_is_stale`), its turn is looked at once
+:func:`crawler.middlewares.pacing.turn_is_stale`), its turn is looked at once
 more in the callback that writes it, and a request on a fresh turn is sent to
 the socket at once, not on the reactor's next turn (:class:`_SentAtOnce`),
 over HTTPS too: directly or through a CONNECT proxy's tunnel, Twisted's TLS
@@ -58,7 +58,7 @@ from twisted.internet import tcp as tcp_transports
 from twisted.protocols.tls import TLSMemoryBIOProtocol
 
 from crawler import compat
-from crawler.frontier.pacing import give_back_stale, pass_gate, turn_is_stale
+from crawler.middlewares.pacing import give_back_stale, pass_gate, turn_is_stale
 
 if TYPE_CHECKING:
     from scrapy import Request

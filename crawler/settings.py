@@ -132,7 +132,7 @@ BREAKER_MAX_OPENINGS = 6
 # CONCURRENT_REQUESTS_PER_DOMAIN, DOWNLOAD_DELAY, DOWNLOAD_DELAY_JITTER and
 # DOWNLOAD_SLOTS keep their meaning, but are enforced by the frontier across
 # all workers.
-SCHEDULER = "crawler.frontier.scheduler.FrontierScheduler"
+SCHEDULER = "crawler.scheduling.scheduler.FrontierScheduler"
 # REDIS_URL = "redis://127.0.0.1:6379/0"   # shared frontier (scrapy-redis's name)
 # Keys of one crawl start with this (%(spider)s is the spider's name).
 FRONTIER_NAMESPACE = "frontier:%(spider)s"
@@ -179,7 +179,7 @@ DOWNLOADER_MIDDLEWARES = {
     # (590) and retries (550) act on them.
     "crawler.middlewares.warc.WarcCaptureMiddleware": 650,
     # Next to the downloader, so it sees every download error first.
-    "crawler.frontier.scheduler.FrontierOutcomeMiddleware": 950,
+    "crawler.middlewares.outcome.FrontierOutcomeMiddleware": 950,
     # Refuses non-public destinations. Above 950: its process_exception turns a
     # DNS answer the guarded resolver refused into a refusal before
     # FrontierOutcomeMiddleware notes it as an error and the retry policy
@@ -190,7 +190,7 @@ DOWNLOADER_MIDDLEWARES = {
     # between the guard and FrontierOutcomeMiddleware.
     "crawler.middlewares.dns.DNSStepMiddleware": 952,
     # The last gate before a request leaves: spaces starts per host across workers.
-    "crawler.frontier.pacing.FrontierPacingMiddleware": 960,
+    "crawler.middlewares.pacing.FrontierPacingMiddleware": 960,
 }
 
 # --- Breadth-first order ----------------------------------------------------

@@ -22,9 +22,10 @@ from typing import TYPE_CHECKING
 import redis
 from twisted.internet import reactor
 
-from crawler.frontier.pacing import GATE_META
-from crawler.frontier.scheduler import LEASE_META, scheduler_of
 from crawler.frontier.store import script_source
+from crawler.lease import LEASE_META
+from crawler.middlewares.pacing import GATE_META
+from crawler.scheduling.scheduler import scheduler_of
 
 if TYPE_CHECKING:
     from scrapy import Request

@@ -146,7 +146,7 @@ def test_a_robots_job_whose_turn_is_far_off_is_left_to_run_out(
     worker would take it over), nor hold a slot for the whole hold."""
     from scrapy.utils.test import get_crawler
 
-    from crawler.frontier.scheduler import FrontierScheduler
+    from crawler.scheduling.robotsjobs import robots_turn
 
     # A robots lease of 20 s: half of it (10 s) is far from both a job that
     # gives up at once and the minute's hold, so the timing below has room.
@@ -156,13 +156,10 @@ def test_a_robots_job_whose_turn_is_far_off_is_left_to_run_out(
     (job,) = h.run(f.claim(1, "w")).robots_jobs
     other = HTTPS if job == HTTP else HTTP
     assert h.run(f.hold(other, 60_000))  # the name is held now, for a minute
-    # The scheduler's own method, on this frontier (no crawl needed for it).
-    scheduler = FrontierScheduler.__new__(FrontierScheduler)
-    scheduler.frontier, scheduler.limits = f, f.limits
-    scheduler.slot_settings, scheduler.robots = {}, object()
-    scheduler.stats = get_crawler().stats
+    # The scheduler's own wait for the turn, on this frontier (no crawl needed for it).
+    stats = get_crawler().stats
     started = time.monotonic()
-    assert h.run(scheduler._robots_turn(job)) is False
+    assert h.run(robots_turn(f, stats, job, may_gate=True)) is False
     assert time.monotonic() - started < 5  # at once: it did not wait (10 s) to give up
-    assert scheduler.stats.get_value("robots/jobs_deferred") == 1
+    assert stats.get_value("robots/jobs_deferred") == 1
     assert h.run(f.start_gate(job)) > 50_000  # and the gate still holds its start

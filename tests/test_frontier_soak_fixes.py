@@ -38,8 +38,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from crawler import settings as project_settings
 from crawler.frontier.keys import Keys
-from crawler.frontier.scheduler import beat_delay
 from crawler.frontier.store import Frontier, Limits, Release, RobotsRetry
+from crawler.scheduling.heartbeat import beat_delay
 from tests.crawl_runner import finish_crawl, run_crawl, start_crawl
 from tests.frontier_harness import Harness, admission
 from tests.redis_server import RedisServer, started_redis

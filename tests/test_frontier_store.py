@@ -178,7 +178,7 @@ def test_the_workers_client_waits_for_a_connection_instead_of_failing(
 ) -> None:
     # Every request in flight may call Redis at once; redis-py's default pool
     # raised "Too many connections" past its limit (and lost robots outcomes).
-    from crawler.frontier.scheduler import redis_client
+    from crawler.scheduling.opening import redis_client
 
     async def main() -> list[int]:
         client = redis_client(redis_url, {"max_connections": 4})

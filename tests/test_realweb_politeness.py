@@ -41,7 +41,7 @@ pytestmark = pytest.mark.crawl
 #: on a fresh connection (TCP, TLS) reaches the server a little later after its
 #: gate than one on a kept-alive connection, which shortens the gap seen at the
 #: server by up to the handler's stale-turn limit (50 ms,
-#: crawler/frontier/pacing.py STALE_AFTER_S) plus a few ms of writing.
+#: crawler/middlewares/pacing.py STALE_AFTER_S) plus a few ms of writing.
 SLACK = 0.06
 
 def crawl(web: RealWebProcess, seeds: list[str], workdir: Path, **settings: Any) -> CrawlResult:

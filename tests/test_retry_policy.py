@@ -14,7 +14,7 @@ from scrapy.utils.test import get_crawler
 from twisted.internet.error import ConnectionRefusedError, TimeoutError
 
 import crawler.settings
-from crawler.frontier.scheduler import LEASE_META, OUTCOME_META
+from crawler.lease import LEASE_META, OUTCOME_META
 from crawler.middlewares.retry import RetryPolicyMiddleware, full_jitter, retry_after_seconds
 
 NOW = 1_800_000_000.0

@@ -31,7 +31,7 @@ from scrapy.utils.defer import deferred_from_coro
 
 from crawler.extensions.summary import PAGES_STAT
 from crawler.frontier.keys import Count
-from crawler.frontier.scheduler import scheduler_of
+from crawler.scheduling.scheduler import scheduler_of
 
 if TYPE_CHECKING:
     from typing import Self

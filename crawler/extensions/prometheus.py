@@ -43,12 +43,13 @@ from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 import crawler
-from crawler.frontier.scheduler import scheduler_of, worker_identity
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.metrics.frontier import FrontierCollector
 from crawler.metrics.server import parse_ports, serve, stop
 from crawler.metrics.stats import StatsCollector
 from crawler.pipelines.warc import Archive
+from crawler.scheduling.opening import worker_identity
+from crawler.scheduling.scheduler import scheduler_of
 from crawler.signals import crawl_delay_applied, dns_lookup_done, retry_after_applied
 
 if TYPE_CHECKING:

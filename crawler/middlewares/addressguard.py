@@ -40,13 +40,13 @@ from twisted.internet.error import DNSLookupError
 
 from crawler.addressguard import (
     BLOCKED_REASON,
-    FRONTIER_REASON_META,
     AddressBlocked,
     AddressPolicy,
     SeenOnce,
     normalise_host,
 )
 from crawler.dns import CrawlResolver, installed_resolver
+from crawler.lease import REASON_META
 from crawler.resolver import BlockedAddressError, GuardedResolver
 from crawler.seedrefusals import SeedRefusals, is_seed
 
@@ -103,7 +103,7 @@ class AddressGuardMiddleware:
 
     def _refuse(self, request: Request, error: AddressBlocked, *,
                 cause: Exception | None = None, logged: bool = False) -> None:
-        request.meta[FRONTIER_REASON_META] = BLOCKED_REASON
+        request.meta[REASON_META] = BLOCKED_REASON
         self.stats.inc_value(f"guard/blocked/{error.reason}")
         if is_seed(request):  # the operator asked for it: a WARNING with the setting
             SeedRefusals.of(self.crawler).refused(request, BLOCKED_REASON, error.reason)

@@ -66,7 +66,8 @@ from twisted.internet.error import DNSLookupError
 from crawler.addressguard import SeenOnce, normalise_host, parse_ip
 from crawler.dns import PERMANENT, RECORDER, DNSFailure, LookupEvent, installed_resolver
 from crawler.frontier.dnsstate import DNSRetry, HostDNS, register_dns_step
-from crawler.frontier.scheduler import LEASE_META, OUTCOME_META, scheduler_of
+from crawler.lease import LEASE_META, OUTCOME_META
+from crawler.scheduling.scheduler import scheduler_of
 from crawler.signals import dns_lookup_done
 
 if TYPE_CHECKING:

@@ -29,7 +29,8 @@ from scrapy.exceptions import DownloadCancelledError, IgnoreRequest, NotConfigur
 from scrapy.utils.misc import load_object
 
 from crawler.backoff import full_jitter, retry_after_seconds
-from crawler.frontier.scheduler import LEASE_META, OUTCOME_META, scheduler_of
+from crawler.lease import LEASE_META, OUTCOME_META
+from crawler.scheduling.scheduler import scheduler_of
 from crawler.signals import retry_after_applied
 
 if TYPE_CHECKING:

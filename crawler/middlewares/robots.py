@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING
 
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 
-from crawler.frontier.scheduler import LEASE_META, ROBOTS_META, scheduler_of
+from crawler.lease import LEASE_META, ROBOTS_META, ROBOTS_VERSION_META
 from crawler.robots.fetch import ROBOTS_FETCH_META
 from crawler.robots.policy import RobotsPolicy
+from crawler.scheduling.scheduler import scheduler_of
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -57,7 +58,7 @@ class RobotsPolicyMiddleware:
         host = scheduler.host_of(token) if scheduler is not None and token else None
         if host is None:
             self._not_from_frontier(request)
-        rules = await self.policy.rules_for(host, meta.get("_robots_v", 0))
+        rules = await self.policy.rules_for(host, meta.get(ROBOTS_VERSION_META, 0))
         if rules is None:
             # The frontier said robots was known but holds no rules (an
             # operator deleted them?): fail closed, the URL is tried later.
@@ -80,6 +81,6 @@ class RobotsPolicyMiddleware:
             logger.error(
                 "Robots policy: %s did not come from the frontier scheduler, so its "
                 "robots.txt is unknown and it is not sent. The policy needs SCHEDULER = "
-                "'crawler.frontier.scheduler.FrontierScheduler' (or ROBOTSTXT_OBEY = False, "
+                "'crawler.scheduling.scheduler.FrontierScheduler' (or ROBOTSTXT_OBEY = False, "
                 "or dont_obey_robotstxt in the request's meta)", request.url)
         raise IgnoreRequest(f"robots.txt unknown: {request.url}")

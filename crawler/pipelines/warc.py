@@ -32,8 +32,9 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.threads import deferToThread
 
 import crawler
-from crawler.frontier.scheduler import scheduler_of, worker_identity
 from crawler.items import PageItem
+from crawler.scheduling.opening import worker_identity
+from crawler.scheduling.scheduler import scheduler_of
 from crawler.warc.files import WarcFiles, Written
 from crawler.warc.writer import ArchiveWriter, DigestIndex
 

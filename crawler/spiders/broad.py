@@ -30,11 +30,11 @@ from scrapy.utils.gz import gunzip, gzip_magic_number
 from scrapy.utils.misc import load_object
 from scrapy.utils.sitemap import Sitemap
 
-from crawler.frontier.scheduler import FrontierScheduler, scheduler_of
 from crawler.frontier.seedfeed import SeedFeed
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.items import PageItem
 from crawler.middlewares.warc import WARC_META
+from crawler.scheduling.scheduler import FrontierScheduler, scheduler_of
 from crawler.seedrefusals import SEED_META
 from crawler.seeds import Seed, SeedError, parse_seed_line, read_seeds
 from crawler.spiders.args import (

@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, NoReturn
 from redis.exceptions import RedisError
 from scrapy.exceptions import IgnoreRequest
 
-from crawler.frontier.scheduler import LEASE_META, OUTCOME_META, scheduler_of
+from crawler.lease import GATE_META, LEASE_META, OUTCOME_META
+from crawler.scheduling.scheduler import scheduler_of
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -39,8 +40,6 @@ if TYPE_CHECKING:
 #: than keeping its download slot.
 DEFER_AFTER_S = 5.0
 _REDIS_RETRY_S = (0.1, 2.0)  # first and longest pause while Redis does not answer
-#: When the request passed the gate (monotonic seconds), for the download handler.
-GATE_META = "_frontier_gate_passed"
 #: A request that reaches the download handler longer than this after passing
 #: the gate (a stalled reactor) passes it again: its turn at the host is stale.
 STALE_AFTER_S = 0.05

@@ -1,0 +1,109 @@
+"""Claimed URLs, waiting in a small local buffer for the engine to take them.
+
+The buffer is sized to the free download slots: a URL claimed but not
+started holds its host's slot in Redis for every worker, so a worker claims
+only what it can start now. When no host is due, the claim says when the
+next one is and a timer wakes the worker then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from typing import TYPE_CHECKING
+
+from redis.exceptions import RedisError
+from scrapy import Request
+
+from crawler.frontier.records import from_record
+from crawler.lease import CLAIMED_META, LEASE_META, ROBOTS_VERSION_META
+from crawler.urls import canonical_url
+
+if TYPE_CHECKING:
+    from crawler.scheduling.scheduler import FrontierScheduler
+
+
+class Claims:
+    """The buffer of claimed requests and the claims that fill it."""
+
+    def __init__(self, scheduler: FrontierScheduler) -> None:
+        self.scheduler = scheduler
+        self.buffer: deque[Request] = deque()
+        self.claiming = False
+        # False once a claim found nothing due and nothing pending: claiming
+        # again is pointless until something is admitted, released or due.
+        self.claimable = True
+        self._wakeup: asyncio.TimerHandle | None = None
+
+    def pop(self) -> Request | None:
+        """The next claimed request for the engine; claims more when running low."""
+        if not self.buffer:
+            self.want()
+            return None
+        request = self.buffer.popleft()
+        if len(self.buffer) < self.scheduler.concurrency // 4:
+            self.want()
+        return request
+
+    def want(self) -> None:
+        """Claim as many URLs as there are free download slots (one claim at a time)."""
+        scheduler = self.scheduler
+        if (self.claiming or scheduler.closing or scheduler.frontier is None
+                or not self.claimable):
+            return
+        active = len(scheduler.crawler.engine.downloader.active)
+        free = (scheduler.concurrency - active - len(self.buffer)
+                - len(scheduler.robots_jobs))
+        if free > 0:
+            self.claiming = True
+            scheduler.spawn(self._claim(free))
+
+    async def _claim(self, n: int) -> None:
+        scheduler = self.scheduler
+        assert scheduler.frontier is not None and scheduler.spider is not None
+        try:
+            result = await scheduler.frontier.claim(n, scheduler.worker)
+        except (RedisError, OSError) as exc:
+            scheduler.health.trouble(exc)
+            self.claiming = False
+            self.wake_in(1.0)
+            return
+        scheduler.health.ok()
+        self.claiming = False
+        for lease in result.leases:
+            request = from_record(lease.record, scheduler.spider, lease.host)
+            request.meta[LEASE_META] = lease.token
+            request.meta[ROBOTS_VERSION_META] = lease.robots_version
+            request.meta[CLAIMED_META] = time.monotonic()
+            scheduler.leases.add(lease, canonical_url(request.url, scheduler.stripper))
+            self.buffer.append(request)
+        for host in result.robots_jobs:
+            scheduler.robots_jobs.start(host)
+        if result.leases or result.robots_jobs:
+            scheduler.stats.inc_value("frontier/leases/claimed", len(result.leases))
+            scheduler.wake()
+        elif result.next_ready_ms is not None:
+            self.wake_in((result.next_ready_ms - result.server_ms) / 1000)
+        else:  # nothing due, nothing delayed: no claim until something changes
+            self.claimable = False
+            scheduler.refresh_counts()
+
+    def wake_in(self, seconds: float) -> None:
+        """Claim again in ``seconds`` (between 5 ms and 1 s)."""
+        if self.scheduler.closing:
+            return
+        self.cancel()
+        delay = min(max(seconds, 0.005), 1.0)
+        self._wakeup = asyncio.get_event_loop().call_later(delay, self._on_wakeup)
+
+    def cancel(self) -> None:
+        if self._wakeup:
+            self._wakeup.cancel()
+            self._wakeup = None
+
+    def _on_wakeup(self) -> None:
+        self._wakeup = None
+        self.claimable = True
+        self.want()
+        self.scheduler.wake()

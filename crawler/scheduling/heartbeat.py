@@ -1,0 +1,68 @@
+"""The worker's heartbeat: its leases renewed and its presence announced.
+
+Three beats a lease: a worker that stops beating (killed, frozen, cut off)
+loses its leases within one lease time and its URLs go to the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from typing import TYPE_CHECKING
+
+from redis.exceptions import RedisError
+
+from crawler.frontier.workers import Heartbeat, beat_interval
+
+if TYPE_CHECKING:
+    from crawler.scheduling.scheduler import FrontierScheduler
+
+logger = logging.getLogger("crawler.scheduling.scheduler")
+
+
+def beat_delay(lease_ms: int, ok: bool) -> float:
+    """Seconds to the next heartbeat: three a lease, or soon after a failed one."""
+    interval = beat_interval(lease_ms / 1000)
+    return interval if ok else min(interval, 0.5)
+
+
+async def heartbeat_loop(scheduler: FrontierScheduler) -> None:
+    """Announce the worker (at once, so status and metrics see it from the
+    start) and renew its held leases, until it closes.
+
+    After a failed beat (Redis away) the next comes within half a second,
+    not a whole interval later: Redis's clock ran on while it was away, and
+    every moment between its return and the renewal eats into the leases of
+    downloads still in flight.
+    """
+    lease_ms = scheduler.limits.lease_ms
+    delay = 0.0
+    while not scheduler.closing:
+        await asyncio.sleep(delay)
+        delay = beat_delay(lease_ms, ok=False)
+        try:
+            await beat(scheduler)
+            scheduler.health.ok()
+            delay = beat_delay(lease_ms, ok=True)
+        except (RedisError, OSError) as exc:
+            scheduler.health.trouble(exc)
+
+
+async def beat(scheduler: FrontierScheduler) -> None:
+    """One heartbeat: renew every held lease, then note the worker as seen."""
+    frontier = scheduler.frontier
+    assert frontier is not None
+    leases = scheduler.leases.leases()
+    renewed = await frontier.renew(leases, scheduler.worker)
+    if renewed < len(leases):
+        scheduler.stats.inc_value("frontier/leases/lost", len(leases) - renewed)
+        logger.warning("Frontier: %d lease(s) expired before this worker renewed "
+                       "them; their URLs may be fetched twice", len(leases) - renewed)
+    client = scheduler.client
+    beat = Heartbeat(time.time(), held=len(scheduler.leases), pid=os.getpid(),
+                     host=socket.gethostname(), lease=scheduler.limits.lease_ms / 1000)
+    await client.hset(frontier.keys.workers(), scheduler.worker, beat.to_json())
+    await client.set(frontier.keys.seen_at(), int(beat.seen))

@@ -1,0 +1,97 @@
+"""Which enqueued requests become admissions to the frontier, and which are refused.
+
+Refused here, before Redis, are requests that could never be worth a fetch:
+not HTTP(S), a redirect back into its own chain, a crawler trap, an address
+the guard blocks, a request whose meta cannot be stored. A refused seed is
+reported to the operator (:mod:`crawler.seedrefusals`); anything else only
+counts in ``frontier/refused/<reason>``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from scrapy import Request, Spider
+from scrapy.utils.httpobj import urlparse_cached
+
+from crawler.addressguard import BLOCKED_REASON, AddressPolicy
+from crawler.admission import TrapRules
+from crawler.frontier.records import RecordError, to_record
+from crawler.frontier.store import Admission, Limits
+from crawler.seedrefusals import SeedRefusals, is_seed
+from crawler.urls import canonical_host_key, canonical_url, url_fingerprint
+
+logger = logging.getLogger("crawler.scheduling.scheduler")
+
+
+class Intake:
+    """The checks an enqueued request passes before it is offered to the frontier."""
+
+    def __init__(self, crawler: Any, limits: Limits, stripper: Any,
+                 meta_keys: tuple[str, ...]) -> None:
+        s = crawler.settings
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.limits = limits
+        self.stripper = stripper
+        self.meta_keys = meta_keys
+        self.traps = TrapRules.from_settings(s)
+        # Refused when queued (links, redirects, seeds): no robots fetch for them either.
+        self.address_policy = AddressPolicy.from_settings(s)
+        self.slot_settings: dict[str, dict[str, Any]] = s.getdict("DOWNLOAD_SLOTS")
+
+    def admission(self, request: Request, sent: str | None, canon: str | None,
+                  spider: Spider) -> Admission | None:
+        """The admission of ``request`` (sent and canonical forms of its URL), or
+        None when it is refused (counted and, for a seed, reported)."""
+        if sent is None or canon is None:
+            return self.refuse(request, "not-http-url")
+        if self._redirect_loop(request, canon):
+            return self.refuse(request, "redirect-loop")
+        trap = self.traps.check(canon)
+        if trap is not None:
+            return self.refuse(request, trap)
+        blocked = self.address_policy.check_url(canon)
+        if blocked is not None:
+            self.stats.inc_value(f"guard/blocked/{blocked}")
+            return self.refuse(request, BLOCKED_REASON, blocked)
+        host = canonical_host_key(canon)
+        try:
+            record = to_record(request, sent, spider, self.meta_keys, host)
+        except RecordError as exc:
+            logger.error("Frontier refused %s: %s", request.url, exc)
+            return self.refuse(request, "unserializable")
+        return Admission(canon, host, url_fingerprint(canon), record, request.priority,
+                         self._host_config(request))
+
+    def refuse(self, request: Request, reason: str, guard_reason: str | None = None) -> None:
+        self.stats.inc_value(f"frontier/refused/{reason}")
+        if is_seed(request):  # the operator asked for it: say so (crawler/seedrefusals.py)
+            SeedRefusals.of(self.crawler).refused(request, reason, guard_reason)
+        logger.debug("Frontier refused (%s): %s", reason, request.url)
+
+    def _redirect_loop(self, request: Request, canon: str) -> bool:
+        """A redirect back to a URL of its own chain (a -> b -> a): never worth a fetch."""
+        chain = request.meta.get("redirect_urls")
+        return bool(chain) and canon in {canonical_url(u, self.stripper) for u in chain}
+
+    def _host_config(self, request: Request) -> str:
+        """"conc:delay_ms" for a host with its own DOWNLOAD_SLOTS entry, else ""."""
+        slot = request.meta.get("download_slot") or urlparse_cached(request).hostname or ""
+        limits = self.slot_limits(slot)
+        return f"{limits[0]}:{limits[1]}" if limits else ""
+
+    def slot_limits(self, slot_name: str) -> tuple[int, int] | None:
+        """A ``DOWNLOAD_SLOTS`` entry's (concurrency, delay ms), if it has one."""
+        slot = self.slot_settings.get(slot_name) if self.slot_settings else None
+        if not slot:
+            return None
+        return (int(slot.get("concurrency", self.limits.concurrency)),
+                round(float(slot.get("delay", self.limits.delay_ms / 1000)) * 1000))
+
+    def host_limits(self, host: str) -> tuple[int, int]:
+        """The project's concurrency and delay (ms) for a host key (DOWNLOAD_SLOTS first)."""
+        netloc = host.partition("://")[2]
+        return self.slot_limits(netloc.rsplit(":", 1)[0].strip("[]")) or (
+            self.limits.concurrency, self.limits.delay_ms)

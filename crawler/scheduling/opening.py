@@ -1,0 +1,92 @@
+"""Opening a worker's frontier: who the worker is, reaching Redis, the layout.
+
+A worker started while Redis restarts (a scrapyd job, a supervisor) waits for
+it rather than dying at once, and a worker whose partitioning disagrees with
+the frontier's stored layout refuses to start: it would read and write other
+keys than the workers already crawling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import RedisError
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.project import data_path
+
+from crawler.frontier.connection import async_client
+from crawler.frontier.keys import Keys, layout_json, older_layout
+from crawler.redaction import safe_url
+
+logger = logging.getLogger("crawler.scheduling.scheduler")
+
+
+class FrontierUnavailable(RuntimeError):
+    """The frontier's Redis did not answer when the worker started."""
+
+
+def worker_identity(settings: Any) -> str:
+    """``FRONTIER_WORKER_ID``, else ``hostname:pid``: unique per live process."""
+    return settings.get("FRONTIER_WORKER_ID") or f"{socket.gethostname()}:{os.getpid()}"
+
+
+def redis_client(url: str, params: dict[str, Any], cluster: bool = False
+                 ) -> Redis | RedisCluster:
+    """The scheduler's client (see :func:`crawler.frontier.connection.async_client`)."""
+    return async_client(url, params, cluster)
+
+
+def embedded_folder(jobdir: str | None, spider_name: str) -> Path:
+    """Where a crawl without ``REDIS_URL`` keeps its embedded Redis: in its JOBDIR,
+    else in the project's data folder, one per spider."""
+    if jobdir:
+        return Path(jobdir) / "frontier"
+    return Path(data_path(f"frontier/{spider_name}", createdir=True))
+
+
+async def wait_for_redis(client: Any, url: str, wait_s: float) -> None:
+    """Ping until Redis answers, for up to ``wait_s`` (``FRONTIER_CONNECT_WAIT``)."""
+    deadline = time.monotonic() + wait_s
+    pause, warned = 0.2, False
+    while True:
+        try:
+            await client.ping()
+        except (RedisError, OSError) as exc:
+            if time.monotonic() + pause > deadline:
+                raise FrontierUnavailable(
+                    f"Redis at {safe_url(url)} did not answer for {wait_s:.0f} s "
+                    f"(FRONTIER_CONNECT_WAIT): {exc}") from exc
+            if not warned:
+                logger.warning("Frontier: Redis at %s unreachable (%s); waiting up to %.0f s",
+                               safe_url(url), exc, wait_s)
+                warned = True
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 5.0)
+            continue
+        if warned:
+            logger.warning("Frontier: Redis at %s answers", safe_url(url))
+        return
+
+
+async def check_layout(client: Any, keys: Keys) -> None:
+    """All workers of a frontier must agree on its partitioning (the first one
+    to open it stores its own)."""
+    meta_key = keys.layout()
+    layout = layout_json(keys.partitions, keys.seen_buckets)
+    await client.set(meta_key, layout, nx=True)
+    stored = (await client.get(meta_key) or b"").decode()
+    if stored == layout:
+        return
+    older = older_layout(stored)
+    if older is not None:
+        raise NotConfigured(f"frontier {keys.namespace}: {older} (stored layout {stored})")
+    raise NotConfigured(
+        f"frontier {keys.namespace} was created with {stored}; this worker has {layout}")

@@ -1,0 +1,87 @@
+"""robots.txt fetches the frontier hands out as jobs.
+
+The frontier hands a host's robots.txt to one worker at a time, before any
+of the host's URLs: the worker fetches and stores the rules
+(:class:`crawler.robots.policy.RobotsPolicy`), and the host's URLs become
+claimable. A job whose worker dies runs out and is handed out again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import RedisError
+
+from crawler.frontier.dnsstate import dns_step_of
+from crawler.frontier.store import Frontier, Limits
+
+if TYPE_CHECKING:
+    from crawler.scheduling.scheduler import FrontierScheduler
+
+logger = logging.getLogger("crawler.scheduling.scheduler")
+
+
+class RobotsJobs:
+    """The robots.txt jobs this worker runs now."""
+
+    def __init__(self, scheduler: FrontierScheduler) -> None:
+        self.scheduler = scheduler
+        self.hosts: set[str] = set()
+
+    def __len__(self) -> int:
+        return len(self.hosts)
+
+    def start(self, host: str) -> None:
+        self.hosts.add(host)
+        self.scheduler.spawn(self._job(host))
+
+    async def _job(self, host: str) -> None:
+        """Fetch and store a host's robots.txt; its URLs become claimable after."""
+        scheduler = self.scheduler
+        assert scheduler.robots is not None and scheduler.frontier is not None
+        concurrency, delay_ms = scheduler.host_limits(host)
+        try:
+            # The host's name first (crawler/middlewares/dns.py): a name that does
+            # not resolve is a DNS outcome, not an unreachable robots.txt.
+            step = dns_step_of(scheduler.crawler)
+            named = step is None or await step.before_robots(host)
+            if named and await robots_turn(scheduler.frontier, scheduler.stats, host,
+                                           scheduler.may_gate):
+                await scheduler.robots.resolve(host, concurrency, delay_ms,
+                                               scheduler.limits.jitter)
+        except (RedisError, OSError) as exc:
+            # The job's lease runs out and the host is handed out again.
+            scheduler.health.trouble(exc)
+        except Exception:
+            logger.exception("Robots job for %s failed; it is tried again later", host,
+                             extra={"host": host})
+            scheduler.stats.inc_value("robots/job_errors")
+        finally:
+            self.hosts.discard(host)
+        scheduler.claims.claimable = True
+        scheduler.claims.want()
+        scheduler.wake()
+
+
+async def robots_turn(frontier: Frontier, stats: Any, host: str, may_gate: bool) -> bool:
+    """Wait for the host's start gate: a robots.txt fetch is a request to the
+    server like a page, spaced from the one before it (maybe of another
+    scheme of the same name) and from the one after it.
+
+    False when the turn is further off than half the job's lease (a hold
+    came after the claim): the job is left to run out and is handed out
+    again later, rather than fetched early or taken over mid-wait.
+    """
+    if not may_gate:
+        return True
+    limits: Limits = frontier.limits
+    deadline = time.monotonic() + limits.robots_ms / 2000
+    while (wait_ms := await frontier.start_gate(host)) > 0:
+        if time.monotonic() + wait_ms / 1000 > deadline:
+            stats.inc_value("robots/jobs_deferred")
+            return False
+        await asyncio.sleep(wait_ms / 1000)
+    return True

@@ -1,0 +1,389 @@
+"""The Scrapy scheduler on top of the Redis frontier.
+
+``SCHEDULER = "crawler.scheduling.scheduler.FrontierScheduler"``.
+
+The engine talks to a scheduler synchronously (``enqueue_request`` and
+``next_request`` return at once), so nothing here waits for Redis on the
+reactor thread: requests to admit and leases to release are batched and
+flushed by a background task (:mod:`.sync`), and claimed URLs wait in a small
+local buffer sized to the free download slots (:mod:`.claims`). Per-host
+politeness lives in Redis, so the limits hold across every worker; Scrapy's
+own download slots are made pass-through so they neither add a second delay
+nor hold requests that another host could use.
+
+A claimed URL's lease ends exactly once, when the engine is done with the
+request it became (:mod:`.leases`). A retry of the same URL ends it as
+``retry`` (delayed by the host's delay); a redirect to another URL admits the
+new URL and the old lease ends as ``done``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import RedisError
+from scrapy import Request, Spider, signals
+from scrapy.exceptions import NotConfigured
+from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.reactor import is_asyncio_reactor_installed
+
+from crawler import compat
+from crawler.frontier.connection import sync_client
+from crawler.frontier.embedded import EmbeddedRedis
+from crawler.frontier.keys import Count, Keys, crawl_namespace
+from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, to_record
+from crawler.frontier.seedfeed import SeedFeed
+from crawler.frontier.store import Breaker, Frontier, Lease, Limits
+from crawler.lease import CLAIMED_META, LEASE_META
+from crawler.redaction import safe_url
+from crawler.robots.policy import RobotsPolicy
+from crawler.scheduling.claims import Claims
+from crawler.scheduling.health import RedisHealth
+from crawler.scheduling.heartbeat import heartbeat_loop
+from crawler.scheduling.intake import Intake
+from crawler.scheduling.leases import LeaseTable
+from crawler.scheduling.opening import (
+    check_layout,
+    embedded_folder,
+    redis_client,
+    wait_for_redis,
+    worker_identity,
+)
+from crawler.scheduling.robotsjobs import RobotsJobs
+from crawler.scheduling.sync import Sync
+from crawler.urls import stripper_from_settings, url_forms
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+    from twisted.internet.defer import Deferred
+
+logger = logging.getLogger(__name__)
+
+
+def scheduler_of(crawler: Crawler) -> FrontierScheduler | None:
+    """The frontier scheduler of a crawl (for its middlewares), if it uses one and
+    the crawl has started (the engine makes its scheduler when it opens the spider)."""
+    try:
+        scheduler = crawler.engine.scheduler
+    except RuntimeError:  # Crawler.engine before the crawl starts
+        return None
+    return scheduler if isinstance(scheduler, FrontierScheduler) else None
+
+
+def limits_from_settings(s: Any) -> Limits:
+    """The frontier's per-host limits and lease times, from the crawl's settings."""
+    return Limits(
+        concurrency=s.getint("CONCURRENT_REQUESTS_PER_DOMAIN"),
+        delay_ms=round(s.getfloat("DOWNLOAD_DELAY") * 1000),
+        jitter=s.getfloat("DOWNLOAD_DELAY_JITTER", 0.5),
+        budget=s.getint("ADMISSION_MAX_PAGES_PER_HOST", 0),
+        lease_ms=round(s.getfloat("FRONTIER_LEASE_SECONDS", 60) * 1000),
+        breaker=Breaker(
+            threshold=s.getint("BREAKER_THRESHOLD", 5),
+            base_ms=round(s.getfloat("BREAKER_COOLDOWN", 30.0) * 1000),
+            cap_ms=round(s.getfloat("BREAKER_COOLDOWN_MAX", 3600.0) * 1000),
+            max_openings=s.getint("BREAKER_MAX_OPENINGS", 6),
+        ),
+    )
+
+
+class FrontierScheduler:
+    """A Scrapy scheduler whose queues, dedup and politeness live in Redis."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        if not is_asyncio_reactor_installed():
+            raise NotConfigured("the frontier scheduler needs Scrapy's asyncio reactor")
+        self.crawler = crawler
+        self.stats = crawler.stats
+        s = crawler.settings
+        self.worker = worker_identity(s)
+        self.redis_url: str | None = s.get("REDIS_URL")
+        self.redis_params: dict[str, Any] = s.getdict("REDIS_PARAMS")
+        self.cluster = s.getbool("REDIS_CLUSTER")
+        self.partitions = s.getint("FRONTIER_PARTITIONS", 16)
+        self.seen_buckets = s.getint("FRONTIER_SEEN_BUCKETS", 4096)
+        self.namespace_template = s.get("FRONTIER_NAMESPACE", "frontier:%(spider)s")
+        self.crawl_id: str = s.get("FRONTIER_CRAWL_ID") or ""
+        self.idle_wait = s.getfloat("FRONTIER_IDLE_WAIT", 0.0)
+        self.connect_wait = s.getfloat("FRONTIER_CONNECT_WAIT", 60.0)
+        self.meta_keys = tuple(s.getlist("FRONTIER_META_KEYS", list(DEFAULT_META_KEYS)))
+        self.concurrency = s.getint("CONCURRENT_REQUESTS")
+        self.limits = limits_from_settings(s)
+        self.robots: RobotsPolicy | None = None
+        if s.getbool("ROBOTSTXT_OBEY"):
+            self.robots = RobotsPolicy.from_crawler(crawler)
+            self.limits.robots_ms = self.robots.fetch_lease_ms
+        self.stripper = stripper_from_settings(s)
+        self.jobdir = s.get("JOBDIR")
+        self.seeds_key_template: str = s.get("REDIS_START_URLS_KEY") or ""
+        self.seeds_batch = s.getint("REDIS_START_URLS_BATCH_SIZE", 100)
+        self.intake = Intake(crawler, self.limits, self.stripper, self.meta_keys)
+        self.leases = LeaseTable(self.stats, self.limits, self._record_again)
+        self.health = RedisHealth(self.stats)
+        self.sync = Sync(self)
+        self.claims = Claims(self)
+        self.robots_jobs = RobotsJobs(self)
+        self.embedded: EmbeddedRedis | None = None
+        self.url: str | None = None
+        self.frontier: Frontier | None = None
+        self.seed_feed: SeedFeed | None = None
+        self.spider: Spider | None = None
+        self.counts: dict[str, int] | None = None
+        self._counts_epoch = -1
+        self._counting = False
+        self._idle_since: float | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.closing = False
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
+        compat.check()  # the engine hooks need Scrapy's private names
+        scheduler = cls(crawler)
+        crawler.signals.connect(scheduler._reached_downloader,
+                                signal=signals.request_reached_downloader)
+        return scheduler
+
+    # ------------------------------------------------------------------ open / close
+
+    def open(self, spider: Spider) -> Deferred[None]:
+        self.spider = spider
+        return deferred_from_coro(self._open())
+
+    async def _open(self) -> None:
+        assert self.spider is not None
+        # Starting or adopting the embedded server waits on a file lock and on
+        # the server's start: in a thread, so the reactor runs on meanwhile.
+        url = self.redis_url or await asyncio.to_thread(self._start_embedded)
+        self.url = url  # for components with their own connections (the WARC writer)
+        cluster = self.cluster and self.redis_url is not None  # the embedded one is not
+        self.client = redis_client(url, self.redis_params, cluster)
+        crawl_id = getattr(self.spider, "crawl_id", None) or self.crawl_id
+        namespace = crawl_namespace(self.namespace_template, self.spider.name, crawl_id)
+        keys = Keys(namespace, self.partitions, self.seen_buckets)
+        await wait_for_redis(self.client, url, self.connect_wait)
+        await check_layout(self.client, keys)
+        self.frontier = Frontier(self.client, keys, self.limits)
+        if self.robots is not None:
+            self.robots.frontier = self.frontier
+        if self.seeds_key_template:
+            key = self.seeds_key_template % {"name": self.spider.name}
+            self.seed_feed = SeedFeed(self.client, key, self.worker, self.seeds_batch)
+        self._install_engine_hooks()
+        self.spawn(heartbeat_loop(self))
+        counts = await self.frontier.counts()
+        logger.info(
+            "Frontier %s on %s: %s queued, %s leased, %s delayed, %s done, %s dead; worker %s",
+            namespace, safe_url(url), counts[Count.QUEUED], counts[Count.LEASED],
+            counts[Count.DELAYED], counts[Count.DONE], counts[Count.DEAD], self.worker,
+            extra={"worker": self.worker, "namespace": namespace},
+        )
+
+    def sync_client(self, **overrides: Any) -> Any:
+        """A blocking client on the frontier's Redis, for threads (metrics, WARC digests)."""
+        assert self.url is not None, "the frontier is not open"
+        return sync_client(self.url, self.redis_params,
+                           self.cluster and self.redis_url is not None, **overrides)
+
+    def _start_embedded(self) -> str:
+        assert self.spider is not None
+        self.embedded = EmbeddedRedis(embedded_folder(self.jobdir, self.spider.name))
+        return self.embedded.start()
+
+    def _install_engine_hooks(self) -> None:
+        """Hook the engine where the frontier needs it (:mod:`crawler.compat`).
+
+        A lease ends when the engine is done with its request, claimed URLs
+        wake the engine at once instead of on its 5 s heartbeat, and Scrapy's
+        download slots add no delay: the frontier paces every host for all
+        workers (claims here, starts in :mod:`crawler.middlewares.pacing`), and a
+        request it handed out must never wait in a slot while its turn passes.
+        """
+        engine = self.crawler.engine
+        compat.hook_request_done(engine, self._finished)
+        self._wake_engine = compat.engine_wakeup(engine)
+        compat.pass_through_download_slots(engine.downloader)
+
+    def close(self, reason: str) -> Deferred[None]:
+        return deferred_from_coro(self._close(reason))
+
+    async def _close(self, reason: str) -> None:
+        self.closing = True
+        self.claims.cancel()
+        flushes = [t for t in self._tasks if getattr(t, "flush", False)]
+        for task in list(self._tasks):
+            if task not in flushes:
+                task.cancel()
+        if flushes:  # let a flush under way finish: it holds releases in hand
+            await asyncio.wait(flushes, timeout=30)
+        returned = self.leases.return_all()
+        self.claims.buffer.clear()
+        self.sync.releases += returned
+        if self.frontier is not None:
+            await self._save_last_changes()
+        if returned:
+            self.stats.inc_value("frontier/leases/returned", len(returned))
+        if self.embedded is not None and not await asyncio.to_thread(self.embedded.leave):
+            logger.info("Frontier: leaving the embedded Redis running: "
+                        "another process uses it")
+        logger.info("Frontier closed (%s)", reason)
+
+    async def _save_last_changes(self) -> None:
+        assert self.frontier is not None
+        try:
+            await asyncio.wait_for(self.sync.flush_all(), timeout=30)
+            if self.seed_feed is not None and self.seed_feed.holding:
+                await self.seed_feed.give_back()
+            await self.client.hdel(self.frontier.keys.workers(), self.worker)
+        except (RedisError, OSError, TimeoutError) as exc:
+            logger.error("Frontier: could not save the last changes on close: %s", exc)
+        await self.client.aclose()
+
+    # ------------------------------------------------------------------ scheduler API
+
+    def enqueue_request(self, request: Request) -> bool:
+        forms = url_forms(request.url, self.stripper)
+        sent, canon = forms if forms is not None else (None, None)
+        token = request.meta.pop(LEASE_META, None)
+        if self.leases.is_retry(token, canon):
+            self.sync.release(self.leases.retry(request, token))
+            return True
+        assert self.spider is not None
+        admission = self.intake.admission(request, sent, canon, self.spider)
+        if admission is None:
+            return False
+        self.stats.inc_value("frontier/offered")
+        self.sync.admit(admission)
+        return True
+
+    def next_request(self) -> Request | None:
+        return self.claims.pop()
+
+    def has_pending_requests(self) -> bool:
+        if (self.claims.buffer or self.sync or self.leases or self.robots_jobs):
+            self._idle_since = None
+            return True
+        if self.sync.flushing or self.claims.claiming or self._counts_epoch != self.sync.epoch:
+            self.refresh_counts()
+            return True
+        c = self.counts or {}
+        if c.get(Count.QUEUED, 0) + c.get(Count.LEASED, 0) + c.get(Count.DELAYED, 0) > 0:
+            self._idle_since = None
+            self.refresh_counts()
+            return True
+        now = time.monotonic()
+        self._idle_since = self._idle_since or now
+        if now - self._idle_since < self.idle_wait:
+            self.refresh_counts()
+            return True
+        return False
+
+    def __len__(self) -> int:
+        return len(self.claims.buffer) + (self.counts or {}).get(Count.QUEUED, 0)
+
+    # ------------------------------------------------------------------ for components
+
+    @property
+    def may_gate(self) -> bool:
+        """Whether any host can have a gap between requests (else no gate needed)."""
+        return (self.limits.delay_ms * (1 - self.limits.jitter) > 0
+                or bool(self.intake.slot_settings)
+                or self.robots is not None)  # a Crawl-delay can slow any host down
+
+    @property
+    def slot_settings(self) -> dict[str, dict[str, Any]]:
+        return self.intake.slot_settings
+
+    def host_of(self, token: str) -> str | None:
+        """The host key of a lease this worker holds."""
+        return self.leases.host_of(token)
+
+    def host_limits(self, host: str) -> tuple[int, int]:
+        return self.intake.host_limits(host)
+
+    def hold_now(self, token: str, seconds: float) -> None:
+        """Hold the host of a lease back for every worker at once (a 429 / 503 just
+        arrived), without waiting for the lease's release to say so. Best effort:
+        if Redis does not answer, the release holds the host when it goes through."""
+        host = self.host_of(token)
+        if host is None or self.frontier is None or seconds <= 0:
+            return
+        self.spawn(self._hold(host, round(seconds * 1000)))
+
+    async def _hold(self, host: str, ms: int) -> None:
+        try:
+            await self.frontier.hold(host, ms)  # type: ignore[union-attr]
+        except (RedisError, OSError):
+            return
+        self.stats.inc_value("frontier/holds/early")
+
+    async def wait_admitted(self) -> bool:
+        """Wait until every request enqueued so far is in Redis (False: closing)."""
+        while self.sync.admissions or self.sync.flushing:
+            if self.closing:
+                return False
+            await asyncio.sleep(0.01)
+        return not self.closing
+
+    # ------------------------------------------------------------------ internals
+
+    def _finished(self, request: Request) -> None:
+        release = self.leases.finished(request)
+        if release is not None:
+            self.sync.release(release)
+
+    def _record_again(self, request: Request, lease: Lease) -> str:
+        """The record of a retried request (its retry count moved on), "" to keep the old."""
+        assert self.spider is not None
+        try:
+            return to_record(request, request.url, self.spider, self.meta_keys, lease.host)
+        except RecordError:
+            return ""
+
+    def _reached_downloader(self, request: Request, spider: Spider) -> None:
+        claimed = request.meta.get(CLAIMED_META)
+        if claimed is not None:
+            ms = round((time.monotonic() - claimed) * 1000)
+            self.stats.max_value("frontier/claim_to_download_ms/max", ms)
+            if ms > 20:
+                self.stats.inc_value("frontier/claim_to_download_ms/over_20")
+
+    def spawn(self, coro: Any, *, flush: bool = False) -> None:
+        """Run ``coro`` in the background; close cancels it (a flush it lets finish)."""
+        task = asyncio.ensure_future(coro)
+        task.flush = flush  # type: ignore[attr-defined]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def after_flush(self) -> None:
+        self.wake()
+        self.claims.want()
+        self.refresh_counts()
+
+    def wake(self) -> None:
+        """Have the engine ask for requests now rather than at its next heartbeat."""
+        if not self.closing:
+            self._wake_engine()
+
+    def refresh_counts(self) -> None:
+        if self.closing or self.frontier is None or self._counting:
+            return
+        self._counting = True
+        self.spawn(self._count())
+
+    async def _count(self) -> None:
+        assert self.frontier is not None
+        epoch = self.sync.epoch
+        try:
+            self.counts = await self.frontier.counts()
+            if self.counts[Count.QUEUED] + self.counts[Count.DELAYED] > 0:
+                self.claims.claimable = True
+            if not self.sync.flushing and not self.sync:
+                self._counts_epoch = epoch
+        except (RedisError, OSError) as exc:
+            self.health.trouble(exc)
+        finally:
+            self._counting = False
+        self.wake()

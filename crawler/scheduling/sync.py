@@ -1,0 +1,140 @@
+"""Admissions and releases, batched and sent to Redis in the background.
+
+The engine calls the scheduler synchronously, so nothing waits for Redis on
+the reactor: enqueued URLs and ended leases pile up here and one background
+task sends them, a page's links and its lease's end in one round trip.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from redis.exceptions import RedisError
+
+from crawler.frontier.store import Admission, AdmitResult, BreakerEvent, Release, ReleaseResult
+
+if TYPE_CHECKING:
+    from crawler.scheduling.scheduler import FrontierScheduler
+
+logger = logging.getLogger("crawler.scheduling.scheduler")
+
+
+class Sync:
+    """What this worker still has to tell the frontier, and the task telling it."""
+
+    def __init__(self, scheduler: FrontierScheduler) -> None:
+        self.scheduler = scheduler
+        self.stats = scheduler.stats
+        self.admissions: list[Admission] = []
+        self.releases: list[Release] = []
+        self.flushing = False
+        #: Flushes done: the frontier's counts are current once read after the last.
+        self.epoch = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.admissions or self.releases)
+
+    def admit(self, admission: Admission) -> None:
+        self.admissions.append(admission)
+        self.schedule()
+
+    def release(self, release: Release) -> None:
+        self.releases.append(release)
+        self.schedule()
+
+    def schedule(self) -> None:
+        if not self.flushing and not self.scheduler.closing:
+            self.flushing = True
+            self.scheduler.spawn(self._loop(), flush=True)
+
+    async def _loop(self) -> None:
+        try:
+            await asyncio.sleep(0)  # let the engine queue the rest of this page's links
+            await self.flush_all()
+        finally:
+            self.flushing = False
+        self.scheduler.after_flush()
+
+    async def flush_all(self) -> None:
+        """Send pending admissions, then pending releases, until none is left.
+
+        Admissions go first so that a page's links are in Redis before its
+        lease ends: a crash in between refetches the page instead of losing
+        its links. Both steps are idempotent, so a failed batch is retried
+        whole after Redis comes back.
+        """
+        scheduler = self.scheduler
+        assert scheduler.frontier is not None
+        delay = 0.2
+        while self:
+            admissions, self.admissions = self.admissions, []
+            releases, self.releases = self.releases, []
+            try:
+                admitted = await scheduler.frontier.admit(admissions)
+                released = await scheduler.frontier.release(releases, scheduler.worker)
+            except asyncio.CancelledError:
+                self._put_back(admissions, releases)
+                raise
+            except (RedisError, OSError) as exc:
+                self._put_back(admissions, releases)
+                scheduler.health.trouble(exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            scheduler.health.ok()
+            self.epoch += 1
+            if admitted.added or releases:
+                scheduler.claims.claimable = True
+            self._count(admitted, released)
+            for event in released.events:
+                await self._breaker_event(event)
+
+    def _put_back(self, admissions: list[Admission], releases: list[Release]) -> None:
+        self.admissions[:0] = admissions
+        self.releases[:0] = releases
+
+    def _count(self, admitted: AdmitResult, released: ReleaseResult) -> None:
+        inc = self.stats.inc_value
+        inc("frontier/admitted", admitted.added)
+        inc("frontier/duplicates", admitted.duplicates)
+        if admitted.refused:
+            inc("frontier/refused/host-budget", admitted.refused)
+        if admitted.blocked:
+            inc("frontier/refused/dropped-host", admitted.blocked)
+        if admitted.parked:
+            inc("frontier/parked", admitted.parked)
+        if released.stale:
+            inc("frontier/leases/stale", released.stale)
+
+    async def _breaker_event(self, event: BreakerEvent) -> None:
+        """Log a host's breaker transition once (this worker's release caused it)."""
+        extra = {"host": event.host, "breaker": event.event}
+        self.stats.inc_value(f"breaker/{event.event}")
+        if event.event == "open":
+            logger.warning("Breaker open for %s: no requests for %.0f s", event.host,
+                           event.ms / 1000, extra={**extra, "cooldown_s": event.ms / 1000})
+        elif event.event == "close":
+            logger.info("Breaker closed for %s: the probe succeeded", event.host, extra=extra)
+        else:
+            await self._park(event, extra)
+
+    async def _park(self, event: BreakerEvent, extra: dict[str, str]) -> None:
+        """A host whose breaker kept opening: its queued URLs become dead letters."""
+        scheduler = self.scheduler
+        assert scheduler.frontier is not None
+        reason = json.dumps({"reason": "host-unreachable", "error": "breaker opened "
+                             f"{scheduler.limits.breaker.max_openings} times",
+                             "t": round(time.time())})
+        try:
+            parked = await scheduler.frontier.park_host(event.host, reason, whole_site=True)
+        except (RedisError, OSError) as exc:
+            scheduler.health.trouble(exc)
+            return
+        logger.warning(
+            "Host %s parked: its breaker kept opening; %d queued URL(s) are dead letters "
+            "(requeue with: scrapy frontier requeue --reason host-unreachable --host %s)",
+            event.host, parked, event.host, extra=extra)
