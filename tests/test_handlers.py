@@ -22,11 +22,13 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_twisted
 import twisted
 from scrapy import Request
+from scrapy.crawler import Crawler
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from scrapy.utils.test import get_crawler
 from twisted.internet import _newtls, reactor
@@ -65,11 +67,15 @@ class KeepAliveServer:
             except OSError:
                 return
             self.connections += 1
-            try:
-                with self.tls.wrap_socket(conn, server_side=True) if self.tls else conn as c:
-                    self._answer(c)
-            except OSError:  # a TLS handshake or a connection that failed: the next one
-                conn.close()
+            self._accepted(conn)
+
+    def _accepted(self, conn: socket.socket) -> None:
+        """One connection at a time: answered before the next is accepted."""
+        try:
+            with self.tls.wrap_socket(conn, server_side=True) if self.tls else conn as c:
+                self._answer(c)
+        except OSError:  # a TLS handshake or a connection that failed: the next one
+            conn.close()
 
     def _answer(self, conn: socket.socket) -> None:
         buffered = b""
@@ -102,8 +108,9 @@ async def _body(response: IResponse) -> bytes:
 
 
 @contextlib.contextmanager
-def serving(tls: ssl.SSLContext | None = None) -> Iterator[KeepAliveServer]:
-    srv = KeepAliveServer(tls)
+def serving(tls: ssl.SSLContext | None = None, *,
+            server: KeepAliveServer | None = None) -> Iterator[KeepAliveServer]:
+    srv = server or KeepAliveServer(tls)
     srv.thread.start()
     try:
         yield srv
@@ -189,14 +196,8 @@ class OneShotServer(KeepAliveServer):
         self.close_after = close_after
         self.heads: list[bytes] = []
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+    def _accepted(self, conn: socket.socket) -> None:
+        threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
 
     def _answer(self, conn: socket.socket) -> None:
         with conn:
@@ -213,20 +214,12 @@ class OneShotServer(KeepAliveServer):
                     return
 
 
-@contextlib.contextmanager
-def one_shot(answer: bytes, close_after: float | None = None) -> Iterator[OneShotServer]:
-    srv = OneShotServer(answer, close_after)
-    srv.thread.start()
-    try:
-        yield srv
-    finally:
-        with contextlib.suppress(OSError):
-            srv.sock.shutdown(socket.SHUT_RDWR)
-        srv.sock.close()
-        srv.thread.join(5)
+def one_shot(answer: bytes, close_after: float | None = None
+             ) -> contextlib.AbstractContextManager[Any]:  # an OneShotServer
+    return serving(server=OneShotServer(answer, close_after))
 
 
-def _counting_crawler():
+def _counting_crawler() -> Crawler:
     crawler = get_crawler(settings_dict=PROJECT)
     crawler.stats.open_spider()
     return crawler
