@@ -3,8 +3,9 @@
 A broad crawl finds far more URLs than it can or should fetch: calendars that
 link to next month forever, relative links that grow ``/a/b/a/b/...``, hosts
 with millions of pages. These rules are plain functions of a URL so that the
-spider middleware (today) and the frontier (which admits URLs atomically for
-every worker) apply exactly the same decisions, and tests need no crawl.
+frontier's intake (:mod:`crawler.scheduling.intake`) and the spider
+middleware used with Scrapy's own scheduler apply exactly the same
+decisions, and tests need no crawl.
 
 Depth and URL length are left to Scrapy's own ``DEPTH_LIMIT`` and
 ``URLLENGTH_LIMIT``, which every Scrapy user already knows.

@@ -82,8 +82,8 @@ class _GatedPool:
     gate has gone stale passes the gate again, and the turn is looked at once
     more in the very callback that writes the request: passing the gate is
     asynchronous, and the reactor turns between its answer and the write can
-    stall too (the soak saw a request granted, then sent 0.2 s later, after
-    another worker's on-time turn). In the normal case the connection is
+    stall too, for long enough that another worker's on-time turn comes
+    first. In the normal case the connection is
     handed on, and the request written, in the same reactor turn. Everything
     but ``getConnection`` is the shared pool.
     """
@@ -149,8 +149,8 @@ class _SentAtOnce:
     polls the socket, after every other callback of the current turn: one
     slow callback there (a large page's links, a starved CPU) and a request
     that passed the gate on time leaves a quarter of a second later, right
-    before another worker's request to the same host (the chaos soak saw two
-    such gaps of 5 and 17 ms). Over HTTPS the TLS layer holds the request
+    before another worker's request to the same host. Over HTTPS the TLS
+    layer holds the request
     for one more turn before it even reaches the TCP transport. ``request``
     writes it, then flushes every TLS layer and has the TCP transport send it
     at once (``IWriteDescriptor.doWrite``, what the reactor itself would

@@ -100,9 +100,9 @@ def turn_is_stale(request: Request) -> bool:
     """Whether ``request`` passed the gate longer than ``STALE_AFTER_S`` ago.
 
     Between the gate and the socket a worker's reactor can stall (a burst of
-    parsing, a freshly started worker loading its seeds, a starved CPU): the
-    chaos soak saw requests leave 0.3 s after their turn, a few milliseconds
-    before another worker's request to the same host that was on time. The
+    parsing, a freshly started worker loading its seeds, a starved CPU) for
+    tenths of a second, long enough for its request to leave right before
+    another worker's on-time request to the same host. The
     download handler asks this once the connection is ready, the last moment
     before the request's bytes are written, and a stale turn passes the gate
     again (:func:`pass_gate`).
