@@ -178,10 +178,10 @@ def test_the_workers_client_waits_for_a_connection_instead_of_failing(
 ) -> None:
     # Every request in flight may call Redis at once; redis-py's default pool
     # raised "Too many connections" past its limit (and lost robots outcomes).
-    from crawler.scheduling.opening import redis_client
+    from crawler.frontier.connection import async_client
 
     async def main() -> list[int]:
-        client = redis_client(redis_url, {"max_connections": 4})
+        client = async_client(redis_url, {"max_connections": 4})
         try:
             key = redis_prefix + "busy"
             return await asyncio.gather(*(client.incr(key) for _ in range(300)))

@@ -16,13 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from redis.asyncio import Redis
-from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisError
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.project import data_path
 
-from crawler.frontier.connection import async_client
 from crawler.frontier.keys import Keys, layout_json, older_layout
 from crawler.redaction import safe_url
 
@@ -36,12 +33,6 @@ class FrontierUnavailable(RuntimeError):
 def worker_identity(settings: Any) -> str:
     """``FRONTIER_WORKER_ID``, else ``hostname:pid``: unique per live process."""
     return settings.get("FRONTIER_WORKER_ID") or f"{socket.gethostname()}:{os.getpid()}"
-
-
-def redis_client(url: str, params: dict[str, Any], cluster: bool = False
-                 ) -> Redis | RedisCluster:
-    """The scheduler's client (see :func:`crawler.frontier.connection.async_client`)."""
-    return async_client(url, params, cluster)
 
 
 def embedded_folder(jobdir: str | None, spider_name: str) -> Path:

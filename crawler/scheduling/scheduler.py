@@ -31,7 +31,7 @@ from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.reactor import is_asyncio_reactor_installed
 
 from crawler import compat
-from crawler.frontier.connection import sync_client
+from crawler.frontier.connection import async_client, sync_client
 from crawler.frontier.embedded import EmbeddedRedis
 from crawler.frontier.keys import Count, Keys, crawl_namespace
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, to_record
@@ -48,7 +48,6 @@ from crawler.scheduling.leases import LeaseTable
 from crawler.scheduling.opening import (
     check_layout,
     embedded_folder,
-    redis_client,
     wait_for_redis,
     worker_identity,
 )
@@ -159,7 +158,7 @@ class FrontierScheduler:
         url = self.redis_url or await asyncio.to_thread(self._start_embedded)
         self.url = url  # for components with their own connections (the WARC writer)
         cluster = self.cluster and self.redis_url is not None  # the embedded one is not
-        self.client = redis_client(url, self.redis_params, cluster)
+        self.client = async_client(url, self.redis_params, cluster)
         crawl_id = getattr(self.spider, "crawl_id", None) or self.crawl_id
         namespace = crawl_namespace(self.namespace_template, self.spider.name, crawl_id)
         keys = Keys(namespace, self.partitions, self.seen_buckets)
