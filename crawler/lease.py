@@ -1,28 +1,113 @@
-"""How a request carries its frontier lease and the word on how it ends.
+"""The ticket a frontier request carries: its lease, and the word on how it ends.
 
-The frontier scheduler puts a claimed URL's lease token in the request's
-meta; the components between the engine and the downloader (robots, guard,
-DNS, retry, pacing) leave what they decided in the same meta, and the
-scheduler reads it when the engine is done with the request
-(:class:`crawler.scheduling.leases.LeaseTable`). The keys live here, below
-every one of them, so that none imports another to spell them.
+The frontier scheduler puts a :class:`Ticket` in the meta of every request
+it makes from a claimed URL (under :data:`TICKET_META`, the only meta key
+the frontier uses). The components between the engine and the downloader
+(robots, retry, DNS, the address guard, the start gate, the download-error
+note) decide through the ticket's verbs; when the engine is done with the
+request, the scheduler asks :meth:`Ticket.ending` and turns the answer into
+the lease's release (:class:`crawler.scheduling.leases.LeaseTable`).
+
+The ticket lives here, below every component that uses it, so that none
+imports another (or the scheduler) to end a lease. Copies of a request
+(Scrapy's redirects, a spider passing ``meta`` on) share the ticket object;
+the scheduler takes it off a copy when the copy is enqueued, so only the
+request that was claimed ends the lease.
 """
 
 from __future__ import annotations
 
-#: The lease token (the claimed URL's fingerprint, hex) of a frontier request.
-LEASE_META = "_frontier_lease"
-#: The name of the download error that ended it (set by FrontierOutcomeMiddleware).
-ERROR_META = "_frontier_error"
-#: Set by the robots middleware on a request it refused: "denied" or "unknown".
-ROBOTS_META = "_frontier_robots"
-#: Set by the retry, DNS and pacing middlewares: {"op", "arg", "hold_ms", "health"}.
-OUTCOME_META = "_frontier_outcome"
-#: Set by a guard that refused a request: the reason it ends as done with.
-REASON_META = "_frontier_reason"
-#: The version of the host's robots rules when the URL was claimed.
-ROBOTS_VERSION_META = "_robots_v"
-#: When the URL was claimed (monotonic seconds).
-CLAIMED_META = "_frontier_claimed"
-#: When the request passed the start gate (monotonic seconds), for the download handler.
-GATE_META = "_frontier_gate_passed"
+import time
+from dataclasses import dataclass, field
+
+from crawler.deadletter import DeadReason
+
+#: The request meta key that holds a frontier request's :class:`Ticket`.
+TICKET_META = "_frontier"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """How a lease ends: ``done`` (``arg``: the reason, if refused), ``retry``
+    (``arg``: the delay in ms), ``dead`` (``arg``: the DeadReason JSON) or
+    ``return`` (back to its queue, as if never claimed).
+
+    ``hold_ms`` pushes the host's next-allowed time back for every worker;
+    ``health`` ("ok", "fail" or "" for no news) feeds its circuit breaker.
+    """
+
+    op: str
+    arg: str = ""
+    hold_ms: int = 0
+    health: str = ""
+
+
+#: A request that ran its course with no word from anyone.
+FETCHED = Verdict("done", health="ok")
+
+
+@dataclass(slots=True, eq=False)
+class Ticket:
+    """One claimed URL's lease, as the request made from it carries it."""
+
+    token: str  # the lease's token (the claimed URL's fingerprint, hex)
+    robots_version: int = 0  # of the host's robots rules when the URL was claimed
+    claimed: float = field(default_factory=time.monotonic)
+    #: When the request last passed the start gate (monotonic), for the handler.
+    gate_passed: float | None = None
+    verdict: Verdict | None = None
+    #: The type name of the download error the request met, if any.
+    error: str | None = None
+    _refused: bool = False
+
+    # -- verbs, one per way a policy can end the lease ----------------------------
+
+    def refuse(self, reason: str) -> None:
+        """Done without a download (robots disallows it, the guard refused it).
+
+        A refusal is final: what other components say about the request
+        afterwards (the exception it raised passing through them) does not
+        change it.
+        """
+        self.verdict = Verdict("done", reason)
+        self._refused = True
+
+    def done(self, health: str = "") -> None:
+        """Done: the answer is the spider's; ``health`` is the server's news."""
+        self._decide(Verdict("done", health=health))
+
+    def retry_after(self, ms: int, *, health: str = "", hold_ms: int = 0) -> None:
+        """The same URL again in ``ms``, optionally holding its whole host."""
+        self._decide(Verdict("retry", str(ms), hold_ms, health))
+
+    def dead(self, why: DeadReason, *, health: str = "", hold_ms: int = 0) -> None:
+        """A dead letter: the operator sees ``why`` and may requeue it."""
+        self._decide(Verdict("dead", why.json(), hold_ms, health))
+
+    def give_back(self) -> None:
+        """Back to its queue untouched, as if it had never been claimed."""
+        self._decide(Verdict("return"))
+
+    def failed(self, error: str) -> None:
+        """Note a download error; without another verdict the URL dies of it."""
+        self.error = error
+
+    # -- the scheduler's side ----------------------------------------------------
+
+    def ending(self) -> Verdict:
+        """How the lease ends, once the engine is done with the request."""
+        if self.verdict is not None:
+            return self.verdict
+        if self.error is not None:
+            return Verdict("dead", DeadReason.now("download-error", self.error).json())
+        return FETCHED
+
+    def _decide(self, verdict: Verdict) -> None:
+        if not self._refused:
+            self.verdict = verdict
+
+
+def ticket_of(meta: dict[str, object]) -> Ticket | None:
+    """The ticket in a request's meta (None: the request is not from the frontier)."""
+    ticket = meta.get(TICKET_META)
+    return ticket if isinstance(ticket, Ticket) else None

@@ -23,8 +23,7 @@ import redis
 from twisted.internet import reactor
 
 from crawler.frontier.store import script_source
-from crawler.lease import LEASE_META
-from crawler.middlewares.pacing import GATE_META
+from crawler.lease import ticket_of
 from crawler.scheduling.scheduler import scheduler_of
 
 if TYPE_CHECKING:
@@ -49,12 +48,13 @@ class StallAfterGate:
         return cls(crawler)
 
     def process_request(self, request: Request) -> None:
-        if self.started or GATE_META not in request.meta:
+        ticket = ticket_of(request.meta)
+        if self.started or ticket is None or ticket.gate_passed is None:
             return
         self.started = True
         scheduler = scheduler_of(self.crawler)
         assert scheduler is not None and scheduler.frontier is not None
-        host = scheduler.host_of(request.meta[LEASE_META])
+        host = scheduler.host_of(ticket.token)
         assert host is not None
         frontier = scheduler.frontier
         key = frontier.keys.site(frontier.partition(host), host)  # the start gate's

@@ -26,6 +26,7 @@ from crawler.addressguard import (
     SeenOnce,
     parse_ipv4_loose,
 )
+from crawler.lease import TICKET_META, Ticket, Verdict
 from crawler.middlewares.addressguard import AddressGuardMiddleware
 from crawler.resolver import BlockedAddressError, GuardedResolver
 from tests.dict_resolver import ANSWERS, DictResolver
@@ -123,6 +124,15 @@ def test_disabled_policy_allows_everything() -> None:
 
 
 # ------------------------------------------------------------------ URL hosts
+
+
+def _leased(url: str) -> Request:
+    """A request as the frontier hands it out, with its lease's ticket."""
+    return Request(url, meta={TICKET_META: Ticket("tok")})
+
+
+def _verdict(request: Request) -> Verdict | None:
+    return request.meta[TICKET_META].verdict
 
 
 @pytest.mark.parametrize(
@@ -228,20 +238,20 @@ def _middleware(**settings: Any) -> AddressGuardMiddleware:
 )
 def test_middleware_refuses(url: str, reason: str) -> None:
     mw = _middleware()
-    request = Request(url)
+    request = _leased(url)
     with pytest.raises(AddressBlocked) as caught:
         mw.process_request(request)
     assert caught.value.reason == reason
-    assert request.meta["_frontier_reason"] == "address-blocked"
+    assert _verdict(request) == Verdict("done", "address-blocked")
     assert mw.stats.get_value(f"guard/blocked/{reason}") == 1
 
 
 def test_middleware_passes_public_and_unresolved_names() -> None:
     mw = _middleware()
     for url in ["http://example.com/", "https://93.184.216.34/", "data:,x"]:
-        request = Request(url)
+        request = _leased(url)
         assert mw.process_request(request) is None
-        assert "_frontier_reason" not in request.meta
+        assert _verdict(request) is None
     assert not any(k.startswith("guard/") for k in mw.stats.get_stats())
 
 
@@ -278,13 +288,13 @@ def test_middleware_turns_a_refused_lookup_into_a_refusal() -> None:
     mw = _middleware()
     mw.resolver = _resolver()
     _outcome(mw.resolver.getHostByName("internal.test"))
-    request = Request("http://internal.test/page")
+    request = _leased("http://internal.test/page")
     # As the HTTP handler reports it: Twisted's wrapper lost our error's type.
     exception = CannotResolveHostError("DNS lookup failed: Couldn't find the hostname")
     with pytest.raises(AddressBlocked) as caught:
         mw.process_exception(request, exception)
     assert (caught.value.reason, caught.value.address) == ("private", "10.0.0.5")
-    assert request.meta["_frontier_reason"] == "address-blocked"
+    assert _verdict(request) == Verdict("done", "address-blocked")
     assert mw.stats.get_value("guard/blocked/private") == 1
     assert mw.stats.get_value("guard/blocked_after_dns") == 1
 
@@ -306,10 +316,10 @@ def test_middleware_leaves_genuine_dns_errors_alone() -> None:
     mw = _middleware()
     mw.resolver = _resolver()
     assert isinstance(_outcome(mw.resolver.getHostByName("nxdomain.test")), Failure)
-    request = Request("http://nxdomain.test/")
+    request = _leased("http://nxdomain.test/")
     assert mw.process_exception(request, CannotResolveHostError("no such name")) is None
     assert mw.process_exception(request, ValueError("other")) is None
-    assert "_frontier_reason" not in request.meta
+    assert _verdict(request) is None
 
 
 # ------------------------------------------------------------------ resolver

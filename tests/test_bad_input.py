@@ -390,7 +390,7 @@ _PATHOLOGICAL_HTML = {
     "huge-attribute": b"<a href='/" + b"x" * 2_000_000 + b"'>x</a>",
     "huge-percent-attribute": b"<a href='/" + b"%" * 500_000 + b"'>x</a>",
     "huge-other-attribute": b"<a title='" + b"t" * 2_000_000 + b"' href=/x>x</a>",
-    # 10k is fine; see test_links_many_attributes_in_one_tag for why not more.
+    # 10k is fine; `python -m bench.linkparse` shows why not more (quadratic in lxml).
     "many-attributes": b"<a " + b" ".join(b"a%d=1" % i for i in range(10_000)) + b" href=/x>",
     "many-links": b"".join(b"<a href=/%d>x</a>" % i for i in range(5000)),
     "many-rel-links": b"".join(b"<link rel=alternate href=/r%d>" % i for i in range(5000)),
@@ -446,32 +446,3 @@ def test_links_hostile_rel_link_href() -> None:
 ], ids=[*(f"header-{c}" for c in _NON_TEXT_CODECS), "meta-charset", "meta-http-equiv", "xml-decl"])
 def test_links_non_text_charset(body: bytes, charset: str | None) -> None:
     _links(body, charset=charset)
-
-
-def _attrs_page(count: int) -> HtmlResponse:
-    body = b"<a " + b" ".join(b"a%d=1" % i for i in range(count)) + b" href=/x>x</a>"
-    return HtmlResponse(url="http://a.test/p", body=body)
-
-
-@pytest.mark.xfail(strict=True, reason=(
-    "BroadSpider.links is quadratic in the number of attributes of one tag: parsel's "
-    "create_root_node (lxml/libxml2 HTML parser, duplicate-attribute check); with lxml 6.1 "
-    "~0.1 s for 10k attributes, ~1.2 s for 40k and ~2 s for 50k (a 450 kB page); "
-    "DOWNLOAD_MAXSIZE allows 10 MB"))
-def test_links_many_attributes_in_one_tag() -> None:
-    spider = _spider()
-
-    def best_of_3(count: int) -> float:
-        times = []
-        for _ in range(3):
-            page = _attrs_page(count)  # a fresh response: each caches its parsed tree
-            start = time.monotonic()
-            spider.links(page)
-            times.append(time.monotonic() - start)
-        return min(times)
-
-    # Sizes where the parse takes long enough to measure on a loaded machine.
-    t_small, t_big = best_of_3(10_000), best_of_3(40_000)
-    # Four times the input may take at most ~8 times as long (linear, with noise);
-    # quadratic parsing takes ~12-16 times as long.
-    assert t_big < 8 * t_small + 0.05, f"{t_small:.3f} s -> {t_big:.3f} s"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import email.utils
-import json
 import random
+import time
 
 import pytest
 from scrapy import Request
@@ -14,7 +14,8 @@ from scrapy.utils.test import get_crawler
 from twisted.internet.error import ConnectionRefusedError, TimeoutError
 
 import crawler.settings
-from crawler.lease import LEASE_META, OUTCOME_META
+from crawler.deadletter import DeadReason
+from crawler.lease import TICKET_META, Ticket, Verdict
 from crawler.middlewares.retry import RetryPolicyMiddleware, full_jitter, retry_after_seconds
 
 NOW = 1_800_000_000.0
@@ -50,7 +51,11 @@ def _mw(**settings: object) -> RetryPolicyMiddleware:
 
 
 def _request(**meta: object) -> Request:
-    return Request("http://a.test/p", meta={LEASE_META: "tok", **meta})
+    return Request("http://a.test/p", meta={TICKET_META: Ticket("tok"), **meta})
+
+
+def _verdict(request: Request) -> Verdict | None:
+    return request.meta[TICKET_META].verdict
 
 
 def test_429_with_retry_after_waits_in_the_frontier_and_holds_the_host() -> None:
@@ -58,10 +63,10 @@ def test_429_with_retry_after_waits_in_the_frontier_and_holds_the_host() -> None
     response = Response(request.url, status=429, headers={"Retry-After": "3"})
     with pytest.raises(IgnoreRequest):
         mw.process_response(request, response)
-    outcome = request.meta[OUTCOME_META]
-    assert outcome["op"] == "retry" and outcome["health"] == "ok"
-    assert int(outcome["arg"]) == pytest.approx(3000, abs=1000)
-    assert outcome["hold_ms"] == int(outcome["arg"])  # the whole host waits as long
+    outcome = _verdict(request)
+    assert outcome is not None and outcome.op == "retry" and outcome.health == "ok"
+    assert int(outcome.arg) == pytest.approx(3000, abs=1000)
+    assert outcome.hold_ms == int(outcome.arg)  # the whole host waits as long
     assert request.meta["retry_times"] == 1
 
 
@@ -70,7 +75,7 @@ def test_a_huge_retry_after_is_capped() -> None:
     with pytest.raises(IgnoreRequest):
         mw.process_response(request, Response(request.url, status=503,
                                               headers={"Retry-After": str(365 * 86400)}))
-    assert request.meta[OUTCOME_META]["arg"] == "60000"
+    assert _verdict(request) == Verdict("retry", "60000", 60000, "fail")
     assert mw.stats.get_value("retry/retry_after_capped") == 1
 
 
@@ -78,19 +83,21 @@ def test_500_backs_off_without_holding_the_host_and_fails_the_breaker() -> None:
     mw, request = _mw(RETRY_BACKOFF_BASE=1.0), _request(retry_times=2)
     with pytest.raises(IgnoreRequest):
         mw.process_response(request, Response(request.url, status=500))
-    outcome = request.meta[OUTCOME_META]
-    assert 0 <= int(outcome["arg"]) <= 4000 and outcome["hold_ms"] == 0  # 1 x 2^2 s
-    assert outcome["health"] == "fail"
+    outcome = _verdict(request)
+    assert outcome is not None and outcome.op == "retry"
+    assert 0 <= int(outcome.arg) <= 4000 and outcome.hold_ms == 0  # 1 x 2^2 s
+    assert outcome.health == "fail"
 
 
 def test_after_max_attempts_the_url_is_dead_with_its_reason() -> None:
     mw, request = _mw(RETRY_TIMES=3), _request(retry_times=3)
     response = Response(request.url, status=503)
     assert mw.process_response(request, response) is response  # the spider sees it
-    outcome = request.meta[OUTCOME_META]
-    assert outcome["op"] == "dead"
-    reason = json.loads(outcome["arg"])
-    assert (reason["reason"], reason["error"], reason["attempts"]) == ("http-503", "HTTP 503", 4)
+    outcome = _verdict(request)
+    assert outcome is not None and outcome.op == "dead"
+    reason = DeadReason.parse(outcome.arg)
+    assert (reason.reason, reason.error, reason.attempts) == ("http-503", "HTTP 503", 4)
+    assert reason.time is not None and abs(reason.time - time.time()) < 5
 
 
 def test_network_errors_retry_and_fail_the_breaker_others_do_not() -> None:
@@ -99,10 +106,11 @@ def test_network_errors_retry_and_fail_the_breaker_others_do_not() -> None:
         request = _request()
         with pytest.raises(IgnoreRequest):
             mw.process_exception(request, error)
-        assert request.meta[OUTCOME_META]["health"] == "fail"
+        outcome = _verdict(request)
+        assert outcome is not None and outcome.health == "fail"
     request = _request()
     assert mw.process_exception(request, ValueError("not transient")) is None
-    assert OUTCOME_META not in request.meta
+    assert _verdict(request) is None
 
 
 def test_answers_that_are_not_retried_still_report_health() -> None:
@@ -110,7 +118,7 @@ def test_answers_that_are_not_retried_still_report_health() -> None:
     for status, health in ((200, "ok"), (404, "ok"), (501, "fail")):
         request = _request()
         mw.process_response(request, Response(request.url, status=status))
-        assert request.meta[OUTCOME_META] == {"op": "done", "health": health}
+        assert _verdict(request) == Verdict("done", health=health)
     plain = Request("http://a.test/robots.txt")  # not from the frontier: left alone
     mw.process_response(plain, Response(plain.url, status=503))
-    assert OUTCOME_META not in plain.meta
+    assert TICKET_META not in plain.meta

@@ -16,13 +16,13 @@ Redis (and with it every worker) for long.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 
+from crawler.deadletter import DeadReason
 from crawler.frontier.keys import Field, Keys, older_layout, partition_of
 from crawler.frontier.records import record_url
 from crawler.frontier.status import FrontierStatus, Status
@@ -128,17 +128,8 @@ def parse_dead(fingerprint: bytes, value: bytes) -> DeadLetter:
         url = record_url(json.loads(record), host.decode())
     except (ValueError, AttributeError):
         url = ""
-    text = reason_raw.decode("utf-8", "replace")
-    try:
-        reason = json.loads(text)
-    except ValueError:
-        reason = None
-    if isinstance(reason, dict):
-        t = reason.get("t")
-        return DeadLetter(fingerprint, host.decode(), url, str(reason.get("reason", "?")),
-                          str(reason.get("error", "")), t if isinstance(t, int) else None,
-                          record)
-    return DeadLetter(fingerprint, host.decode(), url, text, "", None, record)
+    why = DeadReason.parse(reason_raw.decode("utf-8", "replace"))
+    return DeadLetter(fingerprint, host.decode(), url, why.reason, why.error, why.time, record)
 
 
 def _priority(record: str) -> int:
@@ -264,7 +255,7 @@ class FrontierAdmin:
         tag = host.encode() + b"\n"
         delayed = [fp for fp, value in self.client.hscan_iter(
             self.keys.delayed_details(part), count=BATCH) if value.startswith(tag)]
-        reason = json.dumps({"reason": DROPPED, "t": round(time.time())})
+        reason = DeadReason.now(DROPPED).json()
         result = DropResult(host)
         while True:
             extra, delayed = delayed[:BATCH], delayed[BATCH:]

@@ -17,8 +17,8 @@ see exceptions before ``RetryMiddleware`` (550) and the frontier's
 ``FrontierOutcomeMiddleware`` (950): its order must be above 950.
 
 A refused request raises :class:`~crawler.addressguard.AddressBlocked` (an
-``IgnoreRequest``) with ``meta["_frontier_reason"] = "address-blocked"``, so
-its URL ends as done with that reason. Stats: ``guard/blocked/<reason>``
+``IgnoreRequest``) and refuses the request's lease ticket with reason
+``address-blocked``, so its URL ends as done with that reason. Stats: ``guard/blocked/<reason>``
 (reason as in :mod:`crawler.addressguard`) and ``guard/blocked_after_dns``.
 Each refused host is logged once at INFO, with the host in ``extra``.
 
@@ -46,7 +46,7 @@ from crawler.addressguard import (
     normalise_host,
 )
 from crawler.dns import CrawlResolver, installed_resolver
-from crawler.lease import REASON_META
+from crawler.lease import ticket_of
 from crawler.resolver import BlockedAddressError, GuardedResolver
 from crawler.seedrefusals import SeedRefusals, is_seed
 
@@ -103,7 +103,9 @@ class AddressGuardMiddleware:
 
     def _refuse(self, request: Request, error: AddressBlocked, *,
                 cause: Exception | None = None, logged: bool = False) -> None:
-        request.meta[REASON_META] = BLOCKED_REASON
+        ticket = ticket_of(request.meta)
+        if ticket is not None:
+            ticket.refuse(BLOCKED_REASON)
         self.stats.inc_value(f"guard/blocked/{error.reason}")
         if is_seed(request):  # the operator asked for it: a WARNING with the setting
             SeedRefusals.of(self.crawler).refused(request, BLOCKED_REASON, error.reason)

@@ -50,10 +50,8 @@ Prometheus histogram.
 
 from __future__ import annotations
 
-import json
 import logging
-import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 from urllib.request import getproxies, proxy_bypass
 
@@ -64,9 +62,10 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.error import DNSLookupError
 
 from crawler.addressguard import SeenOnce, normalise_host, parse_ip
+from crawler.deadletter import DeadReason
 from crawler.dns import PERMANENT, RECORDER, DNSFailure, LookupEvent, installed_resolver
 from crawler.frontier.dnsstate import DNSRetry, HostDNS, register_dns_step
-from crawler.lease import LEASE_META, OUTCOME_META
+from crawler.lease import ticket_of
 from crawler.scheduling.scheduler import scheduler_of
 from crawler.signals import dns_lookup_done
 
@@ -127,11 +126,11 @@ class DNSStepMiddleware:
     # ------------------------------------------------------------ page requests
 
     async def process_exception(self, request: Request, exception: Exception) -> None:
-        token = request.meta.get(LEASE_META)
-        if token is None or not isinstance(exception, DNSLookupError | CannotResolveHostError):
+        ticket = ticket_of(request.meta)
+        if ticket is None or not isinstance(exception, DNSLookupError | CannotResolveHostError):
             return
         scheduler = scheduler_of(self.crawler)
-        host = scheduler.host_of(token) if scheduler is not None else None
+        host = scheduler.host_of(ticket.token) if scheduler is not None else None
         failure = _failure_of(exception, _hostname(request.url))
         if host is None or failure is None:
             return  # not the crawl resolver's verdict: the retry policy's case
@@ -140,8 +139,11 @@ class DNSStepMiddleware:
             outcome = await self._host_failed(host, failure, job=False)
         except (RedisError, OSError):
             self.stats.inc_value("frontier/redis_errors")
-            outcome = {"op": "retry", "arg": str(self.retry.base_ms), "health": ""}
-        request.meta[OUTCOME_META] = outcome
+            outcome = self.retry.base_ms
+        if isinstance(outcome, DeadReason):
+            ticket.dead(outcome)
+        else:
+            ticket.retry_after(outcome)
         raise IgnoreRequest(f"DNS: {failure.name}: {failure.kind}") from exception
 
     # ------------------------------------------------------------ robots jobs
@@ -170,12 +172,13 @@ class DNSStepMiddleware:
     # ------------------------------------------------------------ host outcomes
 
     async def _host_failed(self, host: str, failure: DNSFailure, *, job: bool
-                           ) -> dict[str, Any]:
-        """Hold or park ``host``; the release of the URL that met the failure."""
+                           ) -> DeadReason | int:
+        """Hold or park ``host``: the URL that met the failure dies with the
+        host's reason, or is retried in the returned ms."""
         if failure.kind in PERMANENT:
             reason = _dead_reason(f"dns-{failure.kind}", failure)
             await self._park(host, failure.kind, reason)
-            return {"op": "dead", "health": "", "arg": reason}
+            return reason
         hosts = self._host_dns()
         count = await self._nameservers_answer()
         if not count:
@@ -184,7 +187,7 @@ class DNSStepMiddleware:
         if verdict.verdict == "park":
             reason = _dead_reason("dns-failed", failure, verdict.attempts)
             await self._park(host, "failed", reason)
-            return {"op": "dead", "health": "", "arg": reason}
+            return reason
         wait_ms = verdict.wait_ms if verdict.verdict == "hold" else self.retry.base_ms
         if verdict.counted:
             self.stats.inc_value("dns/hosts/held")
@@ -192,7 +195,7 @@ class DNSStepMiddleware:
                        "DNS: %s failed (%s), attempt %d: host held %.1f s", failure.name,
                        failure.kind, verdict.attempts, wait_ms / 1000,
                        extra={"host": host, "dns": failure.kind, "attempts": verdict.attempts})
-        return {"op": "retry", "arg": str(wait_ms), "health": ""}
+        return wait_ms
 
     @staticmethod
     async def _nameservers_answer() -> bool:
@@ -201,11 +204,11 @@ class DNSStepMiddleware:
             return True
         return await maybe_deferred_to_future(resolver.nameservers_answer())
 
-    async def _park(self, host: str, what: str, reason: str) -> None:
-        parked = await self._host_dns().park(host, reason)
+    async def _park(self, host: str, what: str, reason: DeadReason) -> None:
+        parked = await self._host_dns().park(host, reason.json())
         if self._logged.first(host):
             self.stats.inc_value(f"dns/hosts/parked/{what}")
-            label = json.loads(reason)["reason"]
+            label = reason.reason
             logger.info("DNS: host %s parked (%s): %d queued URL(s) are dead letters "
                         "(requeue with: scrapy frontier requeue --reason %s --host %s)",
                         host, label, parked, label, host,
@@ -237,12 +240,8 @@ def _failure_of(exception: BaseException, host: str) -> DNSFailure | None:
     return error if isinstance(error, DNSFailure) else None
 
 
-def _dead_reason(reason: str, failure: DNSFailure, attempts: int = 0) -> str:
-    body: dict[str, Any] = {"reason": reason, "error": f"{failure.name}: {_WHY[failure.kind]}",
-                            "t": round(time.time())}
-    if attempts:
-        body["attempts"] = attempts
-    return json.dumps(body)
+def _dead_reason(reason: str, failure: DNSFailure, attempts: int = 0) -> DeadReason:
+    return DeadReason.now(reason, f"{failure.name}: {_WHY[failure.kind]}", attempts)
 
 
 def _hostname(url: str) -> str:

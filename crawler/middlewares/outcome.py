@@ -10,12 +10,13 @@ from __future__ import annotations
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
 
-from crawler.lease import ERROR_META
+from crawler.lease import ticket_of
 
 
 class FrontierOutcomeMiddleware:
-    """Note the name of a download error in the request's meta, for its lease."""
+    """Note the name of a download error on the request's ticket, for its lease."""
 
     def process_exception(self, request: Request, exception: Exception) -> None:
-        if not isinstance(exception, IgnoreRequest):
-            request.meta[ERROR_META] = type(exception).__name__
+        ticket = ticket_of(request.meta)
+        if ticket is not None and not isinstance(exception, IgnoreRequest):
+            ticket.failed(type(exception).__name__)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, NoReturn
 from redis.exceptions import RedisError
 from scrapy.exceptions import IgnoreRequest
 
-from crawler.lease import GATE_META, LEASE_META, OUTCOME_META
+from crawler.lease import Ticket, ticket_of
 from crawler.scheduling.scheduler import scheduler_of
 
 if TYPE_CHECKING:
@@ -61,13 +61,13 @@ class FrontierPacingMiddleware:
 
 async def pass_gate(crawler: Crawler, request: Request) -> None:
     """Return once ``request`` may start now (or raise IgnoreRequest, giving its URL back)."""
-    token = request.meta.get(LEASE_META)
+    ticket = ticket_of(request.meta)
     scheduler = scheduler_of(crawler)
-    if token is None or scheduler is None or scheduler.frontier is None:
+    if ticket is None or scheduler is None or scheduler.frontier is None:
         return
     if not scheduler.may_gate:
         return  # no delay anywhere: the gate could only ever say "now"
-    host = scheduler.host_of(token)
+    host = scheduler.host_of(ticket.token)
     if host is None:
         return
     stats = crawler.stats
@@ -79,7 +79,7 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
             wait_ms = await scheduler.frontier.start_gate(host)
         except (RedisError, OSError):
             if redis_wait >= scheduler.limits.lease_ms / 1000:
-                _give_back(crawler, request, "return", "", "redis", "Redis unreachable")
+                _give_back(crawler, ticket, "redis", "Redis unreachable")
             stats.inc_value("frontier/pacing/redis_waits")
             await asyncio.sleep(pause)
             redis_wait += pause
@@ -88,10 +88,10 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
         if wait_ms <= 0:
             # The turn is as old as the question: a stall while the answer
             # was on its way makes it stale too.
-            request.meta[GATE_META] = asked
+            ticket.gate_passed = asked
             return
         if wait_ms > DEFER_AFTER_S * 1000:
-            _give_back(crawler, request, "retry", str(wait_ms), "held", "host held")
+            _give_back(crawler, ticket, "held", "host held", wait_ms)
         stats.inc_value("frontier/pacing/waits")
         await asyncio.sleep(wait_ms / 1000)
 
@@ -107,19 +107,26 @@ def turn_is_stale(request: Request) -> bool:
     before the request's bytes are written, and a stale turn passes the gate
     again (:func:`pass_gate`).
     """
-    passed = request.meta.get(GATE_META)
+    ticket = ticket_of(request.meta)
+    passed = ticket.gate_passed if ticket is not None else None
     return passed is not None and time.monotonic() - passed > STALE_AFTER_S
 
 
 def give_back_stale(crawler: Crawler, request: Request) -> NoReturn:
     """A request whose turn went stale after every pass of the gate (a reactor
     stalling again and again) goes back to its queue rather than out late."""
-    _give_back(crawler, request, "return", "", "stale", "its turn went stale again and again")
+    ticket = ticket_of(request.meta)
+    if ticket is None:
+        raise IgnoreRequest("not started: its turn went stale again and again")
+    _give_back(crawler, ticket, "stale", "its turn went stale again and again")
 
 
-def _give_back(crawler: Crawler, request: Request, op: str, arg: str, stat: str,
-               why: str) -> NoReturn:
-    """End the lease without a download: delayed by ``arg`` ms, or back to its queue."""
+def _give_back(crawler: Crawler, ticket: Ticket, stat: str, why: str,
+               delay_ms: int | None = None) -> NoReturn:
+    """End the lease without a download: delayed by ``delay_ms``, or back to its queue."""
     crawler.stats.inc_value(f"frontier/pacing/given_back/{stat}")
-    request.meta[OUTCOME_META] = {"op": op, "arg": arg, "health": ""}
+    if delay_ms is None:
+        ticket.give_back()
+    else:
+        ticket.retry_after(delay_ms)
     raise IgnoreRequest(f"not started: {why}")

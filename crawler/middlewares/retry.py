@@ -14,13 +14,12 @@ holds the whole host back for every worker (``BACKOFF_HTTP_CODES``). After
 Every outcome is also a health report for the host's circuit breaker: a 5xx
 or a network error is a failure, any other answer a success.
 
-The decision travels to the scheduler in ``request.meta[OUTCOME_META]``; the
+The decision is a verb on the request's ticket (:mod:`crawler.lease`); the
 scheduler turns it into the lease's release.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -29,7 +28,8 @@ from scrapy.exceptions import DownloadCancelledError, IgnoreRequest, NotConfigur
 from scrapy.utils.misc import load_object
 
 from crawler.backoff import full_jitter, retry_after_seconds
-from crawler.lease import LEASE_META, OUTCOME_META
+from crawler.deadletter import DeadReason
+from crawler.lease import Ticket, ticket_of
 from crawler.scheduling.scheduler import scheduler_of
 from crawler.signals import retry_after_applied
 
@@ -66,12 +66,13 @@ class RetryPolicyMiddleware:
         return cls(crawler)
 
     def process_response(self, request: Request, response: Response) -> Response:
-        if LEASE_META not in request.meta:
+        ticket = ticket_of(request.meta)
+        if ticket is None:
             return response  # not from the frontier (a robots.txt fetch): not ours
         status = response.status
         health = "fail" if status >= 500 else "ok"
         if status not in self.codes or request.meta.get("dont_retry"):
-            request.meta[OUTCOME_META] = {"op": "done", "health": health}
+            ticket.done(health)
             return response
         wait = self._wait(request, response)
         hold = wait if status in self.backoff_codes else 0.0
@@ -79,19 +80,20 @@ class RetryPolicyMiddleware:
             self.stats.inc_value("backoff/host_holds")
             scheduler = scheduler_of(self.crawler)
             if scheduler is not None:
-                scheduler.hold_now(request.meta[LEASE_META], hold)
-        self._retry_or_give_up(request, f"http-{status}", f"HTTP {status}", wait, hold, health)
+                scheduler.hold_now(ticket.token, hold)
+        self._retry_or_give_up(request, ticket, f"http-{status}", f"HTTP {status}", wait,
+                               hold, health)
         return response  # given up: the spider still sees the answer
 
     def process_exception(self, request: Request, exception: Exception) -> None:
-        if LEASE_META not in request.meta:
+        ticket = ticket_of(request.meta)
+        if ticket is None:
             return
         if isinstance(exception, DownloadCancelledError):
             # Scrapy cancels a body past DOWNLOAD_MAXSIZE: not transient, not the
             # host's fault; fetching it again would only cut it again.
             self.stats.inc_value("download/aborted/too-large")
-            request.meta[OUTCOME_META] = {"op": "dead", "health": "", "arg": json.dumps(
-                {"reason": "too-large", "error": str(exception)[:200], "t": round(time.time())})}
+            ticket.dead(DeadReason.now("too-large", str(exception)[:200]))
             return
         if not isinstance(exception, self.exceptions):
             return
@@ -100,10 +102,10 @@ class RetryPolicyMiddleware:
         attempt = request.meta.get("retry_times", 0) + 1
         wait = full_jitter(attempt - 1, self.base, self.cap)
         error = f"{type(exception).__name__}: {exception}"[:200].rstrip(": ")
-        self._retry_or_give_up(request, "download-error", error, wait, 0.0, "fail")
+        self._retry_or_give_up(request, ticket, "download-error", error, wait, 0.0, "fail")
 
-    def _retry_or_give_up(self, request: Request, reason: str, error: str, wait: float,
-                          hold: float, health: str) -> None:
+    def _retry_or_give_up(self, request: Request, ticket: Ticket, reason: str, error: str,
+                          wait: float, hold: float, health: str) -> None:
         """Delay the URL in the frontier (raising IgnoreRequest), or mark it dead."""
         attempt = request.meta.get("retry_times", 0) + 1
         max_retries = request.meta.get("max_retry_times", self.max_retries)
@@ -111,15 +113,10 @@ class RetryPolicyMiddleware:
         if attempt > max_retries:
             self.stats.inc_value("retry/max_reached")
             self.stats.inc_value(f"retry/gave_up/{reason}")
-            request.meta[OUTCOME_META] = {
-                "op": "dead", "health": health, "hold_ms": hold_ms,
-                "arg": json.dumps({"reason": reason, "error": error, "attempts": attempt,
-                                   "t": round(time.time())}),
-            }
+            ticket.dead(DeadReason.now(reason, error, attempt), health=health, hold_ms=hold_ms)
             return
         request.meta["retry_times"] = attempt
-        request.meta[OUTCOME_META] = {"op": "retry", "arg": str(round(wait * 1000)),
-                                      "health": health, "hold_ms": hold_ms}
+        ticket.retry_after(round(wait * 1000), health=health, hold_ms=hold_ms)
         self.stats.inc_value("retry/count")
         self.stats.inc_value(f"retry/reason_count/{reason}")
         logger.debug("Retrying %s in %.1f s (attempt %d, %s)", request.url, wait, attempt,

@@ -15,11 +15,11 @@ meta skips the check, as in Scrapy.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 
-from crawler.lease import LEASE_META, ROBOTS_META, ROBOTS_VERSION_META
+from crawler.lease import ticket_of
 from crawler.robots.fetch import ROBOTS_FETCH_META
 from crawler.robots.policy import RobotsPolicy
 from crawler.scheduling.scheduler import scheduler_of
@@ -30,9 +30,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Set on a request the middleware refused, for the scheduler's release.
-DENIED = "denied"
-UNKNOWN = "unknown"
+#: The reason a disallowed page's lease ends as done with.
+DENIED_REASON = "robots"
 
 
 class RobotsPolicyMiddleware:
@@ -54,26 +53,26 @@ class RobotsPolicyMiddleware:
         if meta.get(ROBOTS_FETCH_META) or meta.get("dont_obey_robotstxt"):
             return
         scheduler = scheduler_of(self.crawler)
-        token = meta.get(LEASE_META)
-        host = scheduler.host_of(token) if scheduler is not None and token else None
-        if host is None:
+        ticket = ticket_of(meta)
+        host = scheduler.host_of(ticket.token) if scheduler is not None and ticket else None
+        if host is None or ticket is None or scheduler is None:
             self._not_from_frontier(request)
-        rules = await self.policy.rules_for(host, meta.get(ROBOTS_VERSION_META, 0))
+        rules = await self.policy.rules_for(host, ticket.robots_version)
         if rules is None:
             # The frontier said robots was known but holds no rules (an
             # operator deleted them?): fail closed, the URL is tried later.
-            meta[ROBOTS_META] = UNKNOWN
+            ticket.retry_after(scheduler.limits.lease_ms)
             self.crawler.stats.inc_value("robots/missing_rules")
             raise IgnoreRequest(f"no robots rules stored for {host}")
         if not rules.allowed(request.url):
-            meta[ROBOTS_META] = DENIED
+            ticket.refuse(DENIED_REASON)
             self.crawler.stats.inc_value("robots/denied")
             logger.debug("Forbidden by robots.txt: %s", request.url,
                          extra={"url": request.url, "host": host})
             raise IgnoreRequest(f"forbidden by robots.txt: {request.url}")
         self.crawler.stats.inc_value("robots/allowed")
 
-    def _not_from_frontier(self, request: Request) -> None:
+    def _not_from_frontier(self, request: Request) -> NoReturn:
         """A request that did not come from the frontier cannot be checked: refused."""
         self.crawler.stats.inc_value("robots/unchecked")
         if not self._warned:

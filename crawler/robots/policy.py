@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from scrapy import Request
 
+from crawler.deadletter import DeadReason
 from crawler.frontier.store import Frontier, RobotsOutcome, RobotsRetry
 from crawler.robots.fetch import BLOCKED_ERROR, Fetched, RobotsFetcher
 from crawler.robots.rules import MAX_ROBOTS_BYTES, Rules, classify, prepare
@@ -181,9 +182,8 @@ class RobotsPolicy:
         if outcome.state == "park" or fetched.error == BLOCKED_ERROR:
             assert self.frontier is not None
             blocked = fetched.error == BLOCKED_ERROR  # never reachable: park at once
-            reason = json.dumps({"reason": "address-blocked" if blocked else "robots-unreachable",
-                                 "error": why, "t": round(time.time())})
-            parked = await self.frontier.park_host(host, reason)
+            reason = DeadReason.now("address-blocked" if blocked else "robots-unreachable", why)
+            parked = await self.frontier.park_host(host, reason.json())
             self.stats.inc_value("robots/hosts_parked")
             why_parked = ("its address is not public (address guard)" if blocked else
                           f"robots.txt unreachable {outcome.attempts} times")

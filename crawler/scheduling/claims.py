@@ -9,7 +9,6 @@ next one is and a timer wakes the worker then.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -17,7 +16,7 @@ from redis.exceptions import RedisError
 from scrapy import Request
 
 from crawler.frontier.records import from_record
-from crawler.lease import CLAIMED_META, LEASE_META, ROBOTS_VERSION_META
+from crawler.lease import TICKET_META, Ticket
 from crawler.urls import canonical_url
 
 if TYPE_CHECKING:
@@ -73,9 +72,7 @@ class Claims:
         self.claiming = False
         for lease in result.leases:
             request = from_record(lease.record, scheduler.spider, lease.host)
-            request.meta[LEASE_META] = lease.token
-            request.meta[ROBOTS_VERSION_META] = lease.robots_version
-            request.meta[CLAIMED_META] = time.monotonic()
+            request.meta[TICKET_META] = Ticket(lease.token, lease.robots_version)
             scheduler.leases.add(lease, canonical_url(request.url, scheduler.stripper))
             self.buffer.append(request)
         for host in result.robots_jobs:

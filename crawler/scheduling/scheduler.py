@@ -37,7 +37,7 @@ from crawler.frontier.keys import Count, Keys, crawl_namespace
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, to_record
 from crawler.frontier.seedfeed import SeedFeed
 from crawler.frontier.store import Breaker, Frontier, Lease, Limits
-from crawler.lease import CLAIMED_META, LEASE_META
+from crawler.lease import TICKET_META, Ticket, ticket_of
 from crawler.redaction import safe_url
 from crawler.robots.policy import RobotsPolicy
 from crawler.scheduling.claims import Claims
@@ -245,8 +245,9 @@ class FrontierScheduler:
     def enqueue_request(self, request: Request) -> bool:
         forms = url_forms(request.url, self.stripper)
         sent, canon = forms if forms is not None else (None, None)
-        token = request.meta.pop(LEASE_META, None)
-        if self.leases.is_retry(token, canon):
+        ticket = request.meta.pop(TICKET_META, None)
+        token = ticket.token if isinstance(ticket, Ticket) else None
+        if token is not None and self.leases.is_retry(token, canon):
             self.sync.release(self.leases.retry(request, token))
             return True
         assert self.spider is not None
@@ -342,9 +343,9 @@ class FrontierScheduler:
             return ""
 
     def _reached_downloader(self, request: Request, spider: Spider) -> None:
-        claimed = request.meta.get(CLAIMED_META)
-        if claimed is not None:
-            ms = round((time.monotonic() - claimed) * 1000)
+        ticket = ticket_of(request.meta)
+        if ticket is not None:
+            ms = round((time.monotonic() - ticket.claimed) * 1000)
             self.stats.max_value("frontier/claim_to_download_ms/max", ms)
             if ms > 20:
                 self.stats.inc_value("frontier/claim_to_download_ms/over_20")

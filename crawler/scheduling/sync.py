@@ -8,13 +8,12 @@ task sends them, a page's links and its lease's end in one round trip.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-import time
 from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
+from crawler.deadletter import DeadReason
 from crawler.frontier.store import Admission, AdmitResult, BreakerEvent, Release, ReleaseResult
 
 if TYPE_CHECKING:
@@ -126,11 +125,11 @@ class Sync:
         """A host whose breaker kept opening: its queued URLs become dead letters."""
         scheduler = self.scheduler
         assert scheduler.frontier is not None
-        reason = json.dumps({"reason": "host-unreachable", "error": "breaker opened "
-                             f"{scheduler.limits.breaker.max_openings} times",
-                             "t": round(time.time())})
+        reason = DeadReason.now("host-unreachable", "breaker opened "
+                                f"{scheduler.limits.breaker.max_openings} times")
         try:
-            parked = await scheduler.frontier.park_host(event.host, reason, whole_site=True)
+            parked = await scheduler.frontier.park_host(event.host, reason.json(),
+                                                        whole_site=True)
         except (RedisError, OSError) as exc:
             scheduler.health.trouble(exc)
             return
