@@ -18,3 +18,9 @@ retry_after_applied = object()
 #: Arguments: ``result`` ("ok", "nxdomain", "nodata", "servfail", "timeout",
 #: "blocked"), ``seconds`` (both rounds of a confirmed NXDOMAIN).
 dns_lookup_done = object()
+
+#: A host's robots.txt was fetched and lists sitemaps. Arguments: ``host``
+#: (key), ``urls`` (the sitemap URLs, at most 50 per robots.txt). The robots
+#: policy only announces them; a spider that wants them (the broad spider
+#: with ``-a sitemaps=1``) connects to this signal and queues them itself.
+robots_sitemaps_found = object()

@@ -109,6 +109,39 @@ def test_robots_outcomes_on_real_sockets(realweb: Callable[..., RealWebProcess],
         (web.url("r500.test"), "robots-unreachable")}, dead
 
 
+def test_sitemaps_listed_in_robots_txt_seed_the_crawl_when_asked(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
+    """With ``ROBOTS_SITEMAPS`` on, the sitemap robots.txt names is fetched
+    once its rules are stored, and the pages it lists are crawled although no
+    page links to them; its disallowed page still is not, and a host whose
+    robots.txt names no sitemap gets no sitemap request.
+    """
+    urlset = ("<?xml version='1.0' encoding='UTF-8'?>"
+              "<urlset xmlns='http://www.sitemaps.org/schemas/sitemap/0.9'>"
+              "<url><loc>http://map.test/listed</loc></url>"
+              "<url><loc>http://map.test/private/listed</loc></url></urlset>")
+    web = realweb(Web([
+        Host("map.test", robots="User-agent: *\nDisallow: /private\n"
+                                "Sitemap: http://map.test/sitemap.xml\n",
+             pages={"/": OK, "/sitemap.xml": page(urlset, content_type="application/xml"),
+                    "/listed": OK, "/private/listed": OK}),
+        Host("plain.test", robots="User-agent: *\nAllow: /\n",
+             pages={"/": OK, "/sitemap.xml": page(urlset, content_type="application/xml")}),
+    ]))
+    result = crawl(web, [web.url("map.test"), web.url("plain.test")], tmp_path / "crawl",
+                   ROBOTS_SITEMAPS=True)
+
+    targets = [r.target for r in web.ledger().for_host("map.test")]
+    assert Counter(targets) == Counter({b"/robots.txt": 1, b"/": 1, b"/sitemap.xml": 1,
+                                        b"/listed": 1})
+    assert targets.index(b"/robots.txt") < targets.index(b"/sitemap.xml") \
+        < targets.index(b"/listed")
+    assert received(web, "plain.test") == Counter({("http", b"/robots.txt"): 1,
+                                                  ("http", b"/"): 1})
+    assert (result.stat("robots/sitemaps_listed"), result.stat("broad/sitemaps/queued"),
+            result.stat("broad/sitemaps/read")) == ("1", "1", "1")
+
+
 def test_dns_failure_of_one_seed_leaves_the_other_hosts_whole(
         realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
     """A web with an IPv4 host, an IPv6-only host (AAAA ``::1`` only) and a seed

@@ -6,6 +6,7 @@ import gzip
 
 from scrapy.http import Request, Response, TextResponse, XmlResponse
 
+from crawler.signals import robots_sitemaps_found
 from crawler.spiders.broad import BroadSpider
 from tests.project_spider import project_spider
 
@@ -46,3 +47,11 @@ def test_what_is_not_a_sitemap_is_counted_not_raised() -> None:
     assert _parse(spider, html) == [] and _parse(spider, broken_gz) == []
     assert spider.crawler.stats.get_value("broad/sitemaps/unreadable") == 2
 
+
+
+def test_a_spider_that_did_not_ask_ignores_the_robots_sitemaps() -> None:
+    spider = project_spider(sitemaps="0")
+    results = spider.crawler.signals.send_catch_log(
+        robots_sitemaps_found, host="http://a.test", urls=["http://a.test/sitemap.xml"])
+    assert results == []
+    assert spider.crawler.stats.get_value("broad/sitemaps/queued") is None

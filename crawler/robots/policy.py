@@ -26,13 +26,11 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from scrapy import Request
-
 from crawler.deadletter import DeadReason
 from crawler.frontier.store import Frontier, RobotsOutcome, RobotsRetry
 from crawler.robots.fetch import BLOCKED_ERROR, Fetched, RobotsFetcher
 from crawler.robots.rules import MAX_ROBOTS_BYTES, Rules, classify, prepare
-from crawler.signals import crawl_delay_applied
+from crawler.signals import crawl_delay_applied, robots_sitemaps_found
 from crawler.urls import host_origin
 
 if TYPE_CHECKING:
@@ -139,21 +137,19 @@ class RobotsPolicy:
             host, encode_blob(kind, fetched, text), self._ttl_ms(fetched), pacing.concurrency,
             pacing.delay_ms, pacing.floor_ms, pacing.first_gap_ms, self.settings.retry)
         self._remember(host, outcome.version, rules)
-        self._follow_sitemaps(rules)
+        self._announce_sitemaps(host, rules)
         logger.debug("robots.txt of %s: %s (HTTP %s), stored as version %d", host, kind,
                      fetched.status, outcome.version, extra={"host": host})
         return outcome
 
-    def _follow_sitemaps(self, rules: Rules) -> None:
-        """Queue the sitemaps robots.txt lists, when the spider asks for them."""
-        spider = self.crawler.spider
-        if not getattr(spider, "follow_sitemaps", False) or not rules.sitemaps:
+    def _announce_sitemaps(self, host: str, rules: Rules) -> None:
+        """Tell whoever listens which sitemaps the robots.txt lists (signal
+        :data:`crawler.signals.robots_sitemaps_found`); following them is the spider's call."""
+        if not rules.sitemaps:
             return
-        for url in rules.sitemaps[:_MAX_SITEMAPS]:
-            request = Request(url, callback=spider.parse_sitemap,
-                              errback=getattr(spider, "on_error", None))
-            self.crawler.engine.crawl(request)
-            self.stats.inc_value("robots/sitemaps_queued")
+        urls = list(rules.sitemaps[:_MAX_SITEMAPS])
+        self.stats.inc_value("robots/sitemaps_listed", len(urls))
+        self.crawler.signals.send_catch_log(robots_sitemaps_found, host=host, urls=urls)
 
     def _count(self, fetched: Fetched) -> str:
         """Count the fetch in the stats; return its RFC 9309 class."""

@@ -37,6 +37,7 @@ from crawler.middlewares.warc import WARC_META
 from crawler.scheduling.scheduler import FrontierScheduler, scheduler_of
 from crawler.seedrefusals import SEED_META
 from crawler.seeds import Seed, SeedError, parse_seed_line, read_seeds
+from crawler.signals import robots_sitemaps_found
 from crawler.spiders.args import (
     PASSED_THROUGH,
     BroadArgs,
@@ -135,6 +136,8 @@ class BroadSpider(Spider):
             logger.error("Cannot start the %s spider: %s", cls.name, exc)
             raise
         spider._configure(crawler.settings)
+        if spider.follow_sitemaps:
+            crawler.signals.connect(spider.sitemaps_found, signal=robots_sitemaps_found)
         for name, known in lookalikes(spider._extra_args).items():
             logger.warning("Unknown spider argument %s=%r: did you mean %s?",
                            name, spider._extra_args[name], known)
@@ -226,6 +229,13 @@ class BroadSpider(Spider):
             for url in self.links(response):
                 yield Request(url, callback=self.parse, errback=self.on_error,
                               meta={"referrer": response.url})
+
+    def sitemaps_found(self, host: str, urls: list[str]) -> None:
+        """Queue the sitemaps a host's robots.txt lists (signal ``robots_sitemaps_found``)."""
+        for url in urls:
+            self.crawler.engine.crawl(Request(url, callback=self.parse_sitemap,
+                                              errback=self.on_error))
+            self.crawler.stats.inc_value("broad/sitemaps/queued")
 
     def parse_sitemap(self, response: Response, **kwargs: Any) -> Iterator[Request]:
         """Follow a sitemap (XML, possibly gzipped): pages to ``parse``, sitemaps here.
