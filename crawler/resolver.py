@@ -88,7 +88,7 @@ DEFAULT_INNER_RESOLVER = "scrapy.resolver.CachingThreadedResolver"
 class BlockedAddressError(DNSLookupError):
     """A name resolved to an address the guard refuses."""
 
-    #: As the kinds of :class:`crawler.dns.DNSFailure`: how the lookup ended.
+    #: As the kinds of :class:`crawler.dns.failures.DNSFailure`: how the lookup ended.
     kind = "blocked"
 
     def __init__(self, name: str, address: str, reason: str) -> None:

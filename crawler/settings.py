@@ -87,7 +87,7 @@ ADDRESS_GUARD_ALLOW_RESOLVED: list[str] = []
 # Trusted host names ("name" or "*.domain"): no name rule, no DNS check. List a
 # proxy here if it is given by a name that resolves to a private address.
 ADDRESS_GUARD_ALLOW_HOSTS: list[str] = []
-# The crawl resolver (crawler/dns.py, see DNS below) checks every DNS answer.
+# The crawl resolver (crawler/dns/, see DNS below) checks every DNS answer.
 # With DNS_NAMESERVERS empty it asks the machine's resolver; name an
 # IResolverSimple here to ask that instead (IPv4 only: the test harness's
 # loopback-only resolver). "crawler.resolver.GuardedResolver" as
@@ -266,7 +266,7 @@ REDIRECT_MAX_TIMES = 10
 # crawl); the spider follows links only on 2xx HTML.
 HTTPERROR_ALLOW_ALL = True
 
-# --- DNS (crawler/dns.py, crawler/middlewares/dns.py; README "DNS") ---------
+# --- DNS (crawler/dns/, crawler/middlewares/dns.py; README "DNS") -----------
 # DNS is a step of its own: names resolve to IPv4 and IPv6 addresses (an
 # IPv6-only host is crawled), each answer is checked by the address guard, and a
 # name that does not resolve is an outcome for its host, not a download error

@@ -14,7 +14,7 @@ crawl_delay_applied = object()
 #: ``url``, ``seconds`` (after capping at RETRY_AFTER_MAX).
 retry_after_applied = object()
 
-#: The crawl resolver finished a lookup (not a cache hit; crawler/dns.py).
+#: The crawl resolver finished a lookup (not a cache hit; crawler/dns/).
 #: Arguments: ``result`` ("ok", "nxdomain", "nodata", "servfail", "timeout",
 #: "blocked"), ``seconds`` (both rounds of a confirmed NXDOMAIN).
 dns_lookup_done = object()

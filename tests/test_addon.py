@@ -35,7 +35,8 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawler import settings as broad_settings
 from crawler.addon import PROCESS_ONLY, PROJECT_OWN, BroadCrawlAddon, addon_settings
-from crawler.dns import CrawlResolver, SystemLookup
+from crawler.dns.lookups import SystemLookup
+from crawler.dns.resolver import CrawlResolver
 from crawler.middlewares.warc import WarcCaptureMiddleware
 from crawler.resolver import GuardedResolver
 from crawler.spiders.broad import BroadSpider

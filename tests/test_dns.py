@@ -1,9 +1,9 @@
-"""The crawl resolver (crawler/dns.py) against a real DNS server on 127.0.0.1.
+"""The crawl resolver (crawler/dns/) against a real DNS server on 127.0.0.1.
 
 Every name is answered by :class:`tests.realweb.dns.TestDNS` (loopback
 addresses only), so no test asks the machine's resolver and no packet leaves
 the machine. Refusals of non-loopback answers are tested as decisions on
-address lists (:func:`crawler.dns.allowed_addresses`), never by connecting.
+address lists (:func:`crawler.dns.resolver.allowed_addresses`), never by connecting.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import pytest_twisted
 from scrapy.settings import Settings
+from scrapy.utils.misc import load_object
 from twisted.internet import defer, reactor
 from twisted.internet.address import IPv4Address, IPv6Address
 from twisted.internet.error import DNSLookupError
@@ -25,29 +26,28 @@ from twisted.internet.task import deferLater
 from twisted.names import dns as names_dns
 from zope.interface import implementer
 
+import crawler.dns.resolver
 from crawler.addressguard import AddressPolicy, parse_networks
-from crawler.dns import (
-    RECORDER,
-    AnswerCache,
-    CrawlResolver,
-    LookupEvent,
-    LookupRecorder,
+from crawler.dns.answers import Answer, addresses_in, ordered
+from crawler.dns.cache import AnswerCache
+from crawler.dns.events import RECORDER, LookupEvent, LookupRecorder
+from crawler.dns.failures import (
     LookupTimeout,
     NameNotFound,
-    NameserverLookup,
     NoAddress,
     ServerFailure,
-    SimpleLookup,
-    SystemLookup,
-    addresses_in,
-    allowed_addresses,
-    build_lookup,
     failure_kind,
     gai_kind,
-    ordered,
+)
+from crawler.dns.lookups import (
+    NameserverLookup,
+    SimpleLookup,
+    SystemLookup,
+    build_lookup,
     parse_nameservers,
     retry_timeouts,
 )
+from crawler.dns.resolver import CrawlResolver, allowed_addresses
 from crawler.resolver import BlockedAddressError
 from tests.loopback_resolver import LoopbackOnlyResolver
 from tests.realweb.dns import Name, TestDNS
@@ -302,8 +302,6 @@ async def test_concurrent_lookups_of_a_name_share_one(dns: TestDNS) -> None:
 
 
 def test_the_cache_forgets_the_least_recently_used() -> None:
-    from crawler.dns import Answer
-
     cache = AnswerCache(2, 60, 3600)
     cache.put("a", Answer(("127.0.0.1",), 60))
     cache.put("b", Answer(("127.0.0.2",), 60))
@@ -396,9 +394,7 @@ async def test_installed_it_also_answers_reactor_resolve(dns: TestDNS) -> None:
     finally:
         reactor.installNameResolver(old_name_resolver)
         reactor.resolver = old_resolver
-        import crawler.dns
-
-        crawler.dns._installed = None
+        crawler.dns.resolver._installed = None
 
 
 # ------------------------------------------------------------------ building it
@@ -455,6 +451,17 @@ async def test_an_iresolversimple_gives_its_one_ipv4_answer() -> None:
 def test_the_process_recorder_is_one_for_all_resolvers() -> None:
     assert CrawlResolver(reactor, SimpleLookup(LoopbackOnlyResolver(reactor), 1.0),
                          AddressPolicy(), AnswerCache(1, 1, 1)).recorder is RECORDER
+
+
+def test_the_package_re_exports_the_submodules_own_objects() -> None:
+    """``crawler.dns.CrawlResolver`` is the settings path; what the package
+    re-exports is the submodules' own object, the process-wide state included."""
+    assert load_object("crawler.dns.CrawlResolver") is CrawlResolver
+    assert crawler.dns.RECORDER is RECORDER
+    submodules = [crawler.dns.failures, crawler.dns.answers, crawler.dns.lookups,
+                  crawler.dns.cache, crawler.dns.events, crawler.dns.resolver]
+    for name in crawler.dns.__all__:
+        assert any(getattr(m, name, None) is getattr(crawler.dns, name) for m in submodules), name
 
 
 # ------------------------------------------------------------------ pure parts

@@ -45,7 +45,7 @@ from crawler.addressguard import (
     SeenOnce,
     normalise_host,
 )
-from crawler.dns import CrawlResolver, installed_resolver
+from crawler.dns.resolver import CrawlResolver, installed_resolver
 from crawler.lease import ticket_of
 from crawler.resolver import BlockedAddressError, GuardedResolver
 from crawler.seedrefusals import SeedRefusals, is_seed

@@ -36,7 +36,7 @@ Two places meet a failed lookup:
   a proxy (``http_proxy``...): the proxy resolves names then, not us.
 
 It also counts every lookup of the process's resolver for this crawl (the
-resolver exists before any crawl, see :data:`crawler.dns.RECORDER`). Stats:
+resolver exists before any crawl, see :data:`crawler.dns.events.RECORDER`). Stats:
 ``dns/lookups/<ok|nxdomain|nodata|servfail|timeout|blocked>``,
 ``dns/lookup_ms/max``, ``dns/cache_hits``, ``dns/nxdomain_unconfirmed`` (the
 confirming lookup found the name after all), ``dns/addresses_refused``;
@@ -63,7 +63,9 @@ from twisted.internet.error import DNSLookupError
 
 from crawler.addressguard import SeenOnce, normalise_host, parse_ip
 from crawler.deadletter import DeadReason
-from crawler.dns import PERMANENT, RECORDER, DNSFailure, LookupEvent, installed_resolver
+from crawler.dns.events import RECORDER, LookupEvent
+from crawler.dns.failures import PERMANENT, DNSFailure
+from crawler.dns.resolver import installed_resolver
 from crawler.frontier.dnsstate import DNSRetry, HostDNS, register_dns_step
 from crawler.lease import ticket_of
 from crawler.scheduling.scheduler import scheduler_of
