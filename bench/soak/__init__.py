@@ -99,7 +99,8 @@ def run(scenario: Scenario, workdir: Path | None = None,
     server.start()
     try:
         with SimWebProcess(seed=scenario.seed, n_hosts=scenario.hosts, mix=SOAK_MIX,
-                           pinned=scenario.pins(), hang_max=60) as sim:
+                           pinned=scenario.pins(), hang_max=60,
+                           trickle_interval=scenario.trickle_interval) as sim:
             return _soak(scenario, sim, server, root, log)
     finally:
         server.stop()

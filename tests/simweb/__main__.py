@@ -77,7 +77,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        await serve(web, stop, port=args.port, hang_max=args.hang_max)
+        await serve(web, stop, port=args.port, hang_max=args.hang_max,
+                    trickle_interval=args.trickle_interval)
 
     asyncio.run(run())
     return 0
@@ -98,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_serve.add_argument("--port", type=int, default=0, help="0 picks a free port")
     p_serve.add_argument(
         "--hang-max", type=float, default=300.0, help="seconds a hang lasts at most"
+    )
+    p_serve.add_argument(
+        "--trickle-interval", type=float, default=0.5,
+        help="seconds between a trickled answer's 40 pieces (default 0.5: ~20 s a page)"
     )
     p_serve.set_defaults(func=cmd_serve)
 

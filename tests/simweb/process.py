@@ -40,12 +40,14 @@ class SimWebProcess:
         *,
         pinned: Mapping[int, str] | None = None,
         hang_max: float = 300.0,
+        trickle_interval: float = 0.5,
         startup_timeout: float = 15.0,
     ) -> None:
         self.seed = seed
         self.n_hosts = n_hosts
         self.mix = mix
         self.hang_max = hang_max
+        self.trickle_interval = trickle_interval
         self.startup_timeout = startup_timeout
         self.pinned = dict(pinned or {})
         self.web = Web(seed=seed, n_hosts=n_hosts, mix=mix, pinned=self.pinned)
@@ -72,6 +74,8 @@ class SimWebProcess:
             mix,
             "--hang-max",
             str(self.hang_max),
+            "--trickle-interval",
+            str(self.trickle_interval),
             *[f"--pin={i}={mode}" for i, mode in self.pinned.items()],
         ]
 

@@ -550,10 +550,11 @@ def _resource_headers(res: Resource) -> list[tuple[str, str]]:
     return headers
 
 
-async def serve(web: Web, stop: asyncio.Event, *, port: int = 0, hang_max: float = 300.0) -> None:
+async def serve(web: Web, stop: asyncio.Event, *, port: int = 0, hang_max: float = 300.0,
+                trickle_interval: float = 0.5) -> None:
     """Run a server until ``stop`` is set, announcing ``READY 127.0.0.1:PORT``
     on stdout once it listens (``process.SimWebProcess`` waits for it)."""
-    server = SimWebServer(web, port=port, hang_max=hang_max)
+    server = SimWebServer(web, port=port, hang_max=hang_max, trickle_interval=trickle_interval)
     await server.start()
     print(f"READY 127.0.0.1:{server.port}", flush=True)
     try:
