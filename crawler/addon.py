@@ -106,7 +106,7 @@ from scrapy.settings import SETTINGS_PRIORITIES
 from scrapy.utils.misc import load_object
 
 from crawler import settings as broad_settings
-from crawler.scheduling.scheduler import FrontierScheduler
+from crawler.scheduling.scheduler import uses_frontier
 
 if TYPE_CHECKING:
     from scrapy.settings import BaseSettings
@@ -173,6 +173,10 @@ def _names(values: Iterable[str]) -> str:
     return ", ".join(sorted(values))
 
 
+class AddonConfigError(ValueError):
+    """The project's settings and the add-on cannot work together (the crawl does not start)."""
+
+
 class BroadCrawlAddon:
     """Wire the broad crawler's components and defaults into a Scrapy project."""
 
@@ -189,12 +193,13 @@ class BroadCrawlAddon:
 
     def _check(self, settings: BaseSettings) -> None:
         """Say when the project's own choices leave the add-on's parts without support."""
-        scheduler = load_object(settings["SCHEDULER"])
-        if not (isinstance(scheduler, type) and issubclass(scheduler, FrontierScheduler)):
-            logger.warning(
-                "BroadCrawlAddon: SCHEDULER is %s, not the frontier: the robots policy "
-                "refuses every request it did not hand out (while ROBOTSTXT_OBEY is on), "
-                "and retries, pacing and breakers do nothing", settings["SCHEDULER"])
+        if not uses_frontier(settings):
+            raise AddonConfigError(
+                f"BroadCrawlAddon needs the frontier scheduler, but SCHEDULER is "
+                f"{settings['SCHEDULER']!r}: the robots policy checks only requests the "
+                "frontier handed out, and pacing, Retry-After waits and circuit breakers "
+                "live in it. Remove SCHEDULER from the project's settings, or leave the "
+                "add-on out and wire the components you want yourself")
         if (settings.getpriority("TWISTED_DNS_RESOLVER") or 0) < SETTINGS_PRIORITIES[PRIORITY]:
             logger.warning(
                 "BroadCrawlAddon was enabled after the crawler process started (in a "

@@ -34,7 +34,13 @@ from scrapy.utils.python import global_object_name
 from warcio.archiveiterator import ArchiveIterator
 
 from crawler import settings as broad_settings
-from crawler.addon import PROCESS_ONLY, PROJECT_OWN, BroadCrawlAddon, addon_settings
+from crawler.addon import (
+    PROCESS_ONLY,
+    PROJECT_OWN,
+    AddonConfigError,
+    BroadCrawlAddon,
+    addon_settings,
+)
 from crawler.dns.lookups import SystemLookup
 from crawler.dns.resolver import CrawlResolver
 from crawler.middlewares.warc import WarcCaptureMiddleware
@@ -226,12 +232,10 @@ def test_addon_enabled_too_late_for_the_resolver_says_so(
     assert "DNS answers are not checked" in caplog.text
 
 
-def test_a_project_scheduler_is_kept_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="crawler.addon"):
-        settings = crawler_settings({"ADDONS": {ADDON: 100},
-                                     "SCHEDULER": "scrapy.core.scheduler.Scheduler"})
-    assert settings["SCHEDULER"] == "scrapy.core.scheduler.Scheduler"
-    assert "not the frontier" in caplog.text
+def test_a_project_scheduler_is_refused_with_what_to_do() -> None:
+    with pytest.raises(AddonConfigError, match=r"needs the frontier scheduler.*Remove SCHEDULER"):
+        crawler_settings({"ADDONS": {ADDON: 100},
+                          "SCHEDULER": "scrapy.core.scheduler.Scheduler"})
 
 
 def test_addon_class_is_what_the_entry_names() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from crawler import settings as project_settings
 from tests.crawl_runner import finish_crawl, run_crawl, start_crawl
 from tests.redis_server import started_redis
 from tests.simweb import SimWebProcess, Web
@@ -264,3 +265,22 @@ def test_no_idle_stalls_between_paced_requests(tmp_path: Path) -> None:
     gaps = [b - a for a, b in pairwise(arrivals)]
     assert min(gaps) >= 0.3 * 0.8, gaps
     assert max(gaps) < 1.0, gaps  # the last response's links are claimed ~0.3 s later
+
+
+@pytest.mark.crawl
+def test_dont_filter_does_not_refetch_and_says_so(sim: SimWebProcess, tmp_path: Path) -> None:
+    """A request with dont_filter=True for a page already fetched is admitted like
+    any other, so the server sees the page once; the crawl counts it and warns."""
+    settings = {"ROBOTSTXT_OBEY": False, "DEPTH_LIMIT": 1, "DOWNLOAD_DELAY": 0,
+                "EXTENSIONS": {**project_settings.EXTENSIONS,
+                               "tests.refetch_probe.RefetchProbe": 0}}
+    seeds = sim.web.seed_urls(3)
+    result = run_crawl(sim.proxy_url, seeds, tmp_path, settings)
+    assert result.returncode == 0, result.log[-3000:]
+    asked = result.stat("test/refetch_asked").strip("'")
+    assert asked in seeds
+    host, path = asked.split("://", 1)[1].split("/", 1)
+    fetched = [e for e in sim.ledger().entries if e["host"] == host and e["path"] == "/" + path]
+    assert len(fetched) == 1, fetched
+    assert result.stat("frontier/dont_filter_ignored") == "1"
+    assert "dont_filter=True does not make a URL fetched again" in result.log

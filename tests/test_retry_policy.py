@@ -7,7 +7,7 @@ import random
 import time
 
 import pytest
-from scrapy import Request
+from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
 from scrapy.http import Response
 from scrapy.utils.test import get_crawler
@@ -122,3 +122,24 @@ def test_answers_that_are_not_retried_still_report_health() -> None:
     plain = Request("http://a.test/robots.txt")  # not from the frontier: left alone
     mw.process_response(plain, Response(plain.url, status=503))
     assert TICKET_META not in plain.meta
+
+
+def test_under_scrapy_s_scheduler_a_retry_is_scrapy_s_retry() -> None:
+    mw = _mw(SCHEDULER="scrapy.core.scheduler.Scheduler", RETRY_TIMES=2)
+    mw.crawler.spider = Spider.from_crawler(mw.crawler, name="plain")
+    request = Request("http://a.test/p")
+    for attempt in (1, 2):
+        again = mw.process_response(request, Response(request.url, status=503,
+                                                      headers={"Retry-After": "60"}))
+        assert isinstance(again, Request) and again.url == request.url
+        assert again.meta["retry_times"] == attempt and again.dont_filter
+        request = again
+    last = Response(request.url, status=503)
+    assert mw.process_response(request, last) is last  # RETRY_TIMES reached: the spider's
+    assert mw.stats.get_value("retry/count") == 2
+    assert mw.stats.get_value("retry/max_reached") == 1
+    failed = mw.process_exception(Request("http://a.test/q"), ConnectionRefusedError())
+    assert isinstance(failed, Request) and failed.meta["retry_times"] == 1
+    assert mw.process_exception(Request("http://a.test/r"), ValueError("no")) is None
+    kept = Request("http://a.test/s", meta={"dont_retry": True})
+    assert mw.process_response(kept, Response(kept.url, status=503)).status == 503

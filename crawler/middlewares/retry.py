@@ -14,6 +14,10 @@ holds the whole host back for every worker (``BACKOFF_HTTP_CODES``). After
 Every outcome is also a health report for the host's circuit breaker: a 5xx
 or a network error is a failure, any other answer a success.
 
+Under Scrapy's own scheduler (no frontier, so no lease to delay) a retry is
+what Scrapy's ``RetryMiddleware`` does: the request again at once, up to
+``RETRY_TIMES``, with the same ``retry/*`` stats.
+
 The decision is a verb on the request's ticket (:mod:`crawler.lease`); the
 scheduler turns it into the lease's release.
 """
@@ -24,13 +28,14 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from scrapy.downloadermiddlewares.retry import get_retry_request
 from scrapy.exceptions import DownloadCancelledError, IgnoreRequest, NotConfigured
 from scrapy.utils.misc import load_object
 
 from crawler.backoff import full_jitter, retry_after_seconds
 from crawler.deadletter import DeadReason
 from crawler.lease import Ticket, ticket_of
-from crawler.scheduling.scheduler import scheduler_of
+from crawler.scheduling.scheduler import scheduler_of, uses_frontier
 from crawler.signals import retry_after_applied
 
 if TYPE_CHECKING:
@@ -51,6 +56,8 @@ class RetryPolicyMiddleware:
         self.crawler = crawler
         self.stats = crawler.stats
         self.max_retries = s.getint("RETRY_TIMES")
+        #: Under another scheduler there are no leases to delay: retry as Scrapy does.
+        self.on_frontier = uses_frontier(s)
         self.codes = {int(c) for c in s.getlist("RETRY_HTTP_CODES")}
         self.backoff_codes = {int(c) for c in s.getlist("BACKOFF_HTTP_CODES", [429, 503])}
         self.base = s.getfloat("RETRY_BACKOFF_BASE", 1.0)
@@ -68,7 +75,9 @@ class RetryPolicyMiddleware:
     def process_response(self, request: Request, response: Response) -> Response:
         ticket = ticket_of(request.meta)
         if ticket is None:
-            return response  # not from the frontier (a robots.txt fetch): not ours
+            if self.on_frontier or response.status not in self.codes:
+                return response  # a robots.txt fetch: its policy retries it
+            return self._at_once(request, f"http-{response.status}") or response
         status = response.status
         health = "fail" if status >= 500 else "ok"
         if status not in self.codes or request.meta.get("dont_retry"):
@@ -85,24 +94,36 @@ class RetryPolicyMiddleware:
                                hold, health)
         return response  # given up: the spider still sees the answer
 
-    def process_exception(self, request: Request, exception: Exception) -> None:
+    def process_exception(self, request: Request, exception: Exception) -> Request | None:
         ticket = ticket_of(request.meta)
         if ticket is None:
-            return
+            if self.on_frontier or not isinstance(exception, self.exceptions):
+                return None
+            return self._at_once(request, "download-error")
         if isinstance(exception, DownloadCancelledError):
             # Scrapy cancels a body past DOWNLOAD_MAXSIZE: not transient, not the
             # host's fault; fetching it again would only cut it again.
             self.stats.inc_value("download/aborted/too-large")
             ticket.dead(DeadReason.now("too-large", str(exception)[:200]))
-            return
-        if not isinstance(exception, self.exceptions):
-            return
-        if request.meta.get("dont_retry"):
-            return
+            return None
+        if not isinstance(exception, self.exceptions) or request.meta.get("dont_retry"):
+            return None
         attempt = request.meta.get("retry_times", 0) + 1
         wait = full_jitter(attempt - 1, self.base, self.cap)
         error = f"{type(exception).__name__}: {exception}"[:200].rstrip(": ")
         self._retry_or_give_up(request, ticket, "download-error", error, wait, 0.0, "fail")
+        return None
+
+    def _at_once(self, request: Request, reason: str) -> Request | None:
+        """A retry under Scrapy's own scheduler: the same request again, now
+        (Scrapy's ``get_retry_request``: ``RETRY_TIMES``, the ``retry/*`` stats,
+        ``dont_retry``). Without the frontier nothing can wait outside a
+        download slot, so ``Retry-After``, host holds and breakers do not apply."""
+        if request.meta.get("dont_retry"):
+            return None
+        return get_retry_request(request, spider=self.crawler.spider, reason=reason,
+                                 max_retry_times=request.meta.get("max_retry_times",
+                                                                  self.max_retries))
 
     def _retry_or_give_up(self, request: Request, ticket: Ticket, reason: str, error: str,
                           wait: float, hold: float, health: str) -> None:

@@ -40,6 +40,7 @@ class Intake:
         # Refused when queued (links, redirects, seeds): no robots fetch for them either.
         self.address_policy = AddressPolicy.from_settings(s)
         self.slot_settings: dict[str, dict[str, Any]] = s.getdict("DOWNLOAD_SLOTS")
+        self._dont_filter_said = False
 
     def admission(self, request: Request, sent: str | None, canon: str | None,
                   spider: Spider) -> Admission | None:
@@ -64,6 +65,23 @@ class Intake:
             return self.refuse(request, "unserializable")
         return Admission(canon, host, url_fingerprint(canon), record, request.priority,
                          self._host_config(request))
+
+    def dont_filter(self, request: Request) -> None:
+        """``dont_filter=True`` does not bypass the frontier's dedup, and says so once.
+
+        The frontier is the crawl's memory across runs and workers: a URL is
+        fetched once per crawl (``FRONTIER_CRAWL_ID`` names a new one), so a
+        request that asks to skip the duplicate check is admitted like any
+        other. Requests made from a claimed URL (its redirects) carry the
+        claim's ``dont_filter`` and are not counted.
+        """
+        self.stats.inc_value("frontier/dont_filter_ignored")
+        if not self._dont_filter_said:
+            self._dont_filter_said = True
+            logger.warning(
+                "Frontier: dont_filter=True does not make a URL fetched again (first: %s); "
+                "the frontier fetches each URL once per crawl, FRONTIER_CRAWL_ID starts a "
+                "new crawl. Counted in frontier/dont_filter_ignored", request.url)
 
     def refuse(self, request: Request, reason: str, guard_reason: str | None = None) -> None:
         self.stats.inc_value(f"frontier/refused/{reason}")

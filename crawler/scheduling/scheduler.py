@@ -28,6 +28,7 @@ from redis.exceptions import RedisError
 from scrapy import Request, Spider, signals
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.defer import deferred_from_coro
+from scrapy.utils.misc import load_object
 from scrapy.utils.reactor import is_asyncio_reactor_installed
 
 from crawler import compat
@@ -70,6 +71,16 @@ def scheduler_of(crawler: Crawler) -> FrontierScheduler | None:
     except RuntimeError:  # Crawler.engine before the crawl starts
         return None
     return scheduler if isinstance(scheduler, FrontierScheduler) else None
+
+
+def uses_frontier(settings: Any) -> bool:
+    """Whether a crawl's ``SCHEDULER`` is the frontier scheduler (or a subclass)."""
+    scheduler = settings.get("SCHEDULER")
+    try:
+        cls = load_object(scheduler) if isinstance(scheduler, str) else scheduler
+    except (ImportError, ValueError, NameError, AttributeError):
+        return False
+    return isinstance(cls, type) and issubclass(cls, FrontierScheduler)
 
 
 def limits_from_settings(s: Any) -> Limits:
@@ -250,6 +261,8 @@ class FrontierScheduler:
         if token is not None and self.leases.is_retry(token, canon):
             self.sync.release(self.leases.retry(request, token))
             return True
+        if request.dont_filter and token is None:
+            self.intake.dont_filter(request)
         assert self.spider is not None
         admission = self.intake.admission(request, sent, canon, self.spider)
         if admission is None:

@@ -27,14 +27,13 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import HtmlResponse, Response, XmlResponse
 from scrapy.linkextractors import LinkExtractor
 from scrapy.utils.gz import gunzip, gzip_magic_number
-from scrapy.utils.misc import load_object
 from scrapy.utils.sitemap import Sitemap
 
 from crawler.frontier.seedfeed import SeedFeed
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.items import PageItem
 from crawler.middlewares.warc import WARC_META
-from crawler.scheduling.scheduler import FrontierScheduler, scheduler_of
+from crawler.scheduling.scheduler import FrontierScheduler, scheduler_of, uses_frontier
 from crawler.seedrefusals import SEED_META
 from crawler.seeds import Seed, SeedError, parse_seed_line, read_seeds
 from crawler.signals import robots_sitemaps_found
@@ -145,7 +144,7 @@ class BroadSpider(Spider):
         return spider
 
     def _configure(self, settings: Any) -> None:
-        if not self.seeds_path and not _uses_frontier(settings):
+        if not self.seeds_path and not uses_frontier(settings):
             raise NotConfigured("the broad spider needs seeds: scrapy crawl broad -a seeds=FILE")
         self.poll_seconds = settings.getfloat("REDIS_START_URLS_POLL_SECONDS", 1.0)
         if self.args.sitemaps is None:  # an explicit sitemaps=0 turns the setting off
@@ -356,15 +355,6 @@ async def _adopt_orphans(scheduler: FrontierScheduler, feed: SeedFeed) -> None:
         await feed.adopt_orphans(scheduler.frontier.keys.workers(), lease_seconds)
     except (RedisError, OSError) as exc:
         logger.warning("Seed feed: cannot check %s for lost batches: %s", feed.taken, exc)
-
-
-def _uses_frontier(settings: Any) -> bool:
-    scheduler = settings.get("SCHEDULER")
-    try:
-        cls = load_object(scheduler) if isinstance(scheduler, str) else scheduler
-    except (ImportError, ValueError, NameError):
-        return False
-    return isinstance(cls, type) and issubclass(cls, FrontierScheduler)
 
 
 def _meta_nofollow(response: HtmlResponse) -> bool:
