@@ -21,7 +21,6 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 
 from crawler.lease import ticket_of
 from crawler.robots.fetch import ROBOTS_FETCH_META
-from crawler.robots.policy import RobotsPolicy
 from crawler.scheduling.scheduler import scheduler_of
 
 if TYPE_CHECKING:
@@ -39,7 +38,6 @@ class RobotsPolicyMiddleware:
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
-        self.policy = RobotsPolicy.from_crawler(crawler)
         self._warned = False
 
     @classmethod
@@ -55,9 +53,9 @@ class RobotsPolicyMiddleware:
         scheduler = scheduler_of(self.crawler)
         ticket = ticket_of(meta)
         host = scheduler.host_of(ticket.token) if scheduler is not None and ticket else None
-        if host is None or ticket is None or scheduler is None:
+        if host is None or ticket is None or scheduler is None or scheduler.robots is None:
             self._not_from_frontier(request)
-        rules = await self.policy.rules_for(host, ticket.robots_version)
+        rules = await scheduler.robots.rules_for(host, ticket.robots_version)
         if rules is None:
             # The frontier said robots was known but holds no rules (an
             # operator deleted them?): fail closed, the URL is tried later.

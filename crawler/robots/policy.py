@@ -20,7 +20,6 @@ import hashlib
 import json
 import logging
 import time
-import weakref
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -38,15 +37,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-_POLICIES: weakref.WeakKeyDictionary[Any, RobotsPolicy] = weakref.WeakKeyDictionary()
 _BLOB_MAGIC = b"R1"
 _PARSE_IN_THREAD = 64 * 1024  # prepare and parse bigger files off the reactor thread
 _MAX_SITEMAPS = 50  # per robots.txt: a file listing thousands is not a seed list
-
-
-def policy_of(crawler: Crawler) -> RobotsPolicy | None:
-    """The robots policy of a crawl, once something created it."""
-    return _POLICIES.get(crawler)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +86,12 @@ class Pacing:
 
 
 class RobotsPolicy:
-    """Fetch, decide, store and look up robots rules for one crawl."""
+    """Fetch, decide, store and look up robots rules for one crawl.
+
+    The frontier scheduler owns the crawl's one policy (``scheduler.robots``,
+    found through ``crawler.engine.scheduler``): it runs the robots jobs, and
+    the robots middleware asks it for a host's rules.
+    """
 
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
@@ -102,14 +100,6 @@ class RobotsPolicy:
         self.fetcher = RobotsFetcher(crawler, self.settings.timeout, self.settings.max_bytes)
         self.frontier: Frontier | None = None
         self._cache: OrderedDict[str, tuple[int, Rules]] = OrderedDict()
-
-    @classmethod
-    def from_crawler(cls, crawler: Crawler) -> RobotsPolicy:
-        """The crawl's one policy (the scheduler and the middleware share it)."""
-        policy = _POLICIES.get(crawler)
-        if policy is None:
-            policy = _POLICIES[crawler] = cls(crawler)
-        return policy
 
     @property
     def fetch_lease_ms(self) -> int:

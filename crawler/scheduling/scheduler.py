@@ -124,7 +124,7 @@ class FrontierScheduler:
         self.limits = limits_from_settings(s)
         self.robots: RobotsPolicy | None = None
         if s.getbool("ROBOTSTXT_OBEY"):
-            self.robots = RobotsPolicy.from_crawler(crawler)
+            self.robots = RobotsPolicy(crawler)
             self.limits.robots_ms = self.robots.fetch_lease_ms
         self.stripper = stripper_from_settings(s)
         self.jobdir = s.get("JOBDIR")
