@@ -56,7 +56,11 @@ class Claims:
                 - len(scheduler.robots_jobs))
         if free > 0:
             self.claiming = True
-            scheduler.spawn(self._claim(free))
+            # A claim under way when the worker closes is let finish: its
+            # script has leased the URLs, and only its answer says which, so
+            # that the close can give them back instead of leaving them to
+            # run out their lease.
+            scheduler.spawn(self._claim(free), flush=True)
 
     async def _claim(self, n: int) -> None:
         scheduler = self.scheduler

@@ -226,7 +226,7 @@ class FrontierScheduler:
         for task in list(self._tasks):
             if task not in flushes:
                 task.cancel()
-        if flushes:  # let a flush under way finish: it holds releases in hand
+        if flushes:  # let a flush or claim under way finish: it holds leases in hand
             await asyncio.wait(flushes, timeout=30)
         returned = self.leases.return_all()
         self.claims.buffer.clear()
