@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from weakref import WeakKeyDictionary
 
 from crawler.addressguard import SeenOnce, normalise_host, parse_ip, parse_ipv4_loose
+from crawler.seeds import SEED_META
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -37,8 +38,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-#: Request meta key the broad spider sets on the requests of its seed lines.
-SEED_META = "broad_seed"
 #: Stats prefix of refused seeds, by reason.
 REFUSED_PREFIX = "seeds/refused/"
 

@@ -9,13 +9,23 @@ costs no memory.
 
 from __future__ import annotations
 
+import logging
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
+from scrapy import Request
+
 from crawler.urls import DEFAULT_STRIPPER, ParamStripper, request_url
+
+logger = logging.getLogger(__name__)
+
+#: Request meta key on the requests of seed lines (:func:`seed_request`), so
+#: that a refusal of the URL is reported as a seed's (:mod:`crawler.seedrefusals`).
+SEED_META = "broad_seed"
 
 _MAX_LINE_BYTES = 16 * 1024  # a line longer than this is not a URL anyone meant
 
@@ -131,3 +141,20 @@ def read_seeds(
         yield from parse_seed_lines(
             handle, source=path, add_scheme=add_scheme, stripper=stripper
         )
+
+
+def seed_request(parsed: Seed | SeedError, stats: Any, *,
+                 callback: Callable[..., Any] | None = None,
+                 errback: Callable[..., Any] | None = None) -> Request | None:
+    """The request of one parsed seed line, counted in ``seeds/loaded``; a malformed
+    line is reported with its source and number (``seeds/malformed``) and gives None.
+
+    The request is marked (:data:`SEED_META`), so that a refusal of its URL
+    is reported to the operator as a seed's.
+    """
+    if isinstance(parsed, SeedError):
+        stats.inc_value("seeds/malformed")
+        logger.warning("Skipping seed line %s", parsed, extra={"seed_line": parsed.line})
+        return None
+    stats.inc_value("seeds/loaded")
+    return Request(parsed.url, callback=callback, errback=errback, meta={SEED_META: True})

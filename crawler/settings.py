@@ -168,6 +168,9 @@ REDIS_START_URLS_KEY = "%(name)s:start_urls"
 REDIS_START_URLS_BATCH_SIZE = 100
 # How often an empty seed list is looked at again.
 REDIS_START_URLS_POLL_SECONDS = 1.0
+# The seed feed follows the spider's own start requests; closest to the spider,
+# so fed seeds pass every other spider middleware as the spider's seeds do.
+SPIDER_MIDDLEWARES = {"crawler.middlewares.seedfeed.SeedFeedMiddleware": 950}
 DOWNLOADER_MIDDLEWARES = {
     # The crawler's robots policy replaces Scrapy's middleware (same place).
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,

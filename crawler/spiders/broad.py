@@ -15,13 +15,11 @@ into more requests.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 import logging
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any
 
-from redis.exceptions import RedisError
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import HtmlResponse, Response, XmlResponse
@@ -29,13 +27,10 @@ from scrapy.linkextractors import LinkExtractor
 from scrapy.utils.gz import gunzip, gzip_magic_number
 from scrapy.utils.sitemap import Sitemap
 
-from crawler.frontier.seedfeed import SeedFeed
-from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.items import PageItem
 from crawler.middlewares.warc import WARC_META
-from crawler.scheduling.scheduler import FrontierScheduler, scheduler_of, uses_frontier
-from crawler.seedrefusals import SEED_META
-from crawler.seeds import Seed, SeedError, parse_seed_line, read_seeds
+from crawler.scheduling.scheduler import uses_frontier
+from crawler.seeds import Seed, SeedError, read_seeds, seed_request
 from crawler.signals import robots_sitemaps_found
 from crawler.spiders.args import (
     PASSED_THROUGH,
@@ -146,7 +141,6 @@ class BroadSpider(Spider):
     def _configure(self, settings: Any) -> None:
         if not self.seeds_path and not uses_frontier(settings):
             raise NotConfigured("the broad spider needs seeds: scrapy crawl broad -a seeds=FILE")
-        self.poll_seconds = settings.getfloat("REDIS_START_URLS_POLL_SECONDS", 1.0)
         if self.args.sitemaps is None:  # an explicit sitemaps=0 turns the setting off
             self.follow_sitemaps = settings.getbool("ROBOTS_SITEMAPS")
         self.sitemap_max_size = settings.getint("DOWNLOAD_MAXSIZE")
@@ -162,55 +156,16 @@ class BroadSpider(Spider):
         )
 
     async def start(self) -> AsyncIterator[Request]:
-        """Yield one request per valid seed (file, then Redis list); report bad lines."""
+        """Yield one request per valid seed of the file; report bad lines.
+
+        Seed lines pushed onto the shared Redis list follow these, from the
+        seed feed middleware (:mod:`crawler.middlewares.seedfeed`).
+        """
         for parsed in self._read_seeds():
-            request = self._seed_request(parsed)
+            request = seed_request(parsed, self.crawler.stats, callback=self.parse,
+                                   errback=self.on_error)
             if request is not None:
                 yield request
-        scheduler = scheduler_of(self.crawler)
-        if scheduler is not None and scheduler.seed_feed is not None:
-            async for request in self._feed(scheduler, scheduler.seed_feed):
-                yield request
-
-    def _seed_request(self, parsed: Seed | SeedError) -> Request | None:
-        if isinstance(parsed, SeedError):
-            self.crawler.stats.inc_value("seeds/malformed")
-            logger.warning("Skipping seed line %s", parsed, extra={"seed_line": parsed.line})
-            return None
-        self.crawler.stats.inc_value("seeds/loaded")
-        # Marked, so that a refusal of the URL is reported as a seed's (crawler/seedrefusals.py).
-        return Request(parsed.url, callback=self.parse, errback=self.on_error,
-                       meta={SEED_META: True})
-
-    async def _feed(self, scheduler: FrontierScheduler, feed: SeedFeed) -> AsyncIterator[Request]:
-        """Seed lines from the shared Redis list, for as long as the crawl runs.
-
-        A batch is acknowledged only after its URLs are in the frontier. The
-        feed ends when the list is empty and the frontier has nothing left
-        (after ``FRONTIER_IDLE_WAIT``), which lets the spider close.
-        """
-        logger.info("Reading seed lines pushed onto Redis list %s", feed.key)
-        source, item = f"{feed.key} (Redis list)", 0
-        while True:
-            try:
-                lines = await feed.take()
-            except (RedisError, OSError) as exc:
-                logger.warning("Seed feed: cannot read %s: %s", feed.key, exc)
-                lines = []
-            for raw in lines:
-                item += 1
-                parsed = parse_seed_line(raw, source=source, line=item,
-                                         add_scheme=self.add_scheme, stripper=self.stripper)
-                request = None if parsed is None else self._seed_request(parsed)
-                if request is not None:
-                    yield request
-            if lines:
-                await _ack_when_admitted(scheduler, feed)
-                continue
-            if not scheduler.has_pending_requests():
-                return
-            await _adopt_orphans(scheduler, feed)
-            await asyncio.sleep(self.poll_seconds)
 
     def _read_seeds(self) -> Iterator[Seed | SeedError]:
         if self.seeds_path is None:
@@ -336,25 +291,6 @@ class BroadSpider(Spider):
         self.crawler.stats.inc_value(f"broad/download_error/{name}")
         logger.info("Download failed: %s (%s)", failure.request.url, name,
                     extra={"url": failure.request.url, "error": name})
-
-
-async def _ack_when_admitted(scheduler: FrontierScheduler, feed: SeedFeed) -> None:
-    """Forget the batch once it is in the frontier (a Redis error: it is taken again)."""
-    try:
-        if await scheduler.wait_admitted():
-            await feed.ack()
-    except (RedisError, OSError) as exc:
-        logger.warning("Seed feed: cannot acknowledge a batch of %s: %s", feed.key, exc)
-
-
-async def _adopt_orphans(scheduler: FrontierScheduler, feed: SeedFeed) -> None:
-    assert scheduler.frontier is not None
-    try:
-        lease_seconds = scheduler.crawler.settings.getfloat("FRONTIER_LEASE_SECONDS",
-                                                            DEFAULT_LEASE_SECONDS)
-        await feed.adopt_orphans(scheduler.frontier.keys.workers(), lease_seconds)
-    except (RedisError, OSError) as exc:
-        logger.warning("Seed feed: cannot check %s for lost batches: %s", feed.taken, exc)
 
 
 def _meta_nofollow(response: HtmlResponse) -> bool:

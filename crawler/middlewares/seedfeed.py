@@ -1,0 +1,108 @@
+"""Spider middleware: seed lines pushed onto a Redis list join the running crawl.
+
+    redis-cli RPUSH broad:start_urls https://example.com/   # feed running workers
+
+The frontier scheduler holds the list's reader
+(:class:`crawler.frontier.seedfeed.SeedFeed`: a batch is taken and noted
+under the worker, and acknowledged only once its URLs are admitted). This
+middleware appends what the list holds to the spider's own start requests
+(``process_start``), so any spider under the frontier scheduler reads the
+feed, and a fed seed passes every spider middleware as a seed from the
+spider's file does. The start stream ends when the list is empty and the
+frontier has nothing left (after ``FRONTIER_IDLE_WAIT``), which lets the
+crawl close; lines pushed after that wait for the next crawl.
+
+Settings: ``REDIS_START_URLS_KEY`` (the scheduler's), ``REDIS_START_URLS_POLL_SECONDS``
+(how often an empty list is looked at again) and ``BROAD_SEEDS_ADD_SCHEME``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import RedisError
+from scrapy import Request
+from scrapy.exceptions import NotConfigured
+
+from crawler.frontier.seedfeed import SeedFeed
+from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
+from crawler.scheduling.scheduler import FrontierScheduler, scheduler_of, uses_frontier
+from crawler.seeds import parse_seed_line, seed_request
+from crawler.urls import stripper_from_settings
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+
+class SeedFeedMiddleware:
+    """After the spider's own start requests, the seeds of the shared Redis list."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        s = crawler.settings
+        self.crawler = crawler
+        self.poll_seconds = s.getfloat("REDIS_START_URLS_POLL_SECONDS", 1.0)
+        self.add_scheme = s.getbool("BROAD_SEEDS_ADD_SCHEME", False)
+        self.stripper = stripper_from_settings(s)
+        self.lease_seconds = s.getfloat("FRONTIER_LEASE_SECONDS", DEFAULT_LEASE_SECONDS)
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> SeedFeedMiddleware:
+        if not uses_frontier(crawler.settings):
+            raise NotConfigured("the seed feed belongs to the frontier scheduler")
+        return cls(crawler)
+
+    async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        async for item in start:
+            yield item
+        scheduler = scheduler_of(self.crawler)
+        if scheduler is not None and scheduler.seed_feed is not None:
+            async for request in self._feed(scheduler, scheduler.seed_feed):
+                yield request
+
+    async def _feed(self, scheduler: FrontierScheduler, feed: SeedFeed
+                    ) -> AsyncIterator[Request]:
+        """Seed requests from the list, for as long as the crawl has work."""
+        logger.info("Reading seed lines pushed onto Redis list %s", feed.key)
+        source, item = f"{feed.key} (Redis list)", 0
+        while True:
+            try:
+                lines = await feed.take()
+            except (RedisError, OSError) as exc:
+                logger.warning("Seed feed: cannot read %s: %s", feed.key, exc)
+                lines = []
+            for raw in lines:
+                item += 1
+                parsed = parse_seed_line(raw, source=source, line=item,
+                                         add_scheme=self.add_scheme, stripper=self.stripper)
+                request = None if parsed is None else seed_request(parsed, self.crawler.stats)
+                if request is not None:
+                    yield request
+            if lines:
+                await self._ack_when_admitted(scheduler, feed)
+                continue
+            if not scheduler.has_pending_requests():
+                return
+            await self._adopt_orphans(scheduler, feed)
+            await asyncio.sleep(self.poll_seconds)
+
+    @staticmethod
+    async def _ack_when_admitted(scheduler: FrontierScheduler, feed: SeedFeed) -> None:
+        """Forget the batch once it is in the frontier (a Redis error: it is taken again)."""
+        try:
+            if await scheduler.wait_admitted():
+                await feed.ack()
+        except (RedisError, OSError) as exc:
+            logger.warning("Seed feed: cannot acknowledge a batch of %s: %s", feed.key, exc)
+
+    async def _adopt_orphans(self, scheduler: FrontierScheduler, feed: SeedFeed) -> None:
+        """Put back the batches of workers that stopped beating, for every worker."""
+        assert scheduler.frontier is not None
+        try:
+            await feed.adopt_orphans(scheduler.frontier.keys.workers(), self.lease_seconds)
+        except (RedisError, OSError) as exc:
+            logger.warning("Seed feed: cannot check %s for lost batches: %s", feed.taken, exc)
