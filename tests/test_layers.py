@@ -1,0 +1,68 @@
+"""The layers of docs/architecture.md, as the imports of crawler/ say they are.
+
+Each layer imports only the layers below it. Checked here for the two
+bottom layers, which everything else builds on: the pure decisions import
+nothing of the crawler but each other, and the storage (``crawler/frontier``)
+imports nothing but itself and the pure decisions.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+CRAWLER = Path(__file__).resolve().parent.parent / "crawler"
+
+#: The pure decisions (docs/architecture.md, "Layers").
+PURE = frozenset({
+    "crawler.urls", "crawler.addressguard", "crawler.admission", "crawler.backoff",
+    "crawler.robots.rules", "crawler.seeds", "crawler.redaction", "crawler.lease",
+    "crawler.deadletter", "crawler.warc", "crawler.warc.exchange", "crawler.warc.records",
+    "crawler.warc.cdxj", "crawler.warc.files",
+})
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(CRAWLER.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _crawler_imports(path: Path) -> set[str]:
+    """The crawler modules a file imports (``from crawler.x import y`` counts x,
+    or x.y when that is a module)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("crawler.")}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("crawler"):
+            module = node.module or ""
+            for alias in node.names:
+                sub = f"{module}.{alias.name}"
+                found.add(sub if _exists(sub) else module)
+    return found
+
+
+def _exists(module: str) -> bool:
+    base = CRAWLER.parent.joinpath(*module.split("."))
+    return base.with_suffix(".py").exists() or (base / "__init__.py").exists()
+
+
+def _violations(modules: list[Path], allowed: frozenset[str], own: str = "") -> list[str]:
+    bad = []
+    for path in modules:
+        for name in sorted(_crawler_imports(path)):
+            if name in allowed or (own and (name == own or name.startswith(own + "."))):
+                continue
+            bad.append(f"{_module(path)} imports {name}")
+    return bad
+
+
+def test_the_pure_decisions_import_only_each_other() -> None:
+    pure = [p for p in CRAWLER.rglob("*.py") if _module(p) in PURE]
+    assert len(pure) >= len(PURE) - 1, "a module of the pure layer moved: update PURE"
+    assert _violations(pure, PURE) == []
+
+
+def test_the_frontier_storage_imports_nothing_above_it() -> None:
+    storage = sorted((CRAWLER / "frontier").rglob("*.py"))
+    assert _violations(storage, PURE, own="crawler.frontier") == []
