@@ -29,7 +29,7 @@ pytestmark = pytest.mark.crawl
 # dwarf that. Tests that do not assert gaps use a shorter one.
 DELAY = 1.0
 FAST_DELAY = 0.2
-HOSTS = 220
+HOSTS = 120
 # These tests are about the frontier, so the robots policy is off (it has its
 # own tests, tests/test_robots_*.py) and the ground truth ignores robots.txt.
 # A short lease brings a killed worker's URLs back quickly; few partitions
@@ -82,7 +82,7 @@ def test_two_workers_share_one_frontier(
     ledger = sim.ledger()
     fetched = _page_counts(web, ledger)
     expected = _expected(web)
-    assert len(expected) > 2000
+    assert len(expected) > 1000
     assert {k: n for k, n in fetched.items() if n > 1} == {}
     assert expected - set(fetched) == set()
     assert set(fetched) <= expected
@@ -104,7 +104,7 @@ def test_killed_worker_loses_nothing(
     client = redis.Redis.from_url(redis_url)
     done_key = [f"{{{namespace}/p{p}}}:n" for p in range(4)]
     deadline = time.monotonic() + 60
-    while sum(int(client.hget(k, "done") or 0) for k in done_key) < 600:
+    while sum(int(client.hget(k, "done") or 0) for k in done_key) < 400:
         assert time.monotonic() < deadline, "the crawl made no progress"
         assert victim.poll() is None, (tmp_path / "victim" / "crawl.log").read_text()[-3000:]
         time.sleep(0.1)
@@ -180,7 +180,7 @@ def test_redis_restart_loses_nothing(sim: SimWebProcess, tmp_path: Path) -> None
         client = redis.Redis.from_url(server.url)
         counts = [f"{{restart/p{p}}}:n" for p in range(4)]
         deadline = time.monotonic() + 60
-        while sum(int(client.hget(k, "done") or 0) for k in counts) < 500:
+        while sum(int(client.hget(k, "done") or 0) for k in counts) < 300:
             assert time.monotonic() < deadline and worker.poll() is None
             time.sleep(0.1)
         client.close()
@@ -199,13 +199,13 @@ def test_redis_restart_loses_nothing(sim: SimWebProcess, tmp_path: Path) -> None
 def test_embedded_frontier_resumes_after_sigint(sim: SimWebProcess, tmp_path: Path) -> None:
     sim.reset()
     web = sim.web
-    seeds = web.seed_urls(80)
+    seeds = web.seed_urls(50)
     settings = {"DOWNLOAD_DELAY": 0.1, "DEPTH_LIMIT": 0, "ROBOTSTXT_OBEY": False,
                 "JOBDIR": str(tmp_path / "job")}
     started = time.monotonic()
     first = start_crawl(sim.proxy_url, seeds, tmp_path / "first", settings)
     deadline = time.monotonic() + 60
-    while len([e for e in sim.ledger().entries if e["status"] == 200]) < 300:
+    while len([e for e in sim.ledger().entries if e["status"] == 200]) < 200:
         assert time.monotonic() < deadline and first.poll() is None
         time.sleep(0.1)
     first.send_signal(signal.SIGINT)
@@ -216,6 +216,10 @@ def test_embedded_frontier_resumes_after_sigint(sim: SimWebProcess, tmp_path: Pa
     second = run_crawl(sim.proxy_url, seeds, tmp_path / "second", settings)
     assert second.returncode == 0, second.log[-3000:]
     assert "'finish_reason': 'finished'" in second.log
+    # A graceful stop gives back every lease it held, those of a claim that
+    # was under way included: none is left to run out before it is crawled.
+    opened = next(line for line in second.log.splitlines() if " leased, " in line)
+    assert " 0 leased, " in opened, opened
     assert int(second.stat("frontier/duplicates") or 0) >= len(seeds)  # seeds seen before
     fetched = _page_counts(web, sim.ledger())
     assert _expected(web, seeds) - set(fetched) == set()
@@ -275,6 +279,7 @@ def test_dont_filter_does_not_refetch_and_says_so(sim: SimWebProcess, tmp_path: 
                 "EXTENSIONS": {**project_settings.EXTENSIONS,
                                "tests.refetch_probe.RefetchProbe": 0}}
     seeds = sim.web.seed_urls(3)
+    sim.reset()
     result = run_crawl(sim.proxy_url, seeds, tmp_path, settings)
     assert result.returncode == 0, result.log[-3000:]
     asked = result.stat("test/refetch_asked").strip("'")
