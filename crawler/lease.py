@@ -55,6 +55,9 @@ class Ticket:
     claimed: float = field(default_factory=time.monotonic)
     #: When the request last passed the start gate (monotonic), for the handler.
     gate_passed: float | None = None
+    #: The turn (site gate time, Redis ms) that pass set: a stale turn's second
+    #: pass names it, and starts at once if no other request of the site started since.
+    gate_turn: int | None = None
     verdict: Verdict | None = None
     #: The type name of the download error the request met, if any.
     error: str | None = None

@@ -163,3 +163,26 @@ def test_a_robots_job_whose_turn_is_far_off_is_left_to_run_out(
     assert time.monotonic() - started < 5  # at once: it did not wait (10 s) to give up
     assert stats.get_value("robots/jobs_deferred") == 1
     assert h.run(f.start_gate(job)) > 50_000  # and the gate still holds its start
+
+
+def test_a_stale_turn_passes_again_at_once_unless_another_start_came_between(
+        make_harness: Callable[..., Harness]) -> None:
+    """A request that passed the gate and sat in a stalled worker passes it again
+    naming its turn: with no other start since, it goes now and the gap counts
+    from now; once another request of the site started, it waits like any other."""
+    h = make_harness("t", clock=True, concurrency=4, delay_ms=800, jitter=0)
+    f = h.frontier
+    h.run(f.admit([admission("http://a.test/1")]))
+    assert len(h.run(f.claim(10, "w")).leases) == 1
+    first = h.run(f.start_turn(HTTP))
+    assert first.wait_ms == 0 and first.turn == h.clock.now_ms() + 800
+    h.clock.advance(100)  # the worker stalled: its turn is stale
+    again = h.run(f.start_turn(HTTP, first.turn))
+    assert again == (0, h.clock.now_ms() + 800)  # its own reservation does not hold it back
+    assert 700 <= h.run(f.start_gate(HTTPS)) <= 800  # the next start counts from the resend
+    h.clock.advance(800)
+    other = h.run(f.start_turn(HTTPS))  # another request of the name starts...
+    assert other.wait_ms == 0
+    h.clock.advance(100)
+    late = h.run(f.start_turn(HTTP, again.turn))  # ...so the stale one's turn is gone
+    assert late == (700, 0)

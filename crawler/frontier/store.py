@@ -86,6 +86,13 @@ class BreakerEvent(NamedTuple):
     ms: int
 
 
+class Turn(NamedTuple):
+    """The start gate's answer: wait ``wait_ms`` first, or start now (0) and own ``turn``."""
+
+    wait_ms: int
+    turn: int = 0
+
+
 class ReleaseResult(NamedTuple):
     released: int
     stale: int
@@ -324,8 +331,18 @@ class Frontier:
 
         The gate is its site's: every scheme and port of the name share it.
         """
+        return (await self.start_turn(host)).wait_ms
+
+    async def start_turn(self, host: str, earlier: int | None = None) -> Turn:
+        """The start gate's answer, with the turn it gave (see ``lua/start.lua``).
+
+        ``earlier`` is the turn an earlier pass of the same request got: if no
+        other request of the site started since, this pass does not wait for it.
+        """
         key = self.keys.site(self.partition(host), host)
-        return int(await self._start(keys=[key], args=[self.limits.jitter]))
+        wait_ms, turn = await self._start(
+            keys=[key], args=[self.limits.jitter, "" if earlier is None else earlier])
+        return Turn(int(wait_ms), int(turn))
 
     async def hold(self, host: str, ms: int) -> bool:
         """Hold ``host`` back for ``ms`` for every worker: no claim, no start (False: unknown)."""

@@ -76,7 +76,7 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
     while True:
         asked = time.monotonic()
         try:
-            wait_ms = await scheduler.frontier.start_gate(host)
+            wait_ms, turn = await scheduler.frontier.start_turn(host, ticket.gate_turn)
         except (RedisError, OSError):
             if redis_wait >= scheduler.limits.lease_ms / 1000:
                 _give_back(crawler, ticket, "redis", "Redis unreachable")
@@ -88,7 +88,7 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
         if wait_ms <= 0:
             # The turn is as old as the question: a stall while the answer
             # was on its way makes it stale too.
-            ticket.gate_passed = asked
+            ticket.gate_passed, ticket.gate_turn = asked, turn
             return
         if wait_ms > DEFER_AFTER_S * 1000:
             _give_back(crawler, ticket, "held", "host held", wait_ms)
