@@ -244,7 +244,7 @@ def test_a_url_that_becomes_due_is_requested_at_once(
         realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
     """An 8-page HTTPS site with ``Crawl-delay: 1`` whose queue runs dry again and
     again (each page's links are known only once it is parsed): every request
-    reaches the server within 50 ms of its turn (1 s after the previous answer
+    reaches the server within 100 ms of its turn (1 s after the previous answer
     ended, as the crawler waits from the end), never before it, and the crawl
     takes no more than 1.2 times its politeness lower bound plus start-up."""
     pages: dict[str | bytes, Page] = {"/": links_to("/1", "/2")}
@@ -261,7 +261,10 @@ def test_a_url_that_becomes_due_is_requested_at_once(
     assert sorted(r.target for r in seen[1:]) == sorted(t.encode() for t in pages)
     late = [b.arrival - (a.done + 1.0) for a, b in pairwise(seen[1:])]
     assert min(late) >= -0.01, late  # the Crawl-delay, from the end of the answer
-    assert max(late) <= 0.05, late  # and not a moment longer
+    # and not a moment longer: 25-35 ms is the parse of the page that held the
+    # link plus the claim on a loaded 2-core machine, a wake-up missed would be
+    # hundreds; 100 ms leaves room for a slow machine's worst turn.
+    assert max(late) <= 0.1, late
     bound = sum(r.done - r.arrival for r in seen[1:]) + 1.0 * (len(seen) - 2)
     startup = seen[1].arrival - started
     assert seen[-1].done - started <= 1.2 * bound + startup, (bound, startup)
