@@ -116,8 +116,7 @@ def give_back_stale(crawler: Crawler, request: Request) -> NoReturn:
     """A request whose turn went stale after every pass of the gate (a reactor
     stalling again and again) goes back to its queue rather than out late."""
     ticket = ticket_of(request.meta)
-    if ticket is None:
-        raise IgnoreRequest("not started: its turn went stale again and again")
+    assert ticket is not None  # only a request that passed the gate has a turn to go stale
     _give_back(crawler, ticket, "stale", "its turn went stale again and again")
 
 
