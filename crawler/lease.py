@@ -55,9 +55,10 @@ class Ticket:
     claimed: float = field(default_factory=time.monotonic)
     #: When the request last passed the start gate (monotonic), for the handler.
     gate_passed: float | None = None
-    #: The turn (site gate time, Redis ms) that pass set: a stale turn's second
-    #: pass names it, and starts at once if no other request of the site started since.
-    gate_turn: int | None = None
+    #: The turns (the frontier's ``Turn``: site and domain gate times, Redis
+    #: ms) that pass set: a stale turn's second pass names them, and starts at
+    #: once if no other request of the site or domain started since.
+    gate_turn: tuple[int, int, int] | None = None
     verdict: Verdict | None = None
     #: The type name of the download error the request met, if any.
     error: str | None = None

@@ -132,6 +132,17 @@ BREAKER_MAX_OPENINGS = 6
 # CONCURRENT_REQUESTS_PER_DOMAIN, DOWNLOAD_DELAY, DOWNLOAD_DELAY_JITTER and
 # DOWNLOAD_SLOTS keep their meaning, but are enforced by the frontier across
 # all workers.
+#
+# The sites of one registered domain (www.a.example, img.a.example, ten
+# thousand wildcard subdomains) are one organisation's servers: beyond each
+# host's own limits they share these, across all workers (0 turns a limit
+# off). Twice a host's concurrency and at most four starts a second let a
+# domain with a few subdomains crawl as fast as before, while a domain of a
+# thousand subdomains is fetched like a few hosts, not like a thousand. The
+# registered domain comes from the Public Suffix List snapshot tldextract
+# ships (crawler/domains.py): alice.github.io and bob.github.io are two.
+FRONTIER_DOMAIN_CONCURRENCY = 8
+FRONTIER_DOMAIN_DELAY = 0.25
 SCHEDULER = "crawler.scheduling.scheduler.FrontierScheduler"
 # REDIS_URL = "redis://127.0.0.1:6379/0"   # shared frontier (scrapy-redis's name)
 # Keys of one crawl start with this (%(spider)s is the spider's name).

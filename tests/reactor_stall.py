@@ -75,8 +75,8 @@ class StallAfterGate:
     def _phantom(self, host: str, key: str, jitter: float) -> None:
         client = redis.Redis.from_url(self.crawler.settings["REDIS_URL"])
         try:
-            wait, _ = client.register_script(script_source("start"))(keys=[key],
-                                                                   args=[jitter, ""])
+            wait = client.register_script(script_source("start"))(keys=[key],
+                                                                args=[jitter, ""])[0]
         finally:
             client.close()
         logger.warning("Phantom worker passed the gate of %s at %.3f (wait %s ms)",

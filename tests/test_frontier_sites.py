@@ -177,12 +177,12 @@ def test_a_stale_turn_passes_again_at_once_unless_another_start_came_between(
     first = h.run(f.start_turn(HTTP))
     assert first.wait_ms == 0 and first.turn == h.clock.now_ms() + 800
     h.clock.advance(100)  # the worker stalled: its turn is stale
-    again = h.run(f.start_turn(HTTP, first.turn))
-    assert again == (0, h.clock.now_ms() + 800)  # its own reservation does not hold it back
+    again = h.run(f.start_turn(HTTP, first))
+    assert again[:2] == (0, h.clock.now_ms() + 800)  # its own reservation does not hold it back
     assert 700 <= h.run(f.start_gate(HTTPS)) <= 800  # the next start counts from the resend
     h.clock.advance(800)
     other = h.run(f.start_turn(HTTPS))  # another request of the name starts...
     assert other.wait_ms == 0
     h.clock.advance(100)
-    late = h.run(f.start_turn(HTTP, again.turn))  # ...so the stale one's turn is gone
-    assert late == (700, 0)
+    late = h.run(f.start_turn(HTTP, again))  # ...so the stale one's turn is gone
+    assert late[:2] == (700, 0)

@@ -39,15 +39,16 @@ PARTS = 5
 #: Where some hosts must go, for good. If this fails the hash or the host key
 #: changed: every frontier and every seed split made so far would disagree
 #: with the new code, so the change needs a migration (or a layout that old
-#: frontiers are refused by, as the site layout is), not just a new pin.
-#: Since politeness is per host name, a part is chosen by the name: every
-#: scheme and port of example.com share one.
+#: frontiers are refused by, as the domain layout is), not just a new pin.
+#: Since politeness is per registered domain too, a part is chosen by the
+#: domain: every scheme, port and subdomain of example.com share one.
 PINNED = {
     # host key (scheme://host:port) -> part with N=8, part with N=3
     "http://example.com:80": (6, 0),
     "https://example.com:443": (6, 0),
     "http://example.com:8080": (6, 0),
-    "https://www.wikipedia.org:443": (4, 2),
+    "http://img.example.com:80": (6, 0),
+    "https://www.wikipedia.org:443": (3, 0),
     "http://a.test:80": (7, 0),
     "http://c.test:80": (6, 0),
 }

@@ -7,9 +7,13 @@ ports: ``http://a.test:80`` and ``https://a.test:443`` are one server to be
 polite to, so concurrency, delays, Crawl-delay pacing, Retry-After holds, the
 breaker, the page budget and DNS failures belong to the site.
 
-Sites are spread over ``partitions`` by a stable hash of their name
-(:func:`site_of`), so all hosts of a site share a partition and one script
-sees them together. Every key of a partition carries the same hash tag
+A *domain* is a site's registered domain (:mod:`crawler.domains`):
+``www.a.test`` and ``img.a.test`` are two sites of domain ``a.test``, paced
+together too (``FRONTIER_DOMAIN_CONCURRENCY``, ``FRONTIER_DOMAIN_DELAY``).
+
+Domains are spread over ``partitions`` by a stable hash of their name
+(:func:`partition_of`), so all hosts and sites of a domain share a partition
+and one script sees and gates them together. Every key of a partition carries the same hash tag
 (``{ns/p3}``), so on a Redis Cluster a partition lives in one slot and each
 Lua script, which only touches one partition, runs on one node. The same
 :func:`partition_of` splits seed files (``scrapy partition``), so a worker's
@@ -39,8 +43,14 @@ key                 type       holds
                                starts); breaker: cf
                                failures in a row, bs state, bo openings; DNS
                                (lua/dns.lua): da failed lookups in a row, du
-                               the DNS hold ends at ms
+                               the DNS hold ends at ms; d its domain
 ``PP:ga:SITE``      set        the site's hosts
+``PP:d:DOMAIN``     hash       domain: t next claim ms, s next start ms
+``PP:di:DOMAIN``    zset       the domain's leases in flight (fingerprints, and
+                               ``R`` + host for a robots job) by expiry ms
+``PP:dw:DOMAIN``    zset       hosts waiting for the domain (taken out of the
+                               ready set), by their next-allowed ms
+``PP:dwake``        zset       domains with waiting hosts, by when to look again
 ``PP:r``            hash       host -> robots rules blob (crawler/robots)
 ``PP:q:HOST``       zset       the host's queue: 16-byte fingerprint + record,
                                by (-priority, enqueue time)
@@ -72,6 +82,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
+
+from crawler.domains import registered_domain
 
 #: A crawl id: short, and safe inside Redis key names and glob patterns.
 _CRAWL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -109,15 +121,21 @@ def site_of(host: str) -> str:
     return name if colon and port.isdigit() and name else netloc
 
 
+def domain_of(host: str) -> str:
+    """The registered domain of a host key's site (what ``PP:d:`` keys are named by)."""
+    return registered_domain(site_of(host))
+
+
 def partition_of(host: str, partitions: int) -> int:
-    """The partition that owns ``host``: its site's, shared by all its schemes and ports."""
-    return host_hash(site_of(host)) % partitions
+    """The partition that owns ``host``: its domain's, shared by all its sites,
+    schemes and ports."""
+    return host_hash(domain_of(host)) % partitions
 
 
-#: How this version lays a frontier out: politeness per host name (a site),
-#: every scheme and port of a name in one partition. Stored with the
-#: partitioning in ``ns:layout`` when a frontier is created.
-LAYOUT_POLITENESS = "site"
+#: How this version lays a frontier out: politeness per host name (a site)
+#: and per registered domain, every host of a domain in one partition. Stored
+#: with the partitioning in ``ns:layout`` when a frontier is created.
+LAYOUT_POLITENESS = "domain"
 
 
 def layout_json(partitions: int, seen_buckets: int) -> str:
@@ -129,18 +147,21 @@ def layout_json(partitions: int, seen_buckets: int) -> str:
 def older_layout(stored: str) -> str | None:
     """Why a stored layout was written by an older version, or ``None`` if it was not.
 
-    Older versions paced and partitioned hosts per ``scheme://host:port``: their
-    hosts live in other partitions and their host records hold what sites hold
-    now, so this version must neither crawl nor change such a frontier.
+    Older versions partitioned hosts per ``scheme://host:port`` (no
+    ``politeness`` in the layout) or per host name (``"site"``): their hosts
+    live in other partitions, so this version must neither crawl nor change
+    such a frontier.
     """
     try:
         layout = json.loads(stored)
     except ValueError:
         return None
-    if not isinstance(layout, dict) or "politeness" in layout:
+    if not isinstance(layout, dict) or layout.get("politeness") == LAYOUT_POLITENESS:
         return None
-    return ("it was written by an older broadcrawl, whose hosts were paced and "
-            "partitioned per scheme://host:port; this one paces per host name, and the two "
+    how = ("per host name" if layout.get("politeness") == "site"
+           else "per scheme://host:port")
+    return (f"it was written by an older broadcrawl, whose hosts were partitioned {how}; "
+            "this one partitions them per registered domain, and the two "
             "layouts cannot be mixed. Finish that crawl with the version that started it, "
             "or start afresh: a new crawl id (-a crawl_id=...), or `scrapy frontier delete "
             "--crawl-id ID` (\"\" for the default crawl)")
@@ -244,6 +265,10 @@ class Keys:
     def site_hosts(self, partition: int, host: str) -> str:
         """The set of the host keys of ``host``'s site."""
         return f"{self.prefix(partition)}:ga:{site_of(host)}"
+
+    def domain(self, partition: int, host: str) -> str:
+        """The domain record of a host key (the gates its domain's sites share)."""
+        return f"{self.prefix(partition)}:d:{domain_of(host)}"
 
     def robots_rules(self, partition: int) -> str:
         """Host -> its robots rules blob."""

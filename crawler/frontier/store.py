@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from crawler.frontier.keys import STATES, Keys, add_counts, partition_of
+from crawler.frontier.keys import STATES, Keys, add_counts, domain_of, partition_of
 
 
 def _lua(name: str) -> str:
@@ -87,10 +87,12 @@ class BreakerEvent(NamedTuple):
 
 
 class Turn(NamedTuple):
-    """The start gate's answer: wait ``wait_ms`` first, or start now (0) and own ``turn``."""
+    """The start gate's answer: wait ``wait_ms`` first, or start now (0) and own
+    ``turn`` at the site's gate and ``domain_turn`` at the domain's (0: none)."""
 
     wait_ms: int
     turn: int = 0
+    domain_turn: int = 0
 
 
 class ReleaseResult(NamedTuple):
@@ -156,6 +158,9 @@ class Limits:
     lease_ms: int = 60_000
     move_max: int = 500
     robots_ms: int = 0  # 0: robots.txt not obeyed; else a robots fetch's lease
+    #: The registered domain's gates (0: that limit off; both 0: the scope off).
+    domain_concurrency: int = 0
+    domain_delay_ms: int = 0
     breaker: Breaker = field(default_factory=Breaker)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -193,6 +198,7 @@ class Frontier:
             groups[self.partition(item.host)] += [
                 bucket, member, item.host, item.priority,
                 item.fingerprint + item.record.encode("utf-8"), item.host_config,
+                domain_of(item.host),
             ]
         result = AdmitResult()
         if not groups:
@@ -240,7 +246,8 @@ class Frontier:
         """One pipelined round; returns the partitions that gave all they were asked."""
         calls = [(self._claim, [self.keys.counts(part)],
                   [self.keys.prefix(part), want, self.limits.lease_ms, worker, random.random(),
-                   self.limits.jitter, self.limits.move_max, self.limits.robots_ms])
+                   self.limits.jitter, self.limits.move_max, self.limits.robots_ms,
+                   self.limits.domain_concurrency, self.limits.domain_delay_ms])
                  for part, want in asks]
         full = []
         for (part, want), reply in zip(asks, await self._per_partition(calls), strict=True):
@@ -329,20 +336,24 @@ class Frontier:
     async def start_gate(self, host: str) -> int:
         """0 if a request to ``host`` may start now, else the ms to wait first.
 
-        The gate is its site's: every scheme and port of the name share it.
+        The gates are its site's (every scheme and port of the name share it)
+        and its registered domain's.
         """
         return (await self.start_turn(host)).wait_ms
 
-    async def start_turn(self, host: str, earlier: int | None = None) -> Turn:
-        """The start gate's answer, with the turn it gave (see ``lua/start.lua``).
+    async def start_turn(self, host: str, earlier: tuple[int, int, int] | None = None) -> Turn:
+        """The start gate's answer, with the turns it gave (see ``lua/start.lua``).
 
-        ``earlier`` is the turn an earlier pass of the same request got: if no
-        other request of the site started since, this pass does not wait for it.
+        ``earlier`` is what an earlier pass of the same request got: if no
+        other request of the site (or domain) started since, this pass does
+        not wait for its own reservation.
         """
-        key = self.keys.site(self.partition(host), host)
-        wait_ms, turn = await self._start(
-            keys=[key], args=[self.limits.jitter, "" if earlier is None else earlier])
-        return Turn(int(wait_ms), int(turn))
+        part = self.partition(host)
+        site_turn, domain_turn = (earlier[1], earlier[2]) if earlier else ("", "")
+        wait_ms, turn, dturn = await self._start(
+            keys=[self.keys.site(part, host), self.keys.domain(part, host)],
+            args=[self.limits.jitter, site_turn, self.limits.domain_delay_ms, domain_turn])
+        return Turn(int(wait_ms), int(turn), int(dturn))
 
     async def hold(self, host: str, ms: int) -> bool:
         """Hold ``host`` back for ``ms`` for every worker: no claim, no start (False: unknown)."""

@@ -76,7 +76,7 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
     while True:
         asked = time.monotonic()
         try:
-            wait_ms, turn = await scheduler.frontier.start_turn(host, ticket.gate_turn)
+            turn = await scheduler.frontier.start_turn(host, ticket.gate_turn)
         except (RedisError, OSError):
             if redis_wait >= scheduler.limits.lease_ms / 1000:
                 _give_back(crawler, ticket, "redis", "Redis unreachable")
@@ -85,15 +85,15 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
             redis_wait += pause
             pause = min(pause * 2, _REDIS_RETRY_S[1])
             continue
-        if wait_ms <= 0:
+        if turn.wait_ms <= 0:
             # The turn is as old as the question: a stall while the answer
             # was on its way makes it stale too.
             ticket.gate_passed, ticket.gate_turn = asked, turn
             return
-        if wait_ms > DEFER_AFTER_S * 1000:
-            _give_back(crawler, ticket, "held", "host held", wait_ms)
+        if turn.wait_ms > DEFER_AFTER_S * 1000:
+            _give_back(crawler, ticket, "held", "host held", turn.wait_ms)
         stats.inc_value("frontier/pacing/waits")
-        await asyncio.sleep(wait_ms / 1000)
+        await asyncio.sleep(turn.wait_ms / 1000)
 
 
 def turn_is_stale(request: Request) -> bool:

@@ -6,9 +6,10 @@
 -- ARGV[3]  default per-host delay, ms
 -- ARGV[4]  per-site budget of admitted URLs (0: none): one for all schemes
 --          and ports of a name
--- then 6 values per URL:
+-- then 7 values per URL:
 --   seen bucket, seen member (int64 as text), host key, priority,
---   entry (16-byte fingerprint .. JSON record), host config ("" or "conc:delay_ms")
+--   entry (16-byte fingerprint .. JSON record), host config ("" or "conc:delay_ms"),
+--   the host's registered domain
 -- A URL of a dropped host (field b = 1, set by drop_host.lua) is refused
 -- before the seen set is touched, so requeueing the host admits it later.
 -- A new URL of a parked host (b = "p": its robots.txt stayed unreachable, or
@@ -22,9 +23,9 @@ local added, dups, refused, hosts, blocked, parked = 0, 0, 0, 0, 0, 0
 local parked_reason = '{"reason": "robots-unreachable", "error": "host parked"}'
 local seq = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
 
-for i = 5, #ARGV, 6 do
-  local bucket, member, host, prio, entry, conf =
-    ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5]
+for i = 5, #ARGV, 7 do
+  local bucket, member, host, prio, entry, conf, domain =
+    ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
   local hk = p .. ':h:' .. host
   local b = redis.call('HGET', hk, 'b')
   if b == '1' then
@@ -41,7 +42,7 @@ for i = 5, #ARGV, 6 do
       local a, b = string.match(conf, '^(%d+):(%d+)$')
       c, d = tonumber(a), tonumber(b)
     end
-    hosts = hosts + ensure_host(p, host, c, d)
+    hosts = hosts + ensure_host(p, host, c, d, domain)
     local sk = site_key(p, host)
     if budget > 0 and tonumber(redis.call('HGET', sk, 'a') or '0') >= budget then
       refused = refused + 1

@@ -7,7 +7,10 @@
 -- jitter). A host is in the ready set only while it has queued URLs and its
 -- site fewer in flight than its concurrency, so each step is O(log hosts);
 -- the other authorities of the site (http and https of one name) are
--- re-scored with it.
+-- re-scored with it. A host whose registered domain is busy (as many in
+-- flight as FRONTIER_DOMAIN_CONCURRENCY, or its next turn not come: the
+-- domain delay) waits for the domain outside the ready set, so it holds no
+-- download slot and costs nothing until the domain has room (common.lua).
 --
 -- KEYS[1]  the partition's counts hash
 -- ARGV[1]  prefix, ARGV[2] N, ARGV[3] lease ms, ARGV[4] worker id,
@@ -15,6 +18,8 @@
 -- ARGV[7]  how many expired leases / due delayed URLs to move at most
 -- ARGV[8]  robots: 0 when robots.txt is not obeyed, else how long (ms) one
 --          worker may take to fetch a host's robots.txt before another may
+-- ARGV[9]  domain concurrency (0: no limit), ARGV[10] domain delay ms (both
+--          0: the domain scope is off)
 -- Returns {now_ms, next_ready_ms or -1, then per claim: host, entry, robots
 -- version}. An entry "R" is a robots job: the host's robots.txt is unknown or
 -- due, so this worker fetches it (robots.lua stores the result) and the
@@ -23,6 +28,8 @@ local p = ARGV[1]
 local want, lease_ms, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local rnd, jitter, move_max = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local robots_ms = tonumber(ARGV[8] or '0')
+local dconc, ddelay = tonumber(ARGV[9] or '0'), tonumber(ARGV[10] or '0')
+local domains_on = dconc > 0 or ddelay > 0
 local now = now_ms()
 local ready = p .. ':ready'
 
@@ -35,7 +42,9 @@ for _, fp in ipairs(expired) do
   redis.call('HDEL', p .. ':ld', fp)
   if data then
     local host, score, _, entry = split_fields(data, 4)  -- host, score, worker, entry
-    redis.call('HINCRBY', site_key(p, host), 'i', -1)
+    local sk = site_key(p, host)
+    redis.call('HINCRBY', sk, 'i', -1)
+    domain_lease_ended(p, sk, fp, now)
     push_url(p, host, score, entry)
     refresh_site(p, host)
   end
@@ -62,9 +71,68 @@ if #due > 0 then
   redis.call('HINCRBY', KEYS[1], 'queued', #due)
 end
 
--- 3. Claim.
+-- 3. Domains whose waiting hosts may go now: as many as the domain has room
+-- for (one per turn when it has a delay) go back to the ready set
+-- (refresh_host: if their sites have room too). While hosts still wait, the
+-- domain is looked at again: when its next turn comes (domain_took), when one
+-- of its leases ends (domain_lease_ended), or after a delay at the latest,
+-- so a woken host that cannot go after all never strands the others.
+local wakes = redis.call('ZRANGEBYSCORE', p .. ':dwake', '-inf', now, 'LIMIT', 0, move_max)
+for _, dom in ipairs(wakes) do
+  redis.call('ZREM', p .. ':dwake', dom)
+  local t = tonumber(redis.call('HGET', p .. ':d:' .. dom, 't') or '0')
+  local room = move_max
+  if domains_on then
+    if dconc > 0 then room = dconc - domain_in_flight(p, dom, now) end
+    if ddelay > 0 then room = math.min(room, 1) end
+  end
+  if domains_on and now < t then
+    wake_domain(p, dom, t)
+  elseif room > 0 then
+    local woken = redis.call('ZPOPMIN', p .. ':dw:' .. dom, room)
+    for j = 1, #woken, 2 do refresh_host(p, woken[j]) end
+    wake_domain(p, dom, now + math.max(ddelay, 50))
+  end
+end
+
+-- 4. Claim.
 local out = {}
 local got, leased = 0, 0
+local jit_n = 0  -- claims so far, spreading the jitter of one call
+
+-- A jittered gap around delay_ms, never below floor.
+local function jittered(delay_ms, floor)
+  local r = (rnd + jit_n * 0.6180339887) % 1
+  jit_n = jit_n + 1
+  return math.max(floor, math.floor(delay_ms * (1 - jitter + 2 * jitter * r)))
+end
+
+-- The domain of a host just taken from the ready set, or false if its domain
+-- is busy: then the host waits for the domain (dw) instead.
+local function domain_turn(host, sk)
+  local dom = redis.call('HGET', sk, 'd')
+  if not domains_on or not dom then return nil end
+  local t = tonumber(redis.call('HGET', p .. ':d:' .. dom, 't') or '0')
+  local full = dconc > 0 and domain_in_flight(p, dom, now) >= dconc
+  if not full and now >= t then return dom end
+  local score = redis.call('ZSCORE', ready, host)
+  redis.call('ZREM', ready, host)
+  redis.call('ZADD', p .. ':dw:' .. dom, score, host)
+  -- Paced: look again at its turn. Full: the end of a lease wakes it, and so
+  -- does this (a no-op while it stays full), in case the scope is off then.
+  wake_domain(p, dom, t)
+  return false
+end
+
+-- A lease (fingerprint, or "R" .. host) of the domain until expiry; the
+-- domain's next claim is a jittered domain delay away.
+local function domain_took(dom, member, expiry)
+  if not dom then return end
+  redis.call('ZADD', p .. ':di:' .. dom, expiry, member)
+  local t = now + jittered(ddelay, 0)
+  redis.call('HSET', p .. ':d:' .. dom, 't', t)
+  wake_domain(p, dom, t)
+end
 
 -- Does this host need its robots.txt fetched before any page? (unknown,
 -- expired, unreachable past its retry time, or a fetch whose worker vanished)
@@ -76,7 +144,7 @@ end
 
 -- Lease the head of the host's queue and move its next-allowed time on by
 -- its delay (with jitter, never below its floor fl: a robots Crawl-delay).
-local function lease_head(host, hk)
+local function lease_head(host, hk, dom)
   local popped = redis.call('ZPOPMIN', p .. ':q:' .. host)
   if #popped == 0 then
     redis.call('HSET', hk, 'n', 0)  -- repair: a host without a queue is not ready
@@ -90,8 +158,7 @@ local function lease_head(host, hk)
   local sk = site_key(p, host)
   local st = redis.call('HMGET', sk, 'dl', 'fl', 'bs')
   local delay, floor = tonumber(st[1] or '0'), tonumber(st[2] or '0')
-  local r = (rnd + got * 0.6180339887) % 1
-  local gap = math.max(floor, math.floor(delay * (1 - jitter + 2 * jitter * r)))
+  local gap = jittered(delay, floor)
   redis.call('HINCRBY', hk, 'n', -1)
   redis.call('HINCRBY', sk, 'i', 1)
   redis.call('HSET', sk, 't', now + gap)
@@ -100,6 +167,7 @@ local function lease_head(host, hk)
     -- site is held until its release says how it went (or the lease ends).
     redis.call('HSET', sk, 'bs', 'h', 'w', now + lease_ms)
   end
+  domain_took(dom, fp, now + lease_ms)
   refresh_site(p, host)
   out[#out + 1] = host
   out[#out + 1] = entry
@@ -112,9 +180,11 @@ while got < want do
   local h = redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, 1)
   if #h == 0 then break end
   local host = h[1]
-  local hk = p .. ':h:' .. host
-  if robots_due(hk) then
-    local sk = site_key(p, host)
+  local hk, sk = p .. ':h:' .. host, site_key(p, host)
+  local dom = domain_turn(host, sk)
+  if dom == false then
+    -- waits for its domain
+  elseif robots_due(hk) then
     if tonumber(redis.call('HGET', sk, 'i') or '0') > 0 then
       -- A robots.txt fetch is a request to the server like any other: it
       -- waits until nothing of the name is in flight (the release re-scores
@@ -126,13 +196,14 @@ while got < want do
       -- holding no download slot.
       redis.call('HSET', hk, 'rs', 'f', 'rw', now + robots_ms)
       redis.call('HSET', sk, 'rj', now + robots_ms)
+      domain_took(dom, 'R' .. host, now + robots_ms)
       refresh_site(p, host)
       out[#out + 1] = host
       out[#out + 1] = 'R'
       out[#out + 1] = '0'
       got = got + 1
     end
-  elseif lease_head(host, hk) then
+  elseif lease_head(host, hk, dom) then
     got = got + 1
   end
 end
@@ -141,9 +212,10 @@ if leased > 0 then
   redis.call('HINCRBY', KEYS[1], 'queued', -leased)
 end
 
--- 4. When is the next thing due here? (ready host, delayed URL, lease expiry)
+-- 5. When is the next thing due here? (ready host, delayed URL, lease
+-- expiry, a domain to wake)
 local next_ms = -1
-for _, key in ipairs({ready, p .. ':delayed', p .. ':leased'}) do
+for _, key in ipairs({ready, p .. ':delayed', p .. ':leased', p .. ':dwake'}) do
   local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
   if #first > 0 then
     local s = tonumber(first[2])

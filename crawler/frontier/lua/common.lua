@@ -47,15 +47,17 @@ local function refresh_site(p, host)
   for _, h in ipairs(hosts) do refresh_host(p, h) end
 end
 
--- The site record of a new host (n URLs queued: 0), with the given limits if
--- the site is new too. Returns 1 when the host is new.
-local function ensure_host(p, host, conc, delay_ms)
+-- The site record of a new host (n URLs queued: 0), with the given limits and
+-- its registered domain if the site is new too. Returns 1 when the host is new.
+local function ensure_host(p, host, conc, delay_ms, domain)
   local hk = p .. ':h:' .. host
   if redis.call('EXISTS', hk) == 1 then return 0 end
   redis.call('HSET', hk, 'n', 0)
   local sk = site_key(p, host)
   if redis.call('EXISTS', sk) == 0 then
     redis.call('HSET', sk, 'i', 0, 't', 0, 'a', 0, 'c', conc, 'dl', delay_ms)
+    -- (requeue.lua knows no domain: a site without one is gated alone)
+    if domain then redis.call('HSET', sk, 'd', domain) end
   end
   redis.call('SADD', p .. ':ga:' .. site_of(host), host)
   return 1
@@ -95,4 +97,36 @@ local function hold_host(sk, until_ms)
   local st = redis.call('HMGET', sk, 'w', 'bk')
   if until_ms > tonumber(st[1] or '0') then redis.call('HSET', sk, 'w', until_ms) end
   if until_ms > tonumber(st[2] or '0') then redis.call('HSET', sk, 'bk', until_ms) end
+end
+
+-- Domains: every site of one registered domain (www.a.test, img.a.test) is
+-- gated together as well as alone. PP:d:DOMAIN holds the domain's next claim
+-- (t) and next start (s) times; PP:di:DOMAIN its leases in flight by expiry,
+-- so a lease whose worker vanished stops counting by itself; a host that
+-- found its domain busy waits in PP:dw:DOMAIN, out of the ready set, and
+-- PP:dwake says when to look at the domain again (claim.lua wakes it). The
+-- limits are the claim's arguments: settings changed between runs apply.
+
+-- How many leases of the domain are in flight now.
+local function domain_in_flight(p, dom, now)
+  local k = p .. ':di:' .. dom
+  redis.call('ZREMRANGEBYSCORE', k, '-inf', now)
+  return redis.call('ZCARD', k)
+end
+
+-- Look at the domain's waiting hosts again at at_ms (the earliest ask wins).
+local function wake_domain(p, dom, at_ms)
+  if redis.call('EXISTS', p .. ':dw:' .. dom) == 0 then return end
+  local cur = redis.call('ZSCORE', p .. ':dwake', dom)
+  if not cur or at_ms < tonumber(cur) then redis.call('ZADD', p .. ':dwake', at_ms, dom) end
+end
+
+-- A lease (member: a fingerprint, or "R" .. host for a robots job) of the
+-- site sk's domain ended: a waiting host may take its place.
+local function domain_lease_ended(p, sk, member, now)
+  local dom = redis.call('HGET', sk, 'd')
+  if not dom then return end
+  redis.call('ZREM', p .. ':di:' .. dom, member)
+  local t = tonumber(redis.call('HGET', p .. ':d:' .. dom, 't') or '0')
+  wake_domain(p, dom, math.max(now, t))
 end

@@ -99,6 +99,7 @@ for i = 7, #ARGV, 6 do
     if new_entry ~= '' then entry = new_entry end
     local hk, sk = p .. ':h:' .. host, site_key(p, host)
     redis.call('HINCRBY', sk, 'i', -1)
+    domain_lease_ended(p, sk, fp, now)
     if op == 'done' then
       counts.done = counts.done + 1
       if arg == 'robots' then counts.robots_denied = counts.robots_denied + 1 end

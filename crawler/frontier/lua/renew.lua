@@ -15,6 +15,9 @@ for i = 4, #ARGV do
     local b = string.find(data, '\n', a + 1, true)
     if string.sub(data, b, b + #tag - 1) == tag then
       redis.call('ZADD', p .. ':leased', 'XX', expiry, ARGV[i])
+      -- its domain counts it in flight until the same time
+      local dom = redis.call('HGET', p .. ':g:' .. site_of(string.sub(data, 1, a - 1)), 'd')
+      if dom then redis.call('ZADD', p .. ':di:' .. dom, 'XX', expiry, ARGV[i]) end
       renewed = renewed + 1
     end
   end

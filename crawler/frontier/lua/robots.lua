@@ -28,6 +28,8 @@ local p, host, outcome = ARGV[1], ARGV[2], ARGV[3]
 local hk = p .. ':h:' .. host
 local now = now_ms()
 if redis.call('EXISTS', hk) == 0 then return {'gone', 0, 0} end
+-- The fetch no longer counts against the host's domain.
+domain_lease_ended(p, site_key(p, host), 'R' .. host, now)
 
 -- The site (every authority of the name) is paced by the strictest of its
 -- authorities' robots.txt files that are known: the smallest concurrency,

@@ -16,17 +16,41 @@
 -- turn, and the request starts now without waiting out its own reservation;
 -- the next gap counts from now.
 --
+-- The host's registered domain has a gate of its own (KEYS[2], field s),
+-- spaced by the domain delay the same way; a request starts only when both
+-- gates let it, and then moves both on.
+--
 -- KEYS[1]  the site hash (PP:g:NAME: every scheme and port of a name share
---          it); ARGV[1] jitter (0..1), ARGV[2] the turn of an earlier pass or ''
--- Returns {0, turn} (start now; the gate is moved on to turn) or {ms to wait, 0}.
+--          it), KEYS[2] the domain hash (PP:d:DOMAIN)
+-- ARGV[1]  jitter (0..1), ARGV[2] the site turn of an earlier pass or '',
+-- ARGV[3]  the domain delay ms (0: no domain gate), ARGV[4] the domain turn of
+--          an earlier pass or ''
+-- Returns {0, turn, domain turn} (start now; the gates are moved on to those
+-- turns) or {ms to wait, 0, 0}.
 local now = now_ms()
+local jitter = tonumber(ARGV[1])
 local st = redis.call('HMGET', KEYS[1], 's', 'dl', 'fl', 'bk')
 local gate, delay = tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0
 local hold = tonumber(st[4] or '0') or 0
-local mine = ARGV[2] ~= nil and ARGV[2] ~= '' and gate == tonumber(ARGV[2])
-if now < hold or (now < gate and not mine) then
-  return {math.max(gate, hold) - now, 0}
+local ddelay = tonumber(ARGV[3] or '0') or 0
+
+-- Until when does a gate at `at` keep this request waiting (0: not at all)?
+local function blocked_until(at, earlier)
+  if now >= at then return 0 end
+  if earlier ~= nil and earlier ~= '' and at == tonumber(earlier) then return 0 end
+  return at
 end
-local gap = math.max(tonumber(st[3] or '0') or 0, math.floor(delay * (1 - tonumber(ARGV[1]))))
+
+local wait = math.max(blocked_until(gate, ARGV[2]), hold > now and hold or 0)
+if ddelay > 0 then
+  wait = math.max(wait, blocked_until(tonumber(redis.call('HGET', KEYS[2], 's') or '0'), ARGV[4]))
+end
+if wait > 0 then return {wait - now, 0, 0} end
+local gap = math.max(tonumber(st[3] or '0') or 0, math.floor(delay * (1 - jitter)))
 redis.call('HSET', KEYS[1], 's', now + gap)
-return {0, now + gap}
+local dturn = 0
+if ddelay > 0 then
+  dturn = now + math.floor(ddelay * (1 - jitter))
+  redis.call('HSET', KEYS[2], 's', dturn)
+end
+return {0, now + gap, dturn}

@@ -1,0 +1,160 @@
+"""The registered-domain scope: every site of one domain shares its gates too.
+
+``www.a.test`` and ``img.a.test`` are two sites of the domain ``a.test``:
+each keeps its own concurrency and delay, and together they stay within
+the domain's (``FRONTIER_DOMAIN_CONCURRENCY``, ``FRONTIER_DOMAIN_DELAY``). A
+host whose domain is busy waits outside the ready set, so other domains'
+hosts are claimed as if it were not there. Against a real Redis, under a
+private namespace, on the harness's controllable server clock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+
+from crawler.domains import registered_domain
+from crawler.frontier.keys import LAYOUT_POLITENESS, older_layout, partition_of
+from crawler.frontier.store import Release, RobotsRetry
+from tests.frontier_harness import Harness, admission
+
+
+@pytest.mark.parametrize(("name", "domain"), [
+    ("www.example.co.uk", "example.co.uk"), ("example.co.uk", "example.co.uk"),
+    ("a.b.example.com", "example.com"), ("WWW.Example.COM.", "example.com"),
+    ("alice.github.io", "alice.github.io"),  # the list's private section counts
+    ("www.a.test", "a.test"),  # an unknown suffix: the default rule "*"
+    ("a.test", "a.test"), ("localhost", "localhost"), ("co.uk", "co.uk"),
+    ("127.0.0.1", "127.0.0.1"), ("[::1]", "[::1]"), ("[2001:db8::1]", "[2001:db8::1]"),
+])
+def test_registered_domain(name: str, domain: str) -> None:
+    assert registered_domain(name) == domain
+
+
+def test_every_site_of_a_domain_is_in_one_partition() -> None:
+    for domain in (f"d{i}.example.co.uk" for i in range(100)):
+        parts = {partition_of(f"{scheme}://{sub}{domain}:{port}", 16)
+                 for sub in ("", "www.", "img.", "a.b.")
+                 for scheme, port in (("http", 80), ("https", 443))}
+        assert len(parts) == 1, domain
+
+
+def test_a_frontier_partitioned_per_host_name_is_refused() -> None:
+    site_layout = json.dumps({"partitions": 16, "seen_buckets": 64, "politeness": "site"})
+    why = older_layout(site_layout)
+    assert why is not None and "per host name" in why and "crawl id" in why
+    ours = json.dumps({"partitions": 16, "seen_buckets": 64, "politeness": LAYOUT_POLITENESS})
+    assert older_layout(ours) is None
+
+
+def _subdomains(n: int, domain: str = "a.test", per: int = 3) -> list:
+    return [admission(f"http://s{i}.{domain}/{j}") for i in range(n) for j in range(per)]
+
+
+def _done(h: Harness, worker: str, leases: list) -> None:
+    h.run(h.frontier.release([Release(x.host, x.fingerprint, "done") for x in leases], worker))
+
+
+def test_the_domain_concurrency_bounds_all_its_sites(make_harness: Callable[..., Harness]) -> None:
+    """Twenty subdomains, four in flight each allowed, two for the domain: two
+    leases at a time, whatever the workers ask; an ordinary host next to them
+    is claimed at once; each release lets exactly one more go."""
+    h = make_harness("dc", concurrency=4, delay_ms=0, domain_concurrency=2)
+    f = h.frontier
+    h.run(f.admit([*_subdomains(20), admission("http://other.test/1")]))
+    first = h.run(f.claim(50, "w1"))
+    mine = [x for x in first.leases if x.host.endswith(".a.test:80")]
+    assert len(mine) == 2
+    assert "http://other.test:80" in {x.host for x in first.leases}
+    assert h.run(f.claim(50, "w2")).leases == []
+    ready, _ = h.run(f.ready_hosts())
+    assert ready == 0  # the waiting subdomains are out of the ready set
+    _done(h, "w1", mine[:1])
+    (nxt,) = h.run(f.claim(50, "w2")).leases
+    assert nxt.host.endswith(".a.test:80")
+    assert h.run(f.claim(50, "w2")).leases == []
+    taken = 3
+    leases = [mine[1], nxt]
+    while leases:  # the domain drains, two at a time, to the last URL
+        _done(h, "w1" if leases[0] is mine[1] else "w2", leases[:1])
+        leases = leases[1:]
+        got = h.run(f.claim(50, "w2")).leases
+        assert len(got) <= 1 and len(leases) + len(got) <= 2
+        taken += len(got)
+        leases += got
+    assert taken == 60
+
+
+def test_the_domain_delay_spaces_claims_and_starts(make_harness: Callable[..., Harness]) -> None:
+    h = make_harness("dd", clock=True, concurrency=4, delay_ms=0, jitter=0,
+                     domain_delay_ms=500)
+    f = h.frontier
+    h.run(f.admit([*_subdomains(5, per=1), admission("http://other.test/1")]))
+    first = h.run(f.claim(50, "w"))
+    assert sorted(x.host for x in first.leases)[0] == "http://other.test:80"
+    assert len(first.leases) == 2  # other.test and one subdomain
+    assert first.next_ready_ms is not None and first.next_ready_ms - first.server_ms == 500
+    h.clock.advance(499)
+    assert h.run(f.claim(50, "w")).leases == []
+    h.clock.advance(1)
+    assert len(h.run(f.claim(50, "w")).leases) == 1
+    # The start gate: the domain's second start waits for the domain's turn.
+    one, two = "http://s0.a.test:80", "http://s1.a.test:80"
+    assert h.run(f.start_gate(one)) == 0
+    assert h.run(f.start_gate(two)) == 500
+    h.clock.advance(500)
+    assert h.run(f.start_gate(two)) == 0
+    assert h.run(f.start_gate("http://other.test:80")) == 0  # another domain: no wait
+
+
+def test_a_stale_turn_keeps_its_domain_turn(make_harness: Callable[..., Harness]) -> None:
+    h = make_harness("dt", clock=True, concurrency=4, delay_ms=0, jitter=0,
+                     domain_delay_ms=400)
+    f = h.frontier
+    first = h.run(f.start_turn("http://s0.a.test:80"))
+    assert first.wait_ms == 0 and first.domain_turn == h.clock.now_ms() + 400
+    h.clock.advance(100)
+    again = h.run(f.start_turn("http://s0.a.test:80", first))
+    assert again.wait_ms == 0  # its own domain reservation does not hold it back
+    assert h.run(f.start_gate("http://s1.a.test:80")) == 400
+
+
+def test_a_lease_whose_worker_vanished_stops_counting(
+        make_harness: Callable[..., Harness]) -> None:
+    h = make_harness("dv", clock=True, concurrency=4, delay_ms=0, domain_concurrency=1,
+                     lease_ms=1000)
+    f = h.frontier
+    h.run(f.admit(_subdomains(3, per=1)))
+    assert len(h.run(f.claim(10, "dead-worker")).leases) == 1
+    h.clock.advance(999)
+    assert h.run(f.claim(10, "w")).leases == []
+    h.clock.advance(2)
+    got = h.run(f.claim(10, "w")).leases
+    assert len(got) == 1  # the expired lease went back and freed its domain
+
+
+def test_robots_jobs_count_against_the_domain(make_harness: Callable[..., Harness]) -> None:
+    """Fifty subdomains, none with robots rules yet, domain concurrency 2: two
+    robots.txt fetches at a time, the next one when one of them is stored."""
+    h = make_harness("dr", concurrency=4, delay_ms=0, domain_concurrency=2, robots_ms=10_000)
+    f = h.frontier
+    h.run(f.admit(_subdomains(50, per=1)))
+    jobs = h.run(f.claim(100, "w")).robots_jobs
+    assert len(jobs) == 2
+    assert h.run(f.claim(100, "w")).robots_jobs == []
+    retry = RobotsRetry(base_ms=1000, cap_ms=1000, max_attempts=0, stale_max_ms=0)
+    h.run(f.store_robots(jobs[0], b"rules", 60_000, 4, 0, 0, 0, retry))
+    claimed = h.run(f.claim(100, "w"))
+    assert len(claimed.robots_jobs) + len(claimed.leases) == 1
+
+
+def test_with_the_scope_off_waiting_hosts_come_back(make_harness: Callable[..., Harness]) -> None:
+    """Hosts left waiting for a domain by a run with the scope on are claimed by
+    a run with it off."""
+    on = make_harness("do", concurrency=4, delay_ms=0, domain_concurrency=1)
+    on.run(on.frontier.admit(_subdomains(10, per=1)))
+    assert len(on.run(on.frontier.claim(50, "w")).leases) == 1
+    off = make_harness("do", concurrency=4, delay_ms=0)
+    assert len(off.run(off.frontier.claim(50, "w")).leases) == 9
