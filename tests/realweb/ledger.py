@@ -121,6 +121,20 @@ class Ledger:
         """Most requests to host ``name`` open at the same moment."""
         return _max_overlap(self.for_host(name), self.latest_time())
 
+    def for_domain(self, domain: str) -> list[Request]:
+        """Requests to ``domain`` and every name under it, by arrival."""
+        return sorted(self.where(lambda r: r.host is not None
+                                 and (r.host == domain or r.host.endswith("." + domain))),
+                      key=lambda r: r.arrival)
+
+    def max_in_flight_in_domain(self, domain: str) -> int:
+        """Most requests to ``domain`` and the names under it open at the same moment."""
+        return _max_overlap(self.for_domain(domain), self.latest_time())
+
+    def gaps_in_domain(self, domain: str) -> list[float]:
+        """Times between consecutive arrivals at ``domain`` and the names under it."""
+        return _gaps(self.for_domain(domain))
+
     def max_in_flight_at(self, address: str) -> int:
         """Most requests open at the same moment on local ``address``."""
         return _max_overlap(self.at_address(address), self.latest_time())
