@@ -74,6 +74,19 @@ def host_name(i: int) -> str:
     return f"h{i:06d}.test"
 
 
+#: Hosts per registered domain in the "domains on" frontier run.
+HOSTS_PER_DOMAIN = 10
+#: That run's limits: the default domain concurrency (FRONTIER_DOMAIN_CONCURRENCY),
+#: under the ten hosts' 40 allowed in flight, so hosts wait for their domain
+#: and are woken again; no domain delay (DOWNLOAD_DELAY is 0 here too: every
+#: host stays claimable).
+DOMAIN_LIMITS = {"domain_concurrency": 8, "domain_delay_ms": 0}
+
+
+def domain_host_name(i: int) -> str:
+    return f"h{i:06d}.d{i // HOSTS_PER_DOMAIN:05d}.test"
+
+
 def urls_per_host(hosts: int, needed: int) -> int:
     """Enough URLs that no host runs dry while we claim (the host count stays put)."""
     return max(2, math.ceil(1.25 * needed / hosts))
@@ -102,20 +115,20 @@ async def _evalsha_usec(client: Redis) -> float:
                                                                    "cmdstat_eval")))
 
 
-async def frontier_size(url: str, hosts: int, per_host: int, runs: int,
-                        batches: int) -> tuple[list[Timing], float]:
+async def frontier_size(url: str, hosts: int, per_host: int, runs: int, batches: int,
+                        name: Any = host_name, **limits: int) -> tuple[list[Timing], float]:
     """Admit ``hosts`` x ``per_host`` URLs, then time ``runs`` passes of claims."""
     client = Redis.from_url(url)
     await client.flushall()  # a private server (bench.common.private_redis), never a shared one
     keys = Keys("bench:claim", partitions=16, seen_buckets=4096)  # the crawl's defaults
-    frontier = Frontier(client, keys, Limits(concurrency=4, delay_ms=0, jitter=0.5))
+    frontier = Frontier(client, keys, Limits(concurrency=4, delay_ms=0, jitter=0.5, **limits))
     admitted = 0
     t0 = time.perf_counter()
     chunk: list[Admission] = []
     for k in range(per_host):  # breadth first, like a crawl discovers them
         for i in range(hosts):
-            canon = f"http://{host_name(i)}/p/{k}"
-            chunk.append(Admission(canon, f"http://{host_name(i)}:80", url_fingerprint(canon),
+            canon = f"http://{name(i)}/p/{k}"
+            chunk.append(Admission(canon, f"http://{name(i)}:80", url_fingerprint(canon),
                                    f'{{"u":"{canon}","d":1}}'))
             if len(chunk) == 2000:
                 admitted += (await frontier.admit(chunk)).added
@@ -319,14 +332,19 @@ def main(argv: list[str] | None = None) -> Report:
             per_host = urls_per_host(hosts, needed)
             ours, admit_us = asyncio.run(
                 frontier_size(url, hosts, per_host, args.runs, frontier_batches))
+            domains, _ = asyncio.run(frontier_size(url, hosts, per_host, args.runs,
+                                                   frontier_batches, domain_host_name,
+                                                   **DOMAIN_LIMITS))
             theirs, push_us = scrapy_size(hosts, per_host, args.runs, scrapy_batches(hosts))
             redis_q, zadd_us = scrapy_redis_size(url, hosts, per_host, args.runs,
                                                  frontier_batches)
-            results[hosts] = {"ours": ours, "theirs": theirs, "redis": redis_q,
+            results[hosts] = {"ours": ours, "domains": domains, "theirs": theirs,
+                              "redis": redis_q,
                               "admit_us": admit_us, "push_us": push_us, "zadd_us": zadd_us,
                               "per_host": per_host}
             print(f"{hosts:>7} hosts x {per_host}: frontier claim "
-                  f"{median([t.us(t.claim_s) for t in ours]):.1f} us/URL, scrapy pop "
+                  f"{median([t.us(t.claim_s) for t in ours]):.1f} us/URL (domains on "
+                  f"{median([t.us(t.claim_s) for t in domains]):.1f}), scrapy pop "
                   f"{median([t.us(t.claim_s) for t in theirs]):.1f} us/URL, scrapy-redis pop "
                   f"{median([t.us(t.claim_s) for t in redis_q]):.1f} us/URL", flush=True)
 
@@ -335,6 +353,7 @@ def main(argv: list[str] | None = None) -> Report:
     for hosts, r in results.items():
         ours, theirs, redis_q = r["ours"], r["theirs"], r["redis"]
         claim = [t.us(t.claim_s) for t in ours]
+        dclaim = [t.us(t.claim_s) for t in r["domains"]]
         pop = [t.us(t.claim_s) for t in theirs]
         zpop = [t.us(t.claim_s) for t in redis_q]
         rows.append([
@@ -342,6 +361,7 @@ def main(argv: list[str] | None = None) -> Report:
             f"{median(claim):.1f} ({spread(claim)})",
             f"{median([t.server_us / t.urls for t in ours]):.1f}",
             f"{median([t.us(t.release_s) for t in ours]):.1f}",
+            f"{median(dclaim):.1f} ({spread(dclaim)})",
             f"{median(pop):.1f} ({spread(pop)})",
             f"{median(pop) / median(claim):.2f}",
             f"{median(zpop):.1f} ({spread(zpop)})",
@@ -351,11 +371,15 @@ def main(argv: list[str] | None = None) -> Report:
     report.tables.append(Table(
         f"Microseconds per URL handed out, batches of {BATCH} (median of runs, min-max)",
         ["hosts", "URLs/host", "frontier claim", "of which Redis", "frontier release",
+         "frontier claim, domains on",
          "scrapy DAPQ pop", "scrapy / frontier", "scrapy-redis pop", "of which Redis",
          "admit / push / scrapy-redis push us per URL"], rows,
         "frontier claim = `Frontier.claim(64)` round trip incl. decoding the leases "
         "(16 partition scripts, one pipeline); 'of which Redis' = EVALSHA time inside "
         "Redis (INFO commandstats); release = `Frontier.release` of the 64 as done. "
+        f"'domains on': the same, with the hosts {HOSTS_PER_DOMAIN} to a registered domain "
+        f"and {DOMAIN_LIMITS['domain_concurrency']} in flight per domain "
+        "(FRONTIER_DOMAIN_CONCURRENCY), so hosts wait for their domains and are woken. "
         "scrapy pop = `DownloaderAwarePriorityQueue.pop()`, memory queues. scrapy-redis "
         "pop = `PriorityQueue.pop()`, one round trip per URL (its 'of which Redis': "
         "MULTI, ZRANGE, ZREMRANGEBYRANK, EXEC inside Redis); nothing to release."))
@@ -366,18 +390,22 @@ def main(argv: list[str] | None = None) -> Report:
                 / median([t.us(t.claim_s) for t in results[small][side]]))
 
     ours_growth, theirs_growth, redis_growth = growth("ours"), growth("theirs"), growth("redis")
+    domains_growth = growth("domains")
     worst = max(median([t.us(t.claim_s) for t in r["ours"]]) for r in results.values())
     report.tables.append(Table(
         f"Growth from {small:,} to {big:,} hosts ({big // small}x the hosts)",
-        ["", "frontier claim", "scrapy DAPQ pop", "scrapy-redis pop"],
-        [["cost per URL, ratio", f"**{ours_growth:.2f}x**", f"**{theirs_growth:.1f}x**",
-          f"**{redis_growth:.2f}x**"]],
+        ["", "frontier claim", "frontier claim, domains on", "scrapy DAPQ pop",
+         "scrapy-redis pop"],
+        [["cost per URL, ratio", f"**{ours_growth:.2f}x**", f"**{domains_growth:.2f}x**",
+          f"**{theirs_growth:.1f}x**", f"**{redis_growth:.2f}x**"]],
         "scrapy-redis's pop does not depend on hosts: its growth is that of one sorted "
         f"set from {results[small]['per_host'] * small:,} to "
         f"{results[big]['per_host'] * big:,} requests (O(log n))."))
     report.checks += [
         Check(f"frontier claim cost {big // 1000}k / {small // 1000}k hosts",
               f"{ours_growth:.2f}x", f"<= {TARGET_RATIO}x", ours_growth <= TARGET_RATIO),
+        Check(f"frontier claim cost with domains on, {big // 1000}k / {small // 1000}k hosts",
+              f"{domains_growth:.2f}x", f"<= {TARGET_RATIO}x", domains_growth <= TARGET_RATIO),
         Check("frontier claim, worst size", f"{worst:.0f} us/URL", "well under 1000 us/URL",
               worst < TARGET_US / 2),
         Check(f"scrapy DAPQ pop cost {big // 1000}k / {small // 1000}k hosts",
@@ -403,6 +431,7 @@ def main(argv: list[str] | None = None) -> Report:
                                 else "none" if n == 0 else "unknown (waited 1 s)")
             for h, n in settled.items()) + ".")
     report.raw = {str(h): {"ours": [t.__dict__ for t in r["ours"]],
+                           "domains": [t.__dict__ for t in r["domains"]],
                            "theirs": [t.__dict__ for t in r["theirs"]],
                            "redis": [t.__dict__ for t in r["redis"]],
                            "admit_us": r["admit_us"], "push_us": r["push_us"],

@@ -25,6 +25,8 @@ from typing import Self
 from urllib.parse import urlsplit
 
 SLOW_HOST = "slow.test"
+#: The registered domain of the many slow names (``slow_names``).
+SLOW_DOMAIN = "big.test"
 
 
 @dataclass(slots=True)
@@ -39,17 +41,26 @@ class Hit:
 
 
 class HolWeb:
-    """The slow host (optional) plus ``n_fast`` instant hosts, in a background thread."""
+    """The slow host (optional) plus ``n_fast`` instant hosts, in a background thread.
+
+    ``slow_names=N``: instead of the slow host, N slow names of one registered
+    domain (``n0000.big.test`` ...), one page each (no links): many names on
+    one organisation's servers, each a host of its own to a scheduler that
+    knows only hosts.
+    """
 
     def __init__(self, n_fast: int = 50, pages: int = 8, slow_seconds: float = 2.0,
-                 with_slow: bool = True, fast_seconds: float = 0.0) -> None:
+                 with_slow: bool = True, fast_seconds: float = 0.0,
+                 slow_names: int = 0) -> None:
         self.n_fast = n_fast
         self.pages = pages
         self.slow_seconds = slow_seconds
         self.fast_seconds = fast_seconds
         self.with_slow = with_slow
         self.fast_hosts = [f"fast{i:03d}.test" for i in range(n_fast)]
-        self.hosts = {*self.fast_hosts, *([SLOW_HOST] if with_slow else [])}
+        slow = [f"n{i:04d}.{SLOW_DOMAIN}" for i in range(slow_names)] or [SLOW_HOST]
+        self.slow_hosts = set(slow) if with_slow else set()
+        self.hosts = {*self.fast_hosts, *self.slow_hosts}
         self.hits: list[Hit] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -67,7 +78,10 @@ class HolWeb:
         discovered; seeding only the slow root would let the fast hosts finish
         before the slow host's other pages were even known.
         """
-        slow = [f"http://{SLOW_HOST}{p}" for p in self.paths()] if self.with_slow else []
+        if SLOW_HOST in self.slow_hosts:
+            slow = [f"http://{SLOW_HOST}{p}" for p in self.paths()]
+        else:
+            slow = [f"http://{h}/" for h in sorted(self.slow_hosts)]
         return slow + [f"http://{h}/" for h in self.fast_hosts]
 
     def paths(self) -> list[str]:
@@ -146,11 +160,13 @@ class HolWeb:
             path = (split.path or "/") + (f"?{split.query}" if split.query else "")
         hit = Hit(host, path, time.monotonic())
         self.hits.append(hit)
-        if host == SLOW_HOST:
+        if host in self.slow_hosts:
             await asyncio.sleep(self.slow_seconds)
         elif self.fast_seconds:
             await asyncio.sleep(self.fast_seconds)
-        if host in self.hosts and path in self.paths():
+        if host in self.slow_hosts and host != SLOW_HOST and path == "/":
+            status, body = 200, b"<!doctype html><title>one of many</title>"
+        elif host in self.hosts and path in self.paths():
             status, body = 200, self.body()
         else:
             status, body = 404, b"not found\n"
@@ -167,11 +183,12 @@ class HolWeb:
 
 
 def max_in_flight(hits: list[Hit], host: str) -> int:
-    """Most requests to ``host`` open at once ([arrival, done); an end before a start)."""
+    """Most requests to ``host`` (or, with a leading dot, to any name under it)
+    open at once ([arrival, done); an end before a start)."""
     events: list[tuple[float, int]] = []
     end = max((h.done or h.arrival for h in hits), default=0.0)
     for h in hits:
-        if h.host == host:
+        if h.host == host or (host.startswith(".") and h.host.endswith(host)):
             events += [(h.arrival, 1), (h.done if h.done is not None else end, -1)]
     events.sort()
     best = current = 0

@@ -108,10 +108,15 @@ def test_each_partition_lives_in_one_slot_and_the_store_works_across_nodes(
     async def scenario() -> tuple[int, int, dict[str, int]]:
         client = RedisCluster.from_url(cluster_url)
         try:
-            frontier = Frontier(client, keys, Limits(delay_ms=0))
-            admitted = await frontier.admit([admission(f"http://h{i}.test/p{j}")
+            # Twelve names in four registered domains, two in flight per domain:
+            # the domain gates (keys of their own) live in their partitions' slots.
+            frontier = Frontier(client, keys, Limits(delay_ms=0, domain_concurrency=2,
+                                                     domain_delay_ms=100))
+            admitted = await frontier.admit([admission(f"http://h{i}.d{i % 4}.test/p{j}")
                                              for i in range(12) for j in range(3)])
             claimed = await frontier.claim(12, "w1")
+            turn = await frontier.start_turn(claimed.leases[0].host)  # site and domain keys
+            assert turn.wait_ms == 0 and turn.domain_turn > 0
             released = await frontier.release(
                 [Release(lease.host, lease.fingerprint, "done") for lease in claimed.leases],
                 "w1")
@@ -120,8 +125,9 @@ def test_each_partition_lives_in_one_slot_and_the_store_works_across_nodes(
             await client.aclose()
 
     added, released, counts = asyncio.run(scenario())
-    assert (added, released) == (36, 12)  # each script ran once: nothing counted as a dup
-    assert (counts["queued"], counts["done"], counts["leased"]) == (24, 12, 0)
+    assert (added, released) == (36, 4)  # each script ran once: nothing counted as a dup
+    # one per domain: the domain delay (100 ms) spaces its claims
+    assert (counts["queued"], counts["done"], counts["leased"]) == (32, 4, 0)
     sync = redis.RedisCluster.from_url(cluster_url)
     try:
         slots: dict[int, set[int]] = {}
