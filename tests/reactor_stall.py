@@ -57,10 +57,11 @@ class StallAfterGate:
         host = scheduler.host_of(ticket.token)
         assert host is not None
         frontier = scheduler.frontier
-        key = frontier.keys.site(frontier.partition(host), host)  # the start gate's
+        part = frontier.partition(host)
+        key = (frontier.keys.site(part, host), frontier.keys.domain(part, host))  # the gate's
         reactor.callLater(0, self._stall, host, key, frontier.limits.jitter)
 
-    def _stall(self, host: str, key: str, jitter: float) -> None:
+    def _stall(self, host: str, key: tuple[str, str], jitter: float) -> None:
         time.sleep(self.seconds)
         self.left -= 1
         if self.quiet > 0:
@@ -72,10 +73,10 @@ class StallAfterGate:
         else:
             logger.warning("Reactor stalls over at %.3f", time.time())
 
-    def _phantom(self, host: str, key: str, jitter: float) -> None:
+    def _phantom(self, host: str, key: tuple[str, str], jitter: float) -> None:
         client = redis.Redis.from_url(self.crawler.settings["REDIS_URL"])
         try:
-            wait = client.register_script(script_source("start"))(keys=[key],
+            wait = client.register_script(script_source("start"))(keys=list(key),
                                                                 args=[jitter, ""])[0]
         finally:
             client.close()

@@ -8,6 +8,8 @@ without a Redis shell or knowledge of the key layout::
     scrapy frontier dead [--reason R] [--host H] [--limit N] [--json]
     scrapy frontier requeue [--reason R] [--host H] [--front]
     scrapy frontier drop-host HOST
+    scrapy frontier host NAME [--domain] [--delay S] [--concurrency N]
+                              [--pause | --resume] [--reset] [--json]
     scrapy frontier crawls [--json]
     scrapy frontier delete (--crawl-id ID | --idle-days N) [--yes] [--force]
 
@@ -39,6 +41,7 @@ from crawler.commands.frontier_output import (
     note,
     print_crawls,
     print_dead,
+    print_host,
     print_status,
     watch,
 )
@@ -50,13 +53,16 @@ from crawler.frontier.admin import (
     refuse_older_layout,
 )
 from crawler.frontier.connection import ConnectError, Connection, RedisUnreachable, connect
+from crawler.frontier.control import Change, HostControl
 from crawler.frontier.crawls import CrawlInfo, delete_crawl, list_crawls
-from crawler.frontier.keys import crawl_namespace
+from crawler.frontier.keys import crawl_namespace, domain_of, site_of
 from crawler.frontier.status import HOST_STATES
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.redaction import one_line, safe_url, url_password
 
-SUBCOMMANDS = ("status", "dead", "requeue", "drop-host", "crawls", "delete")
+SUBCOMMANDS = ("status", "dead", "requeue", "drop-host", "host", "crawls", "delete")
+#: The options that change a host (or domain) rather than show it.
+_CHANGES = ("delay", "concurrency", "pause", "resume", "reset")
 
 
 class Command(ScrapyCommand):
@@ -67,7 +73,7 @@ class Command(ScrapyCommand):
     requires_crawler_process = False
 
     def syntax(self) -> str:
-        return "status|dead|requeue|drop-host [HOST]|crawls|delete [options]"
+        return "status|dead|requeue|drop-host HOST|host NAME|crawls|delete [options]"
 
     def short_desc(self) -> str:
         return "Show and repair the crawl frontier (status, dead letters, requeue, drop a host)"
@@ -82,6 +88,11 @@ class Command(ScrapyCommand):
             "requeue: put dead letters back in their queues (--reason, --host, --front). "
             "drop-host HOST: make a host's queued URLs dead letters (reason 'dropped') and "
             "refuse its new links until requeue --host HOST. "
+            "host NAME: the site NAME (every scheme and port of the name) and its registered "
+            "domain: queues, limits in force and why, holds, breaker; --delay S, "
+            "--concurrency N, --pause, --resume change them for every worker at once and "
+            "until --reset (--domain: NAME's registered domain instead); a robots.txt "
+            "Crawl-delay and Retry-After holds stay in force. "
             "crawls: the spider's crawls (one per crawl id) and how long each has been idle. "
             "delete: remove a crawl's frontier (--crawl-id ID, or every crawl idle for "
             "--idle-days N); shows what it would remove unless --yes; refuses a crawl with "
@@ -111,6 +122,17 @@ class Command(ScrapyCommand):
                            help="requeue to the front of the host queues, not the back")
         group.add_argument("--crawl-id", metavar="ID", default=None,
                            help="the crawl (spider argument crawl_id) to act on")
+        group.add_argument("--domain", action="store_true",
+                           help="host: change NAME's registered domain, not the site")
+        group.add_argument("--delay", type=float, metavar="S",
+                           help="host: seconds between two requests, for every worker")
+        group.add_argument("--concurrency", type=int, metavar="N",
+                           help="host: requests in flight at most, for every worker")
+        group.add_argument("--pause", action="store_true",
+                           help="host: no new request until --resume")
+        group.add_argument("--resume", action="store_true", help="host: undo --pause")
+        group.add_argument("--reset", action="store_true",
+                           help="host: every override off (back to settings and robots.txt)")
         group.add_argument("--idle-days", type=float, metavar="N",
                            help="delete: every crawl of the spider idle for N days or more")
         group.add_argument("--yes", action="store_true", help="delete: really delete")
@@ -132,7 +154,7 @@ class Command(ScrapyCommand):
                          cluster=settings.getbool("REDIS_CLUSTER")) as conn:
                 display = conn.url
                 admin = self._admin(conn, opts.spider)
-                if sub in ("requeue", "drop-host"):
+                if sub in ("requeue", "drop-host", "host"):
                     refuse_older_layout(conn.client, admin.keys)
                 self._dispatch(sub, rest, admin, conn, opts)
         except KeyboardInterrupt:
@@ -160,7 +182,12 @@ class Command(ScrapyCommand):
                              "--idle-days N")
         if sub == "drop-host" and len(rest) != 1:
             raise UsageError("drop-host takes one HOST (example.com or https://example.com:8443)")
-        if sub != "drop-host" and rest:
+        if sub == "host":
+            _check_host_options(rest, opts)
+        elif any(getattr(opts, name) for name in (*_CHANGES, "domain")):
+            raise UsageError("--delay, --concurrency, --pause, --resume, --reset and --domain "
+                             "apply to host only")
+        if sub not in ("drop-host", "host") and rest:
             raise UsageError(f"unexpected argument(s): {' '.join(rest)}")
         if opts.watch is not None and (sub != "status" or opts.watch <= 0):
             raise UsageError("--watch SECONDS (> 0) applies to status only")
@@ -224,8 +251,33 @@ class Command(ScrapyCommand):
             print_crawls(self._crawls(conn, opts.spider), opts.json)
         elif sub == "delete":
             self._delete(admin, conn, opts)
+        elif sub == "host":
+            self._host(admin, rest[0], opts)
         else:
             drop_host(admin, rest[0])
+
+    def _host(self, admin: FrontierAdmin, name: str, opts: argparse.Namespace) -> None:
+        """Show a site and its domain; change them first when asked."""
+        s = self.settings
+        assert s is not None
+        control = HostControl(
+            admin.client, admin.keys, concurrency=admin.concurrency, delay_ms=admin.delay_ms,
+            domain_concurrency=s.getint("FRONTIER_DOMAIN_CONCURRENCY", 0),
+            domain_delay_ms=round(s.getfloat("FRONTIER_DOMAIN_DELAY", 0) * 1000))
+        site = site_of(parse_host(name))
+        change = Change(
+            concurrency=opts.concurrency,
+            delay_ms=None if opts.delay is None else round(opts.delay * 1000),
+            pause=True if opts.pause else False if opts.resume else None, reset=opts.reset)
+        if not change.empty():
+            if not control.change(site, change, domain=opts.domain):
+                raise AdminError(f"no site {site} in the frontier {admin.keys.namespace}")
+            what = f"domain {domain_of(site)}" if opts.domain else f"site {site}"
+            note(f"{what}: {change.words()}, for every worker from its next request")
+        view = control.view(site)
+        if view is None:
+            raise AdminError(f"no site {site} in the frontier {admin.keys.namespace}")
+        print_host(view, opts.json)
 
     def _crawls(self, conn: Connection, spider: str) -> list[CrawlInfo]:
         return list_crawls(conn.client, self._namespace(spider, None), self._lease_seconds())
@@ -255,3 +307,19 @@ class Command(ScrapyCommand):
             print(f"deleted {crawl.namespace}: {removed:,} keys")
         if not chosen:
             print("no crawl matched")
+
+
+def _check_host_options(rest: list[str], opts: argparse.Namespace) -> None:
+    if len(rest) != 1:
+        raise UsageError("host takes one NAME (example.com, or a URL of the site)")
+    if opts.pause and opts.resume:
+        raise UsageError("--pause or --resume, not both")
+    if opts.delay is not None and opts.delay < 0:
+        raise UsageError("--delay must be 0 or more seconds")
+    lowest = 0 if opts.domain else 1
+    if opts.concurrency is not None and opts.concurrency < lowest:
+        raise UsageError(f"--concurrency must be {lowest} or more"
+                         + (" (0: no limit for the domain)" if opts.domain else ""))
+    if opts.domain and not any(getattr(opts, name) for name in _CHANGES):
+        raise UsageError("--domain changes NAME's domain: give --delay, --concurrency, "
+                         "--pause, --resume or --reset (host NAME alone shows both)")

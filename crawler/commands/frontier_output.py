@@ -18,6 +18,7 @@ from typing import Any
 
 from crawler.frontier.admin import AdminError, DeadLetter, FrontierAdmin, parse_host
 from crawler.frontier.connection import Connection
+from crawler.frontier.control import Gate, HostView
 from crawler.frontier.crawls import CrawlInfo
 from crawler.frontier.keys import STATES, Count
 from crawler.frontier.status import EXTRA_COUNTS, HOST_STATES, Status
@@ -193,3 +194,44 @@ def drop_host(admin: FrontierAdmin, text: str) -> None:
           "finish with their workers")
     print("new links to it are refused until you undo the drop with: scrapy frontier requeue "
           f"--reason dropped --host {host}")
+
+
+def print_host(view: HostView, as_json: bool) -> None:
+    """``scrapy frontier host NAME``: a site, its domain and what is in force."""
+    if as_json:
+        print(json.dumps(view.as_dict()))
+        return
+    print(f"site {view.site} (domain {view.domain}, partition {view.partition})")
+    for a in view.authorities:
+        fetched = ("" if a.robots_fetched_ago_s is None
+                   else f", fetched {ago(a.robots_fetched_ago_s)}")
+        blocked = f", {a.blocked}" if a.blocked else ""
+        print(f"  {a.host}: {a.queued:,} queued; robots.txt {a.robots}{fetched}, "
+              f"version {a.robots_version}{blocked}")
+    print(f"  in flight {view.site_gate.in_flight:,}, delayed {view.delayed:,}, "
+          f"dead {view.dead:,}")
+    _print_gate("site", view.site_gate)
+    if view.crawl_delay_floor_s:
+        print(f"  Crawl-delay floor {view.crawl_delay_floor_s:g} s (robots.txt; no override "
+              "goes below it)")
+    if view.held_for_s:
+        print(f"  held for {_duration(view.held_for_s)} more (Retry-After, a 429 / 503 or "
+              "the breaker)")
+    print(f"  breaker {view.breaker} ({view.breaker_openings} opening(s)); "
+          f"failed DNS lookups in a row: {view.dns_failures}")
+    print(f"domain {view.domain}: {view.domain_waiting_hosts:,} host(s) waiting for it")
+    _print_gate("domain", view.domain_gate)
+    if view.log:
+        print("changes by operators, newest first:")
+    for entry in view.log:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.get("time", 0)))
+        print(f"  {when} {entry.get('scope')} {entry.get('name')}: {entry.get('change')}")
+
+
+def _print_gate(scope: str, gate: Gate) -> None:
+    paused = " PAUSED by an operator;" if gate.paused else ""
+    concurrency = "no limit" if gate.concurrency == 0 else f"{gate.concurrency}"
+    print(f"  {scope}:{paused} concurrency {concurrency} ({gate.concurrency_from}), "
+          f"delay {gate.delay_s:g} s ({gate.delay_from}); in flight {gate.in_flight}, "
+          f"next claim in {gate.next_claim_in_s:.1f} s, next start in "
+          f"{gate.next_start_in_s:.1f} s")

@@ -43,9 +43,12 @@ key                 type       holds
                                starts); breaker: cf
                                failures in a row, bs state, bo openings; DNS
                                (lua/dns.lua): da failed lookups in a row, du
-                               the DNS hold ends at ms; d its domain
+                               the DNS hold ends at ms; d its domain;
+                               live control (lua/control.lua): xc
+                               concurrency, xd delay ms, xp paused
 ``PP:ga:SITE``      set        the site's hosts
-``PP:d:DOMAIN``     hash       domain: t next claim ms, s next start ms
+``PP:d:DOMAIN``     hash       domain: t next claim ms, s next start ms;
+                               live control: xc, xd, xp as for a site
 ``PP:di:DOMAIN``    zset       the domain's leases in flight (fingerprints, and
                                ``R`` + host for a robots job) by expiry ms
 ``PP:dw:DOMAIN``    zset       hosts waiting for the domain (taken out of the
@@ -65,7 +68,8 @@ key                 type       holds
 
 Global keys (no hash tag, never touched by scripts): ``ns:workers``
 (heartbeats, :mod:`crawler.frontier.workers`), ``ns:layout``, ``ns:seen``
-(last heartbeat, epoch s); the WARC digest index ``{ns/warc}:digests`` has a
+(last heartbeat, epoch s), ``ns:control`` (live-control changes, newest
+first); the WARC digest index ``{ns/warc}:digests`` has a
 slot of its own, and a seed list ``LIST`` its batches in flight in
 ``{LIST}:taken``.
 
@@ -302,6 +306,10 @@ class Keys:
         """Worker id -> its last heartbeat (:class:`crawler.frontier.workers.Heartbeat`)."""
         return f"{self.namespace}:workers"
 
+    def control_log(self) -> str:
+        """The operators' live-control changes, newest first (JSON lines, capped)."""
+        return f"{self.namespace}:control"
+
     def layout(self) -> str:
         """The partitioning every worker must agree on (:func:`layout_json`)."""
         return self.namespace + _LAYOUT
@@ -316,7 +324,8 @@ class Keys:
 
     def globals(self) -> list[str]:
         """The keys outside the partitions (no hash tag), and the WARC digest index."""
-        return [self.workers(), self.layout(), self.seen_at(), self.warc_digests()]
+        return [self.workers(), self.layout(), self.seen_at(), self.warc_digests(),
+                self.control_log()]
 
     # --- patterns for SCAN MATCH (the namespace escaped)
 

@@ -334,7 +334,8 @@ class Frontier:
         return results
 
     async def start_gate(self, host: str) -> int:
-        """0 if a request to ``host`` may start now, else the ms to wait first.
+        """0 if a request to ``host`` may start now, else the ms to wait first
+        (-1: an operator paused the host or its domain).
 
         The gates are its site's (every scheme and port of the name share it)
         and its registered domain's.

@@ -9,12 +9,14 @@ script, about a tenth of a millisecond on a local Redis) whether the host may
 be contacted now and waits the few milliseconds it is told when not. In the
 normal case the answer is "now" and nothing waits.
 
-Two cases never go out early:
+Three cases never go out early:
 
 - the host was held after its URL was claimed (a 429 or 503 with
   Retry-After, a breaker that opened): a wait longer than a few seconds
   gives the URL back to the frontier, delayed until the host may be
   contacted, instead of holding a download slot all that time;
+- an operator paused the host or its domain (``scrapy frontier host NAME
+  --pause``): the URL goes back to its queue at once;
 - Redis does not answer: the request waits for it (the claims were paced, but
   two URLs of one host claimed together are only kept apart here) and, if
   Redis stays away longer than a lease, goes back to the head of its queue.
@@ -85,7 +87,9 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
             redis_wait += pause
             pause = min(pause * 2, _REDIS_RETRY_S[1])
             continue
-        if turn.wait_ms <= 0:
+        if turn.wait_ms < 0:
+            _give_back(crawler, ticket, "paused", "host paused by an operator")
+        if turn.wait_ms == 0:
             # The turn is as old as the question: a stall while the answer
             # was on its way makes it stale too.
             ticket.gate_passed, ticket.gate_turn = asked, turn

@@ -79,8 +79,8 @@ async def robots_turn(frontier: Frontier, stats: Any, host: str, may_gate: bool)
         return True
     limits: Limits = frontier.limits
     deadline = time.monotonic() + limits.robots_ms / 2000
-    while (wait_ms := await frontier.start_gate(host)) > 0:
-        if time.monotonic() + wait_ms / 1000 > deadline:
+    while (wait_ms := await frontier.start_gate(host)) != 0:
+        if wait_ms < 0 or time.monotonic() + wait_ms / 1000 > deadline:  # < 0: paused
             stats.inc_value("robots/jobs_deferred")
             return False
         await asyncio.sleep(wait_ms / 1000)

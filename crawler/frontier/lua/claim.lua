@@ -29,7 +29,6 @@ local want, lease_ms, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local rnd, jitter, move_max = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local robots_ms = tonumber(ARGV[8] or '0')
 local dconc, ddelay = tonumber(ARGV[9] or '0'), tonumber(ARGV[10] or '0')
-local domains_on = dconc > 0 or ddelay > 0
 local now = now_ms()
 local ready = p .. ':ready'
 
@@ -71,31 +70,7 @@ if #due > 0 then
   redis.call('HINCRBY', KEYS[1], 'queued', #due)
 end
 
--- 3. Domains whose waiting hosts may go now: as many as the domain has room
--- for (one per turn when it has a delay) go back to the ready set
--- (refresh_host: if their sites have room too). While hosts still wait, the
--- domain is looked at again: when its next turn comes (domain_took), when one
--- of its leases ends (domain_lease_ended), or after a delay at the latest,
--- so a woken host that cannot go after all never strands the others.
-local wakes = redis.call('ZRANGEBYSCORE', p .. ':dwake', '-inf', now, 'LIMIT', 0, move_max)
-for _, dom in ipairs(wakes) do
-  redis.call('ZREM', p .. ':dwake', dom)
-  local t = tonumber(redis.call('HGET', p .. ':d:' .. dom, 't') or '0')
-  local room = move_max
-  if domains_on then
-    if dconc > 0 then room = dconc - domain_in_flight(p, dom, now) end
-    if ddelay > 0 then room = math.min(room, 1) end
-  end
-  if domains_on and now < t then
-    wake_domain(p, dom, t)
-  elseif room > 0 then
-    local woken = redis.call('ZPOPMIN', p .. ':dw:' .. dom, room)
-    for j = 1, #woken, 2 do refresh_host(p, woken[j]) end
-    wake_domain(p, dom, now + math.max(ddelay, 50))
-  end
-end
-
--- 4. Claim.
+-- 3. Claim: the helpers, the domains to wake, then one URL at a time.
 local out = {}
 local got, leased = 0, 0
 local jit_n = 0  -- claims so far, spreading the jitter of one call
@@ -107,13 +82,22 @@ local function jittered(delay_ms, floor)
   return math.max(floor, math.floor(delay_ms * (1 - jitter + 2 * jitter * r)))
 end
 
+-- A domain's concurrency and delay in force (an operator's override, else
+-- the settings) and whether it is paused.
+local function domain_limits(dom)
+  local st = redis.call('HMGET', p .. ':d:' .. dom, 't', 'xc', 'xd', 'xp')
+  return tonumber(st[1] or '0'), tonumber(st[2] or dconc), delay_in_force(ddelay, st[3]),
+         st[4] ~= false
+end
+
 -- The domain of a host just taken from the ready set, or false if its domain
 -- is busy: then the host waits for the domain (dw) instead.
 local function domain_turn(host, sk)
   local dom = redis.call('HGET', sk, 'd')
-  if not domains_on or not dom then return nil end
-  local t = tonumber(redis.call('HGET', p .. ':d:' .. dom, 't') or '0')
-  local full = dconc > 0 and domain_in_flight(p, dom, now) >= dconc
+  if not dom then return nil end
+  local t, conc, delay, paused = domain_limits(dom)
+  if conc == 0 and delay == 0 and not paused then return nil end
+  local full = paused or (conc > 0 and domain_in_flight(p, dom, now) >= conc)
   if not full and now >= t then return dom end
   local score = redis.call('ZSCORE', ready, host)
   redis.call('ZREM', ready, host)
@@ -129,7 +113,8 @@ end
 local function domain_took(dom, member, expiry)
   if not dom then return end
   redis.call('ZADD', p .. ':di:' .. dom, expiry, member)
-  local t = now + jittered(ddelay, 0)
+  local _, _, delay = domain_limits(dom)
+  local t = now + jittered(delay, 0)
   redis.call('HSET', p .. ':d:' .. dom, 't', t)
   wake_domain(p, dom, t)
 end
@@ -156,8 +141,8 @@ local function lease_head(host, hk, dom)
   redis.call('ZADD', p .. ':leased', now + lease_ms, fp)
   redis.call('HSET', p .. ':ld', fp, host .. '\n' .. score .. '\n' .. worker .. '\n' .. entry)
   local sk = site_key(p, host)
-  local st = redis.call('HMGET', sk, 'dl', 'fl', 'bs')
-  local delay, floor = tonumber(st[1] or '0'), tonumber(st[2] or '0')
+  local st = redis.call('HMGET', sk, 'dl', 'fl', 'bs', 'xd')
+  local delay, floor = delay_in_force(st[1], st[4]), tonumber(st[2] or '0')
   local gap = jittered(delay, floor)
   redis.call('HINCRBY', hk, 'n', -1)
   redis.call('HINCRBY', sk, 'i', 1)
@@ -174,6 +159,29 @@ local function lease_head(host, hk, dom)
   out[#out + 1] = redis.call('HGET', hk, 'rv') or '0'
   leased = leased + 1
   return true
+end
+
+-- 4. Domains whose waiting hosts may go now: as many as the domain has room
+-- for (one per turn when it has a delay) go back to the ready set
+-- (refresh_host: if their sites have room too). While hosts still wait, the
+-- domain is looked at again: when its next turn comes (domain_took), when one
+-- of its leases ends (domain_lease_ended), or after a delay at the latest,
+-- so a woken host that cannot go after all never strands the others. A
+-- paused domain is woken by its resume (control.lua).
+local wakes = redis.call('ZRANGEBYSCORE', p .. ':dwake', '-inf', now, 'LIMIT', 0, move_max)
+for _, dom in ipairs(wakes) do
+  redis.call('ZREM', p .. ':dwake', dom)
+  local t, conc, delay, paused = domain_limits(dom)
+  local room = move_max
+  if conc > 0 then room = conc - domain_in_flight(p, dom, now) end
+  if delay > 0 then room = math.min(room, 1) end
+  if now < t then
+    wake_domain(p, dom, t)
+  elseif room > 0 and not paused then
+    local woken = redis.call('ZPOPMIN', p .. ':dw:' .. dom, room)
+    for j = 1, #woken, 2 do refresh_host(p, woken[j]) end
+    wake_domain(p, dom, now + math.max(delay, 50))
+  end
 end
 
 while got < want do

@@ -21,6 +21,25 @@ local function site_key(p, host)
   return p .. ':g:' .. site_of(host)
 end
 
+-- Live control (scrapy frontier host): an operator's override of a site or
+-- domain record's limits, for every worker until reset. xc concurrency, xd
+-- delay ms, xp paused. A robots Crawl-delay (fl) and holds stay in force: an
+-- override never sends faster than the site's robots.txt allows.
+
+-- A site's concurrency in force: the override, else c (settings, robots.txt,
+-- a 429's one at a time); one at a time whatever the override under a
+-- Crawl-delay.
+local function site_concurrency(c, xc, fl)
+  local n = tonumber(xc or c or '1')
+  if tonumber(fl or '0') > 0 then n = math.min(n, 1) end
+  return n
+end
+
+-- A site's or domain's delay in force (ms): the override, else dl.
+local function delay_in_force(dl, xd)
+  return tonumber(xd or dl or '0')
+end
+
 -- A host belongs in its partition's ready set, scored by its next-allowed
 -- time, exactly while it has queued URLs and its site has room for one more
 -- in flight. The next-allowed time is the latest of the site's t (pacing),
@@ -29,8 +48,9 @@ end
 -- unreachable).
 local function refresh_host(p, host)
   local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'rw')
-  local g = redis.call('HMGET', site_key(p, host), 'i', 'c', 't', 'w', 'rj')
-  if tonumber(st[1] or '0') > 0 and tonumber(g[1] or '0') < tonumber(g[2] or '1') then
+  local g = redis.call('HMGET', site_key(p, host), 'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl')
+  if tonumber(st[1] or '0') > 0 and not g[7]
+      and tonumber(g[1] or '0') < site_concurrency(g[2], g[6], g[8]) then
     local at = math.max(tonumber(g[3] or '0'), tonumber(g[4] or '0'), tonumber(g[5] or '0'),
                         tonumber(st[2] or '0'))
     redis.call('ZADD', p .. ':ready', at, host)

@@ -26,13 +26,16 @@
 -- ARGV[3]  the domain delay ms (0: no domain gate), ARGV[4] the domain turn of
 --          an earlier pass or ''
 -- Returns {0, turn, domain turn} (start now; the gates are moved on to those
--- turns) or {ms to wait, 0, 0}.
+-- turns), {ms to wait, 0, 0}, or {-1, 0, 0}: the site or its domain is paused
+-- by an operator (the request goes back to its queue).
 local now = now_ms()
 local jitter = tonumber(ARGV[1])
-local st = redis.call('HMGET', KEYS[1], 's', 'dl', 'fl', 'bk')
-local gate, delay = tonumber(st[1] or '0') or 0, tonumber(st[2] or '0') or 0
+local st = redis.call('HMGET', KEYS[1], 's', 'dl', 'fl', 'bk', 'xd', 'xp')
+local gate, delay = tonumber(st[1] or '0') or 0, delay_in_force(st[2], st[5])
 local hold = tonumber(st[4] or '0') or 0
-local ddelay = tonumber(ARGV[3] or '0') or 0
+local dst = redis.call('HMGET', KEYS[2], 's', 'xd', 'xp')
+if st[6] or dst[3] then return {-1, 0, 0} end
+local ddelay = delay_in_force(ARGV[3] or '0', dst[2])
 
 -- Until when does a gate at `at` keep this request waiting (0: not at all)?
 local function blocked_until(at, earlier)
@@ -43,7 +46,7 @@ end
 
 local wait = math.max(blocked_until(gate, ARGV[2]), hold > now and hold or 0)
 if ddelay > 0 then
-  wait = math.max(wait, blocked_until(tonumber(redis.call('HGET', KEYS[2], 's') or '0'), ARGV[4]))
+  wait = math.max(wait, blocked_until(tonumber(dst[1] or '0'), ARGV[4]))
 end
 if wait > 0 then return {wait - now, 0, 0} end
 local gap = math.max(tonumber(st[3] or '0') or 0, math.floor(delay * (1 - jitter)))

@@ -1,0 +1,248 @@
+"""Live control of one site or domain: what is in force, and an operator's override.
+
+``scrapy frontier host NAME`` shows a site (a host name with all its schemes
+and ports) and its registered domain: what is queued, in flight, delayed and
+dead, the limits in force and where they come from, holds, the breaker, DNS
+failures. With ``--delay``, ``--concurrency``, ``--pause``, ``--resume`` or
+``--reset`` it changes them for every worker at once (``lua/control.lua``):
+the override lives in the record, so it holds across restarts, and the
+change is appended to the crawl's control log.
+
+Synchronous, like the rest of the operator's side: it runs outside the reactor.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import redis
+
+from crawler.frontier.keys import Keys, domain_of, partition_of, site_of
+from crawler.frontier.store import script_source
+
+#: Entries kept in the control log.
+LOG_KEEP = 200
+_SCAN = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What an operator asks of a site or domain (None: leave as it is)."""
+
+    concurrency: int | None = None
+    delay_ms: int | None = None
+    pause: bool | None = None  # True pause, False resume
+    reset: bool = False  # every override off first (back to automatic)
+
+    def empty(self) -> bool:
+        return (self.concurrency is None and self.delay_ms is None and self.pause is None
+                and not self.reset)
+
+    def words(self) -> str:
+        said = ["reset"] if self.reset else []
+        if self.concurrency is not None:
+            said.append(f"concurrency {self.concurrency}")
+        if self.delay_ms is not None:
+            said.append(f"delay {self.delay_ms / 1000:g} s")
+        if self.pause is not None:
+            said.append("pause" if self.pause else "resume")
+        return ", ".join(said)
+
+
+@dataclass(slots=True)
+class Authority:
+    """One scheme and port of the site: its queue and its robots.txt."""
+
+    host: str
+    queued: int
+    robots: str  # "known", "fetching", "unreachable", "none" (not fetched yet)
+    robots_fetched_ago_s: float | None
+    robots_version: int
+    blocked: str | None  # "dropped", "parked: REASON" or None
+
+
+@dataclass(slots=True)
+class Gate:
+    """The limits of a site or a domain, each with where it comes from."""
+
+    concurrency: int
+    concurrency_from: str
+    delay_s: float
+    delay_from: str
+    paused: bool = False
+    in_flight: int = 0
+    next_claim_in_s: float = 0.0
+    next_start_in_s: float = 0.0
+
+
+@dataclass(slots=True)
+class HostView:
+    """Everything ``scrapy frontier host NAME`` shows."""
+
+    site: str
+    domain: str
+    partition: int
+    authorities: list[Authority]
+    delayed: int
+    dead: int
+    site_gate: Gate
+    domain_gate: Gate
+    domain_waiting_hosts: int
+    crawl_delay_floor_s: float
+    held_for_s: float  # a hold (Retry-After, 429 / 503, breaker) still running
+    breaker: str  # "closed", "open", "half-open (probing)", "parked"
+    breaker_openings: int
+    dns_failures: int
+    log: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_ROBOTS = {"k": "known", "f": "fetching", "u": "unreachable"}
+_BREAKER = {"o": "open", "h": "half-open (probing)", "x": "parked"}
+
+
+def _text(raw: dict[bytes, bytes], name: str) -> str | None:
+    value = raw.get(name.encode())
+    return value.decode() if value is not None else None
+
+
+def _num(raw: dict[bytes, bytes], name: str, default: float = 0) -> float:
+    value = raw.get(name.encode())
+    return float(value) if value is not None else default
+
+
+class HostControl:
+    """Show and override the limits of one site or domain of a frontier."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, *, concurrency: int, delay_ms: int,
+                 domain_concurrency: int, domain_delay_ms: int) -> None:
+        self.client = client
+        self.keys = keys
+        self.settings = {"concurrency": concurrency, "delay_ms": delay_ms,
+                         "domain_concurrency": domain_concurrency,
+                         "domain_delay_ms": domain_delay_ms}
+        self._control = client.register_script(script_source("control"))
+
+    # --- changes
+
+    def change(self, name: str, change: Change, *, domain: bool = False) -> bool:
+        """Apply ``change`` to site ``name`` (or its registered domain); False: no such site."""
+        site = site_of(name)
+        target = domain_of(site) if domain else site
+        part = partition_of(site, self.keys.partitions)
+
+        def arg(value: int | None) -> str | int:
+            return "" if value is None else value
+
+        pause = "" if change.pause is None else int(change.pause)
+        done = self._control(keys=[self.keys.counts(part)], args=[
+            self.keys.prefix(part), "domain" if domain else "site", target,
+            arg(change.concurrency), arg(change.delay_ms), pause, int(change.reset)])
+        if done:
+            entry = {"time": round(time.time(), 3), "scope": "domain" if domain else "site",
+                     "name": target, "change": change.words()}
+            pipe = self.client.pipeline(transaction=False)
+            pipe.lpush(self.keys.control_log(), json.dumps(entry))
+            pipe.ltrim(self.keys.control_log(), 0, LOG_KEEP - 1)
+            pipe.execute()
+        return bool(done)
+
+    # --- the view
+
+    def view(self, name: str) -> HostView | None:
+        """What the frontier holds about site ``name`` and its domain (None: unknown)."""
+        site = site_of(name)
+        part = partition_of(site, self.keys.partitions)
+        prefix = self.keys.prefix(part)
+        raw = self.client.hgetall(f"{prefix}:g:{site}")
+        if not raw:
+            return None
+        secs, micros = self.client.time()
+        now = secs * 1000 + micros // 1000
+        domain = _text(raw, "d") or domain_of(site)
+        hosts = sorted(h.decode() for h in self.client.smembers(f"{prefix}:ga:{site}"))
+        authorities = [self._authority(prefix, host, now) for host in hosts]
+        delayed = self._count_of(self.keys.delayed_details(part), hosts)
+        dead = self._count_of(self.keys.dead(part), hosts)
+        return HostView(
+            site=site, domain=domain, partition=part, authorities=authorities,
+            delayed=delayed, dead=dead, site_gate=self._site_gate(raw, now),
+            domain_gate=self._domain_gate(prefix, domain, now),
+            domain_waiting_hosts=int(self.client.zcard(f"{prefix}:dw:{domain}")),
+            crawl_delay_floor_s=_num(raw, "fl") / 1000,
+            held_for_s=max(0.0, max(_num(raw, "w"), _num(raw, "bk")) - now) / 1000,
+            breaker=_BREAKER.get(_text(raw, "bs") or "", "closed"),
+            breaker_openings=int(_num(raw, "bo")), dns_failures=int(_num(raw, "da")),
+            log=self._log(site, domain),
+        )
+
+    def _authority(self, prefix: str, host: str, now: int) -> Authority:
+        raw = self.client.hgetall(f"{prefix}:h:{host}")
+        fetched = _text(raw, "rt")
+        blocked = _text(raw, "b")
+        return Authority(
+            host=host, queued=int(_num(raw, "n")),
+            robots=_ROBOTS.get(_text(raw, "rs") or "", "none"),
+            robots_fetched_ago_s=(now - int(fetched)) / 1000 if fetched else None,
+            robots_version=int(_num(raw, "rv")),
+            blocked=("dropped" if blocked == "1" else
+                     f"parked: {_text(raw, 'pr') or '?'}" if blocked == "p" else None))
+
+    def _site_gate(self, raw: dict[bytes, bytes], now: int) -> Gate:
+        conc, delay = int(_num(raw, "c", 1)), int(_num(raw, "dl"))
+        if raw.get(b"xc") is not None:
+            conc_from = "operator"
+            conc = int(_num(raw, "xc"))
+        elif conc < self.settings["concurrency"]:
+            conc_from = "robots.txt, or a 429 / 503 (one at a time)"
+        else:
+            conc_from = "setting CONCURRENT_REQUESTS_PER_DOMAIN"
+        if _num(raw, "fl") > 0:
+            conc = min(conc, 1)
+            conc_from += "; one at a time under a Crawl-delay"
+        delay_from = ("operator" if raw.get(b"xd") is not None else
+                      "setting DOWNLOAD_DELAY" if delay == self.settings["delay_ms"] else
+                      "robots.txt Crawl-delay / Request-rate, or DOWNLOAD_SLOTS")
+        if raw.get(b"xd") is not None:
+            delay = int(_num(raw, "xd"))
+        return Gate(conc, conc_from, delay / 1000, delay_from,
+                    paused=raw.get(b"xp") is not None, in_flight=int(_num(raw, "i")),
+                    next_claim_in_s=max(0.0, _num(raw, "t") - now) / 1000,
+                    next_start_in_s=max(0.0, _num(raw, "s") - now) / 1000)
+
+    def _domain_gate(self, prefix: str, domain: str, now: int) -> Gate:
+        raw = self.client.hgetall(f"{prefix}:d:{domain}")
+        in_flight = int(self.client.zcount(f"{prefix}:di:{domain}", f"({now}", "+inf"))
+        conc, delay = self.settings["domain_concurrency"], self.settings["domain_delay_ms"]
+        conc_from = "setting FRONTIER_DOMAIN_CONCURRENCY"
+        delay_from = "setting FRONTIER_DOMAIN_DELAY"
+        if raw.get(b"xc") is not None:
+            conc, conc_from = int(_num(raw, "xc")), "operator"
+        if raw.get(b"xd") is not None:
+            delay, delay_from = int(_num(raw, "xd")), "operator"
+        return Gate(conc, conc_from, delay / 1000, delay_from,
+                    paused=raw.get(b"xp") is not None, in_flight=in_flight,
+                    next_claim_in_s=max(0.0, _num(raw, "t") - now) / 1000,
+                    next_start_in_s=max(0.0, _num(raw, "s") - now) / 1000)
+
+    def _count_of(self, key: str, hosts: list[str]) -> int:
+        """Entries of a partition hash (delayed, dead) whose value names one of ``hosts``."""
+        tags = tuple(h.encode() + b"\n" for h in hosts)
+        return sum(1 for _, value in self.client.hscan_iter(key, count=_SCAN)
+                   if value.startswith(tags))
+
+    def _log(self, site: str, domain: str) -> list[dict[str, Any]]:
+        out = []
+        for raw in self.client.lrange(self.keys.control_log(), 0, LOG_KEEP - 1):
+            try:
+                entry = json.loads(raw)
+            except ValueError:
+                continue
+            if (entry.get("scope"), entry.get("name")) in (("site", site), ("domain", domain)):
+                out.append(entry)
+        return out[:10]

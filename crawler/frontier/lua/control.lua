@@ -1,0 +1,47 @@
+-- Live control: an operator's override of one site's or one domain's limits
+-- (`scrapy frontier host`), in force for every worker from their next claim
+-- or start, and until it is reset. The overrides are fields of the record
+-- (xc concurrency, xd delay ms, xp paused: common.lua reads them), so they
+-- survive restarts and leave the automatic values (settings, robots.txt,
+-- holds) untouched underneath.
+--
+-- KEYS[1]  the partition's counts hash (routes the call to the partition)
+-- ARGV[1]  prefix, ARGV[2] "site" or "domain", ARGV[3] the site's name or the domain
+-- ARGV[4]  concurrency, ARGV[5] delay ms: '' leaves it, '-' returns it to automatic
+-- ARGV[6]  '1' pause, '0' resume, '' leaves it; ARGV[7] '1': every override off first
+-- Returns 1, or 0 when the frontier has no such site.
+local p, scope, name = ARGV[1], ARGV[2], ARGV[3]
+local key = p .. (scope == 'site' and ':g:' or ':d:') .. name
+if scope == 'site' and redis.call('EXISTS', key) == 0 then return 0 end
+local now = now_ms()
+
+if ARGV[7] == '1' then redis.call('HDEL', key, 'xc', 'xd', 'xp') end
+local function set(field, value)
+  if value == '-' then
+    redis.call('HDEL', key, field)
+  elseif value ~= '' then
+    redis.call('HSET', key, field, value)
+  end
+end
+set('xc', ARGV[4])
+set('xd', ARGV[5])
+if ARGV[6] == '1' then
+  redis.call('HSET', key, 'xp', 1)
+elseif ARGV[6] == '0' then
+  redis.call('HDEL', key, 'xp')
+end
+
+-- A shorter delay applies now, not after the turn the longer one gave out.
+local delay = tonumber(ARGV[5])
+if delay then
+  local st = redis.call('HMGET', key, 't', 's')
+  if tonumber(st[1] or '0') > now + delay then redis.call('HSET', key, 't', now + delay) end
+  if tonumber(st[2] or '0') > now + delay then redis.call('HSET', key, 's', now + delay) end
+end
+
+if scope == 'site' then
+  refresh_site(p, name)
+else
+  wake_domain(p, name, now)
+end
+return 1
