@@ -15,6 +15,8 @@ generous.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from itertools import pairwise
@@ -26,9 +28,11 @@ import pytest
 
 from tests.crawl_runner import (
     REALWEB_DEFAULTS,
+    REPO,
     CrawlResult,
     crawl_realweb,
     finish_crawl,
+    proxy_env,
     realweb_settings,
     start_crawl,
 )
@@ -305,3 +309,73 @@ def test_the_subdomains_of_one_domain_share_its_limits(
     ordinary_end = max(span(ledger.for_host(name))[1] for name in ("o1.test", "o2.test"))
     # The domain needs >= 40 x 0.2 s; the ordinary hosts a fraction of that.
     assert ordinary_end < span(domain)[0] + 0.4 * (span(domain)[1] - span(domain)[0])
+
+
+def _frontier_host(redis_url: str, namespace: str, *argv: str) -> tuple[float, float]:
+    """Run the real ``scrapy frontier host ...``: when it started and when it returned
+    (the change is made somewhere in between)."""
+    started = time.time()
+    proc = subprocess.run(
+        [sys.executable, "-m", "scrapy", "frontier", "host", *argv,
+         "-s", f"REDIS_URL={redis_url}", "-s", f"FRONTIER_NAMESPACE={namespace}"],
+        cwd=REPO, env=proxy_env(None), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return started, time.time()
+
+
+def _wait_for(web: RealWebProcess, name: str, count: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while len(web.ledger().for_host(name)) < count:
+        assert time.monotonic() < deadline, f"{name}: fewer than {count} requests"
+        time.sleep(0.05)
+
+
+def test_live_control_changes_what_the_server_sees_within_a_second(
+        realweb: Callable[..., RealWebProcess], redis_url: str, redis_prefix: str,
+        tmp_path: Path) -> None:
+    """Two workers crawl a 40-page site one request at a time, 0.2 s apart. An
+    operator pauses it (``scrapy frontier host ctl.test --pause``): from a
+    second after the command no request reaches the server, from either
+    worker; ``--resume --delay 0.8``: within a second requests come again,
+    and from a second on at least 0.8 s apart; ``--reset``: back to the
+    settings, and the crawl ends with every page fetched once."""
+    web = realweb(Web([Host("ctl.test", robots=ALLOW_ALL, pages=chain_site(40))]))
+    namespace = f"{redis_prefix}ctl"
+    settings = {**realweb_settings(web.nameserver), **REALWEB_DEFAULTS,
+                "REDIS_URL": redis_url, "FRONTIER_NAMESPACE": namespace,
+                "CONCURRENT_REQUESTS_PER_DOMAIN": 1, "DOWNLOAD_DELAY": 0.2,
+                "DOWNLOAD_DELAY_JITTER": 0}
+    started = time.monotonic()
+    workers = [start_crawl(None, [web.url("ctl.test")], tmp_path / f"w{i}", settings)
+               for i in range(2)]
+    try:
+        _wait_for(web, "ctl.test", 6)
+        _, paused = _frontier_host(redis_url, namespace, "ctl.test", "--pause")
+        time.sleep(2.5)
+        resuming, resumed = _frontier_host(redis_url, namespace, "ctl.test", "--resume",
+                                           "--delay", "0.8")
+        before = len([r for r in web.ledger().for_host("ctl.test") if r.arrival < resumed])
+        _wait_for(web, "ctl.test", before + 5)
+        _, reset = _frontier_host(redis_url, namespace, "ctl.test", "--reset")
+        results = [finish_crawl(w, tmp_path / f"w{i}", started) for i, w in enumerate(workers)]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+    for result in results:
+        assert result.returncode == 0, result.log[-3000:]
+        assert "Traceback" not in result.log, result.log[-3000:]
+        assert result.items, "each worker fetched pages"
+    requests = web.ledger().for_host("ctl.test")
+    assert sorted(r.target for r in requests) == site_targets(40)
+    arrivals = [r.arrival for r in requests]
+    # from a second after the pause returned until the resume began: nothing
+    assert not [a for a in arrivals if paused + 1.0 <= a < resuming], (
+        paused, resuming, [(r.target, r.arrival, r.remote_port) for r in requests])
+    after = [a for a in arrivals if a >= resuming]
+    assert after[0] - resumed <= 1.0, after[:3]
+    slow = [a for a in after if resumed + 1.0 <= a < reset]
+    assert len(slow) >= 2 and min(b - a for a, b in pairwise(slow)) >= 0.8 - SLACK, slow
+    quick = [a for a in arrivals if a >= reset + 1.0]
+    assert len(quick) >= 2 and min(b - a for a, b in pairwise(quick)) < 0.8 - SLACK, quick
