@@ -26,7 +26,8 @@ BATCH = 500
 HOST_STATES: dict[str, str] = {
     "ready_now": "queued URLs, may be claimed now",
     "paced": "queued URLs, next allowed later (delay, Crawl-delay, backoff, robots.txt)",
-    "busy": "queued URLs, but its site has its concurrency in flight",
+    "busy": ("queued URLs, but its site or registered domain has its concurrency in flight, "
+             "or an operator paused it"),
     "draining": "nothing queued; URLs in flight or waiting to be retried",
     "finished": "nothing queued, in flight or to retry",
 }
