@@ -143,6 +143,15 @@ BREAKER_MAX_OPENINGS = 6
 # ships (crawler/domains.py): alice.github.io and bob.github.io are two.
 FRONTIER_DOMAIN_CONCURRENCY = 8
 FRONTIER_DOMAIN_DELAY = 0.25
+# Adaptive pacing (Heritrix's delay factor): after each answer, a host's next
+# request waits FACTOR x the time that answer took, at most MAX_DELAY seconds,
+# and a host slowed down so gets one request at a time. DOWNLOAD_DELAY, a
+# robots.txt Crawl-delay, Retry-After and the breaker stay floors it never
+# undercuts. With 2, a server answering in 20 ms keeps DOWNLOAD_DELAY, one
+# answering in 8 s is asked every 16 s: the crawler takes at most a third of a
+# slow server's time. 0 turns it off.
+FRONTIER_ADAPTIVE_FACTOR = 2.0
+FRONTIER_ADAPTIVE_MAX_DELAY = 30.0
 SCHEDULER = "crawler.scheduling.scheduler.FrontierScheduler"
 # REDIS_URL = "redis://127.0.0.1:6379/0"   # shared frontier (scrapy-redis's name)
 # Keys of one crawl start with this (%(spider)s is the spider's name).

@@ -37,6 +37,7 @@ from tests.crawl_runner import (
     start_crawl,
 )
 from tests.realweb import Host, Page, RealWebProcess, Request, Web, links_to, page
+from tests.realweb.ledger import Ledger
 
 pytestmark = pytest.mark.crawl
 
@@ -379,3 +380,40 @@ def test_live_control_changes_what_the_server_sees_within_a_second(
     assert len(slow) >= 2 and min(b - a for a, b in pairwise(slow)) >= 0.8 - SLACK, slow
     quick = [a for a in arrivals if a >= reset + 1.0]
     assert len(quick) >= 2 and min(b - a for a, b in pairwise(quick)) < 0.8 - SLACK, quick
+
+
+def test_adaptive_pacing_follows_a_slow_server(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
+    """FRONTIER_ADAPTIVE_FACTOR=2, DOWNLOAD_DELAY=0.1, four requests allowed per
+    host: a server that takes 0.5 s per page gets one request at a time, each
+    at least 2 x 0.5 s after the previous answer ended; a quick server in the
+    same crawl keeps the configured pace. With adaptation off the slow server
+    gets its pages up to four at a time."""
+    slow = chain_site(12, slow=frozenset(range(1, 12)), delay=0.5)
+    web = realweb(Web([Host("slowish.test", robots=ALLOW_ALL, pages=slow),
+                       Host("quick.test", robots=ALLOW_ALL, pages=chain_site(8))]))
+    seeds = [web.url("slowish.test"), web.url("quick.test")]
+    common = {"CONCURRENT_REQUESTS_PER_DOMAIN": 4, "DOWNLOAD_DELAY": 0.1,
+              "DOWNLOAD_DELAY_JITTER": 0}
+    crawl(web, seeds, tmp_path / "on", FRONTIER_ADAPTIVE_FACTOR=2, **common)
+    ledger = web.ledger()
+    pages = [r for r in ledger.for_host("slowish.test") if r.target not in (b"/robots.txt", b"/")]
+    assert len(pages) == 11
+    # Until its first slow answer is released the server is paced like any
+    # other: the pages claimed by then (0.1 s apart, four at a time) start
+    # within 0.1 s of their claim. Every page claimed after it is asked one at
+    # a time, each 2 x 0.5 s after the answer before it ended.
+    first_done = min(r.done for r in pages if r.done is not None)
+    later = [r for r in pages if r.arrival >= first_done + 0.2]
+    assert len(later) >= 4, [(r.target, r.arrival, r.done) for r in pages]
+    assert Ledger(later).max_in_flight("slowish.test") == 1
+    assert min(end_to_start_gaps(later)) >= 2 * 0.5 - SLACK, end_to_start_gaps(later)
+    before = max(r.done for r in pages if r.arrival < later[0].arrival and r.done is not None)
+    assert later[0].arrival - before >= 2 * 0.5 - SLACK
+    assert sorted(ledger.targets("quick.test")) == site_targets(8)
+    assert min(ledger.gaps("quick.test")) >= 0.1 - SLACK
+    assert mean(ledger.gaps("quick.test")) < 0.5, ledger.gaps("quick.test")
+
+    web.reset()
+    crawl(web, seeds, tmp_path / "off", FRONTIER_ADAPTIVE_FACTOR=0, **common)
+    assert web.ledger().max_in_flight("slowish.test") > 1

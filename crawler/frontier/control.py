@@ -195,6 +195,7 @@ class HostControl:
 
     def _site_gate(self, raw: dict[bytes, bytes], now: int) -> Gate:
         conc, delay = int(_num(raw, "c", 1)), int(_num(raw, "dl"))
+        adaptive = int(_num(raw, "ad"))
         if raw.get(b"xc") is not None:
             conc_from = "operator"
             conc = int(_num(raw, "xc"))
@@ -205,11 +206,15 @@ class HostControl:
         if _num(raw, "fl") > 0:
             conc = min(conc, 1)
             conc_from += "; one at a time under a Crawl-delay"
+        elif adaptive > delay:
+            conc = min(conc, 1)
+            conc_from += "; one at a time while adaptation slows it"
         delay_from = ("operator" if raw.get(b"xd") is not None else
+                      "adaptation (FRONTIER_ADAPTIVE_FACTOR x its last answer's time)"
+                      if adaptive > delay else
                       "setting DOWNLOAD_DELAY" if delay == self.settings["delay_ms"] else
                       "robots.txt Crawl-delay / Request-rate, or DOWNLOAD_SLOTS")
-        if raw.get(b"xd") is not None:
-            delay = int(_num(raw, "xd"))
+        delay = int(_num(raw, "xd")) if raw.get(b"xd") is not None else max(delay, adaptive)
         return Gate(conc, conc_from, delay / 1000, delay_from,
                     paused=raw.get(b"xp") is not None, in_flight=int(_num(raw, "i")),
                     next_claim_in_s=max(0.0, _num(raw, "t") - now) / 1000,

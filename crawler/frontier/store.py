@@ -76,6 +76,7 @@ class Release:
     record: str = ""  # a new record (retry) or "" to keep the old one
     hold_ms: int = 0
     health: str = ""
+    fetch_ms: int = 0  # how long the answer took (adaptive pacing; 0: no answer)
 
 
 class BreakerEvent(NamedTuple):
@@ -161,6 +162,10 @@ class Limits:
     #: The registered domain's gates (0: that limit off; both 0: the scope off).
     domain_concurrency: int = 0
     domain_delay_ms: int = 0
+    #: Adaptive pacing: a site waits this many times its last answer's time
+    #: after it (0: off), at most adaptive_max_ms.
+    adaptive_factor: float = 0.0
+    adaptive_max_ms: int = 30_000
     breaker: Breaker = field(default_factory=Breaker)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -274,14 +279,15 @@ class Frontier:
             groups[self.partition(rel.host)] += [
                 rel.fingerprint, rel.op, rel.arg,
                 rel.fingerprint + rel.record.encode("utf-8") if rel.record else "",
-                rel.hold_ms, rel.health,
+                rel.hold_ms, rel.health, rel.fetch_ms,
             ]
         if not groups:
             return ReleaseResult(0, 0)
         b = self.limits.breaker
         calls = [(self._release, [self.keys.counts(part)],
                   [self.keys.prefix(part), worker, b.threshold, b.base_ms, b.cap_ms,
-                   b.max_openings, *args]) for part, args in groups.items()]
+                   b.max_openings, self.limits.adaptive_factor, self.limits.adaptive_max_ms,
+                   *args]) for part, args in groups.items()]
         released = stale = 0
         events: list[BreakerEvent] = []
         for reply in await self._per_partition(calls):

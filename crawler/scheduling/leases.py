@@ -81,6 +81,8 @@ class LeaseTable:
         """The release that carries out a finished request's verdict."""
         op = verdict.op
         self.stats.inc_value(f"frontier/leases/{'retried' if op == 'retry' else op}")
+        latency = request.meta.get("download_latency")  # set when the answer's head came
         return Release(lease.host, lease.fingerprint, op, verdict.arg,
                        self.record_again(request, lease) if op == "retry" else "",
-                       verdict.hold_ms, verdict.health)
+                       verdict.hold_ms, verdict.health,
+                       round(latency * 1000) if isinstance(latency, float | int) else 0)

@@ -93,6 +93,8 @@ def limits_from_settings(s: Any) -> Limits:
         lease_ms=round(s.getfloat("FRONTIER_LEASE_SECONDS", 60) * 1000),
         domain_concurrency=s.getint("FRONTIER_DOMAIN_CONCURRENCY", 0),
         domain_delay_ms=round(s.getfloat("FRONTIER_DOMAIN_DELAY", 0) * 1000),
+        adaptive_factor=s.getfloat("FRONTIER_ADAPTIVE_FACTOR", 0.0),
+        adaptive_max_ms=round(s.getfloat("FRONTIER_ADAPTIVE_MAX_DELAY", 30.0) * 1000),
         breaker=Breaker(
             threshold=s.getint("BREAKER_THRESHOLD", 5),
             base_ms=round(s.getfloat("BREAKER_COOLDOWN", 30.0) * 1000),
@@ -305,6 +307,7 @@ class FrontierScheduler:
         """Whether any host can have a gap between requests (else no gate needed)."""
         return (self.limits.delay_ms * (1 - self.limits.jitter) > 0
                 or self.limits.domain_delay_ms * (1 - self.limits.jitter) > 0
+                or self.limits.adaptive_factor > 0
                 or bool(self.intake.slot_settings)
                 or self.robots is not None)  # a Crawl-delay can slow any host down
 

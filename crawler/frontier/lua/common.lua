@@ -26,16 +26,25 @@ end
 -- delay ms, xp paused. A robots Crawl-delay (fl) and holds stay in force: an
 -- override never sends faster than the site's robots.txt allows.
 
+-- Adaptive pacing (release.lua): ad is the delay the site's last answer
+-- asked for, FRONTIER_ADAPTIVE_FACTOR x how long it took (capped); a server
+-- that slows down is asked less often.
+
 -- A site's concurrency in force: the override, else c (settings, robots.txt,
 -- a 429's one at a time); one at a time whatever the override under a
--- Crawl-delay.
-local function site_concurrency(c, xc, fl)
+-- Crawl-delay, and while adaptation has lengthened the delay (ad above dl: a
+-- slow server gets no stacked requests).
+local function site_concurrency(c, xc, fl, dl, ad)
   local n = tonumber(xc or c or '1')
-  if tonumber(fl or '0') > 0 then n = math.min(n, 1) end
+  if tonumber(fl or '0') > 0 or tonumber(ad or '0') > tonumber(dl or '0') then
+    n = math.min(n, 1)
+  end
   return n
 end
 
--- A site's or domain's delay in force (ms): the override, else dl.
+-- A site's or domain's delay between claims and between starts (ms): the
+-- override, else dl. (The adaptive delay counts from the end of an answer:
+-- release.lua applies it.)
 local function delay_in_force(dl, xd)
   return tonumber(xd or dl or '0')
 end
@@ -48,9 +57,10 @@ end
 -- unreachable).
 local function refresh_host(p, host)
   local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'rw')
-  local g = redis.call('HMGET', site_key(p, host), 'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl')
+  local g = redis.call('HMGET', site_key(p, host), 'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl',
+                       'dl', 'ad')
   if tonumber(st[1] or '0') > 0 and not g[7]
-      and tonumber(g[1] or '0') < site_concurrency(g[2], g[6], g[8]) then
+      and tonumber(g[1] or '0') < site_concurrency(g[2], g[6], g[8], g[9], g[10]) then
     local at = math.max(tonumber(g[3] or '0'), tonumber(g[4] or '0'), tonumber(g[5] or '0'),
                         tonumber(st[2] or '0'))
     redis.call('ZADD', p .. ':ready', at, host)

@@ -19,8 +19,10 @@
 -- ARGV[1]  prefix, ARGV[2] worker id (only its own leases are released),
 -- ARGV[3]  breaker threshold, ARGV[4] cool-down base ms, ARGV[5] cap ms,
 -- ARGV[6]  max openings (0: never park)
--- then 6 values per lease: fingerprint (16 bytes), op, arg, entry, hold ms,
--- health ("fail", "ok" or "" for neither)
+-- ARGV[7]  adaptive factor (0: off), ARGV[8] adaptive delay cap ms
+-- then 7 values per lease: fingerprint (16 bytes), op, arg, entry, hold ms,
+-- health ("fail", "ok" or "" for neither), how long the answer took (ms, 0:
+-- no answer)
 --   op "done":   the URL is finished (arg "robots": robots.txt disallowed it)
 --   op "return": back to the head of its host's queue (graceful stop)
 --   op "retry":  delayed by arg ms, with entry as its new record (if not "")
@@ -30,6 +32,7 @@
 local p, worker = ARGV[1], ARGV[2]
 local threshold, base, cap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local max_openings = tonumber(ARGV[6])
+local factor, adapt_cap = tonumber(ARGV[7] or '0'), tonumber(ARGV[8] or '0')
 local now = now_ms()
 local released, stale = 0, 0
 local counts = {done = 0, queued = 0, delayed = 0, dead = 0, robots_denied = 0,
@@ -72,6 +75,21 @@ local function crawl_delay_from_end(sk)
   if now + fl > tonumber(st[3] or '0') then redis.call('HSET', sk, 's', now + fl) end
 end
 
+-- Adaptive pacing: the site's next request waits factor x this answer's
+-- time after it ended (capped), at the claim (t) and at the start gate (s);
+-- while that is longer than its delay (ad above dl) the site gets one request
+-- at a time (common.lua), until a faster answer brings it back down. A robots
+-- Crawl-delay, holds and the breaker are separate floors: adaptation only
+-- ever adds to them.
+local function adapt(sk, fetch_ms)
+  if factor <= 0 or fetch_ms <= 0 then return end
+  local ad = math.min(math.floor(factor * fetch_ms), adapt_cap)
+  redis.call('HSET', sk, 'ad', ad)
+  local st = redis.call('HMGET', sk, 't', 's')
+  if now + ad > tonumber(st[1] or '0') then redis.call('HSET', sk, 't', now + ad) end
+  if now + ad > tonumber(st[2] or '0') then redis.call('HSET', sk, 's', now + ad) end
+end
+
 local function breaker_success(sk, host)
   local st = redis.call('HMGET', sk, 'cf', 'bs', 'da')
   -- An answer from the host proves its name resolves: a run of failed
@@ -87,9 +105,9 @@ local function breaker_success(sk, host)
   end
 end
 
-for i = 7, #ARGV, 6 do
+for i = 9, #ARGV, 7 do
   local fp, op, arg, new_entry = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local hold_ms, health = tonumber(ARGV[i + 4]), ARGV[i + 5]
+  local hold_ms, health, fetch_ms = tonumber(ARGV[i + 4]), ARGV[i + 5], tonumber(ARGV[i + 6])
   local data = redis.call('HGET', p .. ':ld', fp)
   local host, score, holder, entry
   if data then host, score, holder, entry = split_fields(data, 4) end
@@ -119,7 +137,10 @@ for i = 7, #ARGV, 6 do
       hold_host(sk, now + hold_ms)
       redis.call('HSET', sk, 'c', 1)  -- the server asked us to slow down: one at a time
     end
-    if op ~= 'return' then crawl_delay_from_end(sk) end
+    if op ~= 'return' then
+      crawl_delay_from_end(sk)
+      adapt(sk, fetch_ms)
+    end
     if health == 'fail' then
       breaker_failure(sk, host)
     elseif health == 'ok' then
