@@ -59,6 +59,7 @@ from crawler.frontier.keys import crawl_namespace, domain_of, site_of
 from crawler.frontier.status import HOST_STATES
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.redaction import one_line, safe_url, url_password
+from crawler.scheduling.scheduler import limits_from_settings
 
 SUBCOMMANDS = ("status", "dead", "requeue", "drop-host", "host", "crawls", "delete")
 #: The options that change a host (or domain) rather than show it.
@@ -260,10 +261,10 @@ class Command(ScrapyCommand):
         """Show a site and its domain; change them first when asked."""
         s = self.settings
         assert s is not None
+        limits = limits_from_settings(s)  # what the crawl's workers read
         control = HostControl(
-            admin.client, admin.keys, concurrency=admin.concurrency, delay_ms=admin.delay_ms,
-            domain_concurrency=s.getint("FRONTIER_DOMAIN_CONCURRENCY", 0),
-            domain_delay_ms=round(s.getfloat("FRONTIER_DOMAIN_DELAY", 0) * 1000))
+            admin.client, admin.keys, concurrency=limits.concurrency, delay_ms=limits.delay_ms,
+            domain_concurrency=limits.domain_concurrency, domain_delay_ms=limits.domain_delay_ms)
         site = site_of(parse_host(name))
         change = Change(
             concurrency=opts.concurrency,

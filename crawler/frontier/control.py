@@ -158,22 +158,21 @@ class HostControl:
         """What the frontier holds about site ``name`` and its domain (None: unknown)."""
         site = site_of(name)
         part = partition_of(site, self.keys.partitions)
-        prefix = self.keys.prefix(part)
-        raw = self.client.hgetall(f"{prefix}:g:{site}")
+        raw = self.client.hgetall(self.keys.site(part, site))
         if not raw:
             return None
         secs, micros = self.client.time()
         now = secs * 1000 + micros // 1000
         domain = _text(raw, "d") or domain_of(site)
-        hosts = sorted(h.decode() for h in self.client.smembers(f"{prefix}:ga:{site}"))
-        authorities = [self._authority(prefix, host, now) for host in hosts]
+        hosts = sorted(h.decode() for h in self.client.smembers(self.keys.site_hosts(part, site)))
+        authorities = [self._authority(part, host, now) for host in hosts]
         delayed = self._count_of(self.keys.delayed_details(part), hosts)
         dead = self._count_of(self.keys.dead(part), hosts)
         return HostView(
             site=site, domain=domain, partition=part, authorities=authorities,
             delayed=delayed, dead=dead, site_gate=self._site_gate(raw, now),
-            domain_gate=self._domain_gate(prefix, domain, now),
-            domain_waiting_hosts=int(self.client.zcard(f"{prefix}:dw:{domain}")),
+            domain_gate=self._domain_gate(part, site, now),
+            domain_waiting_hosts=int(self.client.zcard(self.keys.domain_waiting(part, site))),
             crawl_delay_floor_s=_num(raw, "fl") / 1000,
             held_for_s=max(0.0, max(_num(raw, "w"), _num(raw, "bk")) - now) / 1000,
             breaker=_BREAKER.get(_text(raw, "bs") or "", "closed"),
@@ -181,8 +180,8 @@ class HostControl:
             log=self._log(site, domain),
         )
 
-    def _authority(self, prefix: str, host: str, now: int) -> Authority:
-        raw = self.client.hgetall(f"{prefix}:h:{host}")
+    def _authority(self, part: int, host: str, now: int) -> Authority:
+        raw = self.client.hgetall(self.keys.host(part, host))
         fetched = _text(raw, "rt")
         blocked = _text(raw, "b")
         return Authority(
@@ -220,9 +219,9 @@ class HostControl:
                     next_claim_in_s=max(0.0, _num(raw, "t") - now) / 1000,
                     next_start_in_s=max(0.0, _num(raw, "s") - now) / 1000)
 
-    def _domain_gate(self, prefix: str, domain: str, now: int) -> Gate:
-        raw = self.client.hgetall(f"{prefix}:d:{domain}")
-        in_flight = int(self.client.zcount(f"{prefix}:di:{domain}", f"({now}", "+inf"))
+    def _domain_gate(self, part: int, site: str, now: int) -> Gate:
+        raw = self.client.hgetall(self.keys.domain(part, site))
+        in_flight = int(self.client.zcount(self.keys.domain_leases(part, site), f"({now}", "+inf"))
         conc, delay = self.settings["domain_concurrency"], self.settings["domain_delay_ms"]
         conc_from = "setting FRONTIER_DOMAIN_CONCURRENCY"
         delay_from = "setting FRONTIER_DOMAIN_DELAY"

@@ -274,6 +274,14 @@ class Keys:
         """The domain record of a host key (the gates its domain's sites share)."""
         return f"{self.prefix(partition)}:d:{domain_of(host)}"
 
+    def domain_leases(self, partition: int, host: str) -> str:
+        """The leases in flight of a host key's domain, by expiry ms."""
+        return f"{self.prefix(partition)}:di:{domain_of(host)}"
+
+    def domain_waiting(self, partition: int, host: str) -> str:
+        """The hosts waiting for a host key's domain, by next-allowed ms."""
+        return f"{self.prefix(partition)}:dw:{domain_of(host)}"
+
     def robots_rules(self, partition: int) -> str:
         """Host -> its robots rules blob."""
         return f"{self.prefix(partition)}:r"
