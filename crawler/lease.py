@@ -29,8 +29,10 @@ TICKET_META = "_frontier"
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """How a lease ends: ``done`` (``arg``: the reason, if refused), ``retry``
-    (``arg``: the delay in ms), ``dead`` (``arg``: the DeadReason JSON) or
-    ``return`` (back to its queue, as if never claimed).
+    (``arg``: the delay in ms), ``dead`` (``arg``: the DeadReason JSON),
+    ``return`` (back to its queue, as if never claimed) or ``ipwait`` (back to
+    its queue, its host parked until its server address has room; ``arg``:
+    ``ADDRESS\\nwake ms\\nknown ms``).
 
     ``hold_ms`` pushes the host's next-allowed time back for every worker;
     ``health`` ("ok", "fail" or "" for no news) feeds its circuit breaker.
@@ -59,6 +61,10 @@ class Ticket:
     #: ms) that pass set: a stale turn's second pass names them, and starts at
     #: once if no other request of the site or domain started since.
     gate_turn: tuple[int, int, int] | None = None
+    #: The server address whose gate (the IP scope) the request passed, and
+    #: the turn it got there; the address's slot is given back when the
+    #: download ends.
+    ip_turn: tuple[str, int] | None = None
     verdict: Verdict | None = None
     #: The type name of the download error the request met, if any.
     error: str | None = None
@@ -91,6 +97,11 @@ class Ticket:
     def give_back(self) -> None:
         """Back to its queue untouched, as if it had never been claimed."""
         self._decide(Verdict("return"))
+
+    def wait_for_address(self, address: str, wake_ms: int, known_ms: int) -> None:
+        """Back to its queue, its host parked until ``address`` (its server, known
+        for ``known_ms`` more) has room, or ``wake_ms`` at the latest."""
+        self._decide(Verdict("ipwait", f"{address}\n{wake_ms}\n{known_ms}"))
 
     def failed(self, error: str) -> None:
         """Note a download error; without another verdict the URL dies of it."""

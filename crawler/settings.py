@@ -143,6 +143,19 @@ BREAKER_MAX_OPENINGS = 6
 # ships (crawler/domains.py): alice.github.io and bob.github.io are two.
 FRONTIER_DOMAIN_CONCURRENCY = 8
 FRONTIER_DOMAIN_DELAY = 0.25
+# Many names can point at one server (shared hosting, a CDN edge): beyond its
+# sites' and domains' limits, every IP address the crawl connects to (the
+# first of a name's answer, the one connected to first) has at most this many
+# requests in flight across all workers and names, started this far apart.
+# 16 in flight is what a few browsers open; an overloaded server answers
+# slower and so gets fewer requests a second by itself, while a CDN edge
+# shared by hundreds of seeds is not cut to a trickle, as a delay per address
+# would (set one for fleets of small shared hosts). A request the address
+# has no room for holds no download slot: its host is parked until a request
+# on the address ends (crawler/frontier/ipgates.py). Requests sent through a
+# proxy are not gated: the proxy connects. 0 turns a limit off.
+FRONTIER_IP_CONCURRENCY = 16
+FRONTIER_IP_DELAY = 0.0
 # Adaptive pacing (Heritrix's delay factor): after each answer, a host's next
 # request waits FACTOR x the time that answer took, at most MAX_DELAY seconds,
 # and a host slowed down so gets one request at a time. DOWNLOAD_DELAY, a

@@ -17,6 +17,7 @@ import pytest
 import redis
 from redis.asyncio.cluster import RedisCluster
 
+from crawler.frontier.ipgates import FULL, IpGates
 from crawler.frontier.keys import Keys
 from crawler.frontier.store import Frontier, Limits, Release
 from tests.crawl_runner import REPO, finish_crawl, proxy_env, start_crawl
@@ -138,6 +139,57 @@ def test_each_partition_lives_in_one_slot_and_the_store_works_across_nodes(
             nodes.add(sync.get_node_from_key(keys.counts(part)).port)
         assert all(len(s) == 1 for s in slots.values() if s), slots
         assert len(nodes) >= 2  # the partitions really are spread over the nodes
+        for key in sync.scan_iter(match=f"*{keys.namespace}*", count=1000):
+            sync.delete(key)
+    finally:
+        sync.close()
+
+
+def test_an_address_shared_by_names_of_many_partitions_is_gated_in_its_own_slot(
+    cluster_url: str
+) -> None:
+    """Twelve names of twelve domains (partitions on every node) on one server
+    address, one request in flight allowed there: the address's gate takes
+    one, parks the other hosts' requests (each release in its own partition),
+    and the end of the request wakes the first of them in its partition, on
+    whatever node: each step touched one slot."""
+    keys = Keys(f"test:cluster-ip:{time.time_ns()}", partitions=8, seen_buckets=64)
+    address = "127.0.9.9"
+
+    async def scenario() -> tuple[list[str], list[str], str, set[int]]:
+        client = RedisCluster.from_url(cluster_url)
+        try:
+            limits = Limits(delay_ms=0, ip_concurrency=1)
+            frontier = Frontier(client, keys, limits)
+            gates = IpGates(client, keys, limits)
+            await frontier.admit([admission(f"http://n{i}.test/") for i in range(12)])
+            leases = (await frontier.claim(50, "w1")).leases
+            assert len(leases) == 12
+            turns = [await gates.take(address, x.token, frontier.partition(x.host), x.host)
+                     for x in leases]
+            passed = [x for x, t in zip(leases, turns, strict=True) if t.wait_ms == 0]
+            refused = [x for x, t in zip(leases, turns, strict=True) if t.wait_ms == FULL]
+            await frontier.release([Release(x.host, x.fingerprint, "ipwait",
+                                            f"{address}\n600000\n60000") for x in refused],
+                                   "w1")
+            assert (await frontier.claim(50, "w1")).leases == []  # all parked
+            wakes = await gates.end(address, [passed[0].token])
+            assert await gates.wake(address, wakes) == []
+            again = (await frontier.claim(50, "w1")).leases
+            nodes = {client.get_node_from_key(keys.counts(frontier.partition(x.host))).port
+                     for x in refused}
+            return ([x.host for x in passed], [x.host for x in again], wakes[0].host, nodes)
+        finally:
+            await client.aclose()
+
+    passed, again, woken, nodes = asyncio.run(scenario())
+    assert len(passed) == 1
+    assert again == [woken]  # the first host that waited, woken in its partition
+    assert len(nodes) >= 2  # the parked hosts were spread over the nodes
+    sync = redis.RedisCluster.from_url(cluster_url)
+    try:
+        ip_keys = list(sync.scan_iter(match=keys.ips_pattern(), count=1000))
+        assert ip_keys and len({sync.keyslot(k) for k in ip_keys}) == 1
         for key in sync.scan_iter(match=f"*{keys.namespace}*", count=1000):
             sync.delete(key)
     finally:

@@ -21,8 +21,9 @@ from scrapy.cmdline import execute
 from scrapy.settings import Settings
 
 import crawler.settings
-from crawler.frontier.control import Change, HostControl
-from crawler.frontier.store import Release
+from crawler.frontier.control import Change, HostControl, UnknownTarget
+from crawler.frontier.ipgates import FULL, PAUSED, IpGates
+from crawler.frontier.store import Limits, Release
 from tests.frontier_harness import Harness, admission
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,9 +34,9 @@ def control_of(redis_url: str) -> Callable[..., HostControl]:
     """``control_of(harness, delay_ms=...)``: the command's HostControl on the harness's
     frontier, with the settings it would read."""
 
-    def make(h: Harness, *, delay_ms: int = 0) -> HostControl:
-        return HostControl(redis.Redis.from_url(redis_url), h.keys, concurrency=4,
-                           delay_ms=delay_ms, domain_concurrency=0, domain_delay_ms=0)
+    def make(h: Harness, *, delay_ms: int = 0, **limits: int) -> HostControl:
+        return HostControl(redis.Redis.from_url(redis_url), h.keys,
+                           Limits(concurrency=4, delay_ms=delay_ms, **limits))
 
     return make
 
@@ -52,7 +53,7 @@ def test_pause_and_resume_a_site(make_harness: Callable[..., Harness],
     h.run(f.admit([admission(f"http://a.test/{i}") for i in range(6)]
                   + [admission("http://b.test/1")]))
     (claimed,) = h.run(f.claim(1, "w")).leases
-    assert control.change("a.test", Change(pause=True))
+    assert control.change("a.test", Change(pause=True)) == "a.test"
     # claimed before the pause: it may not start; nothing more is handed out
     assert h.run(f.start_gate("http://a.test:80")) == -1
     rest = h.run(f.claim(10, "w")).leases
@@ -98,10 +99,10 @@ def test_a_domain_paused_then_limited(make_harness: Callable[..., Harness],
     control = control_of(h)
     h.run(f.admit([admission(f"http://s{i}.a.test/{j}") for i in range(5) for j in range(2)]
                   + [admission("http://other.test/1")]))
-    assert control.change("s0.a.test", Change(pause=True), domain=True)
+    assert control.change("s0.a.test", Change(pause=True), scope="domain")
     assert [x.host for x in h.run(f.claim(50, "w")).leases] == ["http://other.test:80"]
     assert h.run(f.start_gate("http://s3.a.test:80")) == -1
-    assert control.change("s0.a.test", Change(pause=False, concurrency=3), domain=True)
+    assert control.change("s0.a.test", Change(pause=False, concurrency=3), scope="domain")
     first = h.run(f.claim(50, "w")).leases
     assert len(first) == 3  # the override, with the domain scope off in the settings
     _done(h, "w", first[:1])
@@ -115,8 +116,44 @@ def test_an_unknown_site_is_refused(make_harness: Callable[..., Harness],
                                     control_of: Callable[..., HostControl]) -> None:
     h = make_harness("cu", concurrency=4, delay_ms=0)
     control = control_of(h)
-    assert control.change("nowhere.test", Change(pause=True)) is False
+    with pytest.raises(UnknownTarget, match=r"no site nowhere\.test"):
+        control.change("nowhere.test", Change(pause=True))
+    with pytest.raises(UnknownTarget, match=r"no address known for nowhere\.test"):
+        control.change("nowhere.test", Change(pause=True), scope="ip")
     assert control.view("nowhere.test") is None
+
+
+def test_pause_and_resume_a_server_address(make_harness: Callable[..., Harness],
+                                           control_of: Callable[..., HostControl]) -> None:
+    """An address paused by an operator parks every host that comes to it; the
+    resume wakes the first waiting hosts at once, as many as it has room for."""
+    h = make_harness("ci", concurrency=4, delay_ms=0, ip_concurrency=1)
+    f = h.frontier
+    control = control_of(h, ip_concurrency=1)
+    gates = IpGates(h.client, h.keys, f.limits)
+    addr = "127.0.6.1"
+    h.run(f.admit([admission(f"http://n{i}.test/") for i in range(3)]))
+    leases = h.run(f.claim(10, "w")).leases
+    assert control.change(addr, Change(pause=True), scope="ip") == addr
+    for lease in leases:
+        turn = h.run(gates.take(addr, lease.token, f.partition(lease.host), lease.host))
+        assert turn.wait_ms == PAUSED
+    h.run(f.release([Release(x.host, x.fingerprint, "ipwait", f"{addr}\n600000\n600000")
+                     for x in leases], "w"))
+    assert h.run(f.claim(10, "w")).leases == []
+    view = control.view("n0.test")
+    assert view is not None and view.address is not None
+    assert (view.address.address, view.address.gate.paused) == (addr, True)
+    assert view.address.waiting_hosts == 3
+    assert control.change("n1.test", Change(pause=False), scope="ip") == addr  # by a name
+    (woken,) = h.run(f.claim(10, "w")).leases  # room for one: the first that came
+    assert woken.host == leases[0].host
+    assert h.run(gates.take(addr, woken.token, 0, woken.host)).wait_ms == 0
+    assert h.run(gates.take(addr, "other", 0, "http://x.test:80")).wait_ms == FULL
+    alone = control.view_address(addr)
+    assert (alone.gate.in_flight, alone.gate.concurrency_from) == (
+        1, "setting FRONTIER_IP_CONCURRENCY")
+    assert [e["change"] for e in alone.log] == ["resume", "pause"]
 
 
 def _scrapy(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
@@ -145,6 +182,7 @@ def test_the_command(make_harness: Callable[..., Harness], redis_url: str,
     assert "site www.a.test (domain a.test," in out
     assert "http://www.a.test:80: 1 queued" in out and "https://www.a.test:443: 1 queued" in out
     assert "site: PAUSED by an operator; concurrency 4" in out and "delay 2.5 s (operator)" in out
+    assert "server address: not known yet" in out
     code, out, err = _scrapy(monkeypatch, capsys, "host", "www.a.test", "--domain",
                              "--concurrency", "1", **opts)
     assert code == 0 and "domain a.test: concurrency 1" in err
@@ -154,5 +192,15 @@ def test_the_command(make_harness: Callable[..., Harness], redis_url: str,
     assert code == 2 and "--pause or --resume, not both" in out + err
     code, _, err = _scrapy(monkeypatch, capsys, "host", "nowhere.test", "--pause", **opts)
     assert code == 1 and "no site nowhere.test" in err
+    code, out, err = _scrapy(monkeypatch, capsys, "host", "127.0.6.2", "--ip",
+                             "--concurrency", "3", **opts)
+    assert code == 0 and "server address 127.0.6.2: concurrency 3" in err, err
+    assert "address: concurrency 3 (operator), delay 0 s (setting FRONTIER_IP_DELAY)" in out
+    code, out, err = _scrapy(monkeypatch, capsys, "host", "www.a.test", "--ip", "--pause",
+                             **opts)
+    assert code == 1 and "no address known for www.a.test" in err
+    code, out, err = _scrapy(monkeypatch, capsys, "host", "www.a.test", "--ip", "--domain",
+                             "--pause", **opts)
+    assert code == 2 and "--domain or --ip, not both" in out + err
     code, out, err = _scrapy(monkeypatch, capsys, "status", "--pause", **opts)
     assert code == 2 and "apply to host only" in out + err

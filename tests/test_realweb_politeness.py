@@ -222,10 +222,10 @@ def test_shared_hosting_names_are_each_limited(realweb: Callable[..., RealWebPro
     each name on its own is one request at a time, at least 0.15 s apart
     (DOWNLOAD_DELAY=0.3), and fully crawled.
 
-    Only the per-name limits are asserted: today politeness is keyed by host
-    name, so the shared address may well see two requests at once (one per
-    name), as a real shared server would. Limits per IP address are the next
-    issue's; this test must keep passing when they come.
+    Only the per-name limits are asserted: the address's own limit (the IP
+    scope, 16 in flight by default) is far above two names' one each, so the
+    shared address may well see two requests at once, as a real shared server
+    would.
     """
     hosts = [Host(name, robots=ALLOW_ALL, share="one-ip",
                   pages=chain_site(6, slow=frozenset({2, 4}), delay=0.3))
@@ -310,6 +310,63 @@ def test_the_subdomains_of_one_domain_share_its_limits(
     ordinary_end = max(span(ledger.for_host(name))[1] for name in ("o1.test", "o2.test"))
     # The domain needs >= 40 x 0.2 s; the ordinary hosts a fraction of that.
     assert ordinary_end < span(domain)[0] + 0.4 * (span(domain)[1] - span(domain)[0])
+
+
+def test_two_hundred_names_on_one_server_share_its_limit_across_two_workers(
+        realweb: Callable[..., RealWebProcess], redis_url: str, redis_prefix: str,
+        tmp_path: Path) -> None:
+    """200 names (each its own registered domain) on one address, each page
+    taking 0.05 s, and ten ordinary hosts, crawled by two workers on one Redis
+    from partitioned seed files, with FRONTIER_IP_CONCURRENCY=2:
+
+    * the shared server never had more than two requests open at once, across
+      all its names and both workers, robots.txt included, and did have two;
+    * every page of every name was fetched exactly once;
+    * the ordinary hosts were not held back: they were done while the shared
+      server was still in its first half (its names wait parked, holding no
+      download slot).
+    """
+    names = [f"n{i}.test" for i in range(200)]
+    ordinary = [f"o{i}.test" for i in range(10)]
+    hosts = [Host(name, robots=ALLOW_ALL, share="big", pages={"/": links_to(delay=0.05)})
+             for name in names]
+    hosts += [Host(name, robots=ALLOW_ALL, pages=chain_site(6)) for name in ordinary]
+    web = realweb(Web(hosts))
+    shared = web.address(names[0])
+    assert {web.address(name) for name in names} == {shared}
+    namespace = f"{redis_prefix}ips"
+    settings = {**realweb_settings(web.nameserver), **REALWEB_DEFAULTS,
+                "REDIS_URL": redis_url, "FRONTIER_NAMESPACE": namespace,
+                "FRONTIER_IP_CONCURRENCY": 2, "DOWNLOAD_DELAY": 0,
+                "CONCURRENT_REQUESTS_PER_DOMAIN": 2}
+    seeds = [web.url(name) for name in [*names, *ordinary]]
+    started = time.monotonic()
+    workers = [start_crawl(None, seeds[i::2], tmp_path / f"w{i}", settings) for i in range(2)]
+    try:
+        results = [finish_crawl(w, tmp_path / f"w{i}", started) for i, w in enumerate(workers)]
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+                w.wait()
+    for result in results:
+        assert result.returncode == 0, result.log[-3000:]
+        assert "Traceback" not in result.log, result.log[-3000:]
+    ledger = web.ledger()
+    on_server = ledger.at_address(shared)
+    assert len(on_server) == 2 * len(names)
+    for name in names:
+        assert sorted(ledger.targets(name)) == [b"/", b"/robots.txt"], name
+    assert ledger.max_in_flight_at(shared) == 2, [
+        (r.host, r.target, r.arrival, r.done) for r in on_server[:40]]
+    for result in results:  # both workers had the shared server's names
+        assert any(".test" in item["url"] and item["url"].startswith("http://n")
+                   for item in result.items)
+    for name in ordinary:
+        assert sorted(ledger.targets(name)) == site_targets(6), name
+    first, last = span(on_server)
+    ordinary_end = max(span(ledger.for_host(name))[1] for name in ordinary)
+    assert ordinary_end < first + 0.5 * (last - first), (first, last, ordinary_end)
 
 
 def _frontier_host(redis_url: str, namespace: str, *argv: str) -> tuple[float, float]:

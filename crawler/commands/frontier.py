@@ -8,7 +8,7 @@ without a Redis shell or knowledge of the key layout::
     scrapy frontier dead [--reason R] [--host H] [--limit N] [--json]
     scrapy frontier requeue [--reason R] [--host H] [--front]
     scrapy frontier drop-host HOST
-    scrapy frontier host NAME [--domain] [--delay S] [--concurrency N]
+    scrapy frontier host NAME [--domain | --ip] [--delay S] [--concurrency N]
                               [--pause | --resume] [--reset] [--json]
     scrapy frontier crawls [--json]
     scrapy frontier delete (--crawl-id ID | --idle-days N) [--yes] [--force]
@@ -39,6 +39,7 @@ from crawler.commands.frontier_output import (
     drop_host,
     filters,
     note,
+    print_address,
     print_crawls,
     print_dead,
     print_host,
@@ -53,9 +54,9 @@ from crawler.frontier.admin import (
     refuse_older_layout,
 )
 from crawler.frontier.connection import ConnectError, Connection, RedisUnreachable, connect
-from crawler.frontier.control import Change, HostControl
+from crawler.frontier.control import Change, HostControl, UnknownTarget
 from crawler.frontier.crawls import CrawlInfo, delete_crawl, list_crawls
-from crawler.frontier.keys import crawl_namespace, domain_of, site_of
+from crawler.frontier.keys import crawl_namespace, site_of
 from crawler.frontier.status import HOST_STATES
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.redaction import one_line, safe_url, url_password
@@ -125,6 +126,9 @@ class Command(ScrapyCommand):
                            help="the crawl (spider argument crawl_id) to act on")
         group.add_argument("--domain", action="store_true",
                            help="host: change NAME's registered domain, not the site")
+        group.add_argument("--ip", action="store_true",
+                           help="host: change the server address NAME points at (or NAME, an "
+                                "address): every name on that server")
         group.add_argument("--delay", type=float, metavar="S",
                            help="host: seconds between two requests, for every worker")
         group.add_argument("--concurrency", type=int, metavar="N",
@@ -185,9 +189,9 @@ class Command(ScrapyCommand):
             raise UsageError("drop-host takes one HOST (example.com or https://example.com:8443)")
         if sub == "host":
             _check_host_options(rest, opts)
-        elif any(getattr(opts, name) for name in (*_CHANGES, "domain")):
-            raise UsageError("--delay, --concurrency, --pause, --resume, --reset and --domain "
-                             "apply to host only")
+        elif any(getattr(opts, name) for name in (*_CHANGES, "domain", "ip")):
+            raise UsageError("--delay, --concurrency, --pause, --resume, --reset, --domain "
+                             "and --ip apply to host only")
         if sub not in ("drop-host", "host") and rest:
             raise UsageError(f"unexpected argument(s): {' '.join(rest)}")
         if opts.watch is not None and (sub != "status" or opts.watch <= 0):
@@ -258,27 +262,34 @@ class Command(ScrapyCommand):
             drop_host(admin, rest[0])
 
     def _host(self, admin: FrontierAdmin, name: str, opts: argparse.Namespace) -> None:
-        """Show a site and its domain; change them first when asked."""
+        """Show a site, its domain and its server address; change one first when asked."""
         s = self.settings
         assert s is not None
-        limits = limits_from_settings(s)  # what the crawl's workers read
-        control = HostControl(
-            admin.client, admin.keys, concurrency=limits.concurrency, delay_ms=limits.delay_ms,
-            domain_concurrency=limits.domain_concurrency, domain_delay_ms=limits.domain_delay_ms)
+        # The limits the crawl's workers read.
+        control = HostControl(admin.client, admin.keys, limits_from_settings(s))
         site = site_of(parse_host(name))
         change = Change(
             concurrency=opts.concurrency,
             delay_ms=None if opts.delay is None else round(opts.delay * 1000),
             pause=True if opts.pause else False if opts.resume else None, reset=opts.reset)
-        if not change.empty():
-            if not control.change(site, change, domain=opts.domain):
-                raise AdminError(f"no site {site} in the frontier {admin.keys.namespace}")
-            what = f"domain {domain_of(site)}" if opts.domain else f"site {site}"
-            note(f"{what}: {change.words()}, for every worker from its next request")
-        view = control.view(site)
-        if view is None:
-            raise AdminError(f"no site {site} in the frontier {admin.keys.namespace}")
-        print_host(view, opts.json)
+        scope = "domain" if opts.domain else "ip" if opts.ip else "site"
+        try:
+            if not change.empty():
+                target = control.change(site, change, scope=scope)
+                what = {"site": "site", "domain": "domain", "ip": "server address"}[scope]
+                note(f"{what} {target}: {change.words()}, for every worker from its next "
+                     "request")
+            view = control.view(site)
+            address = control.address_of(site) if view is None else None
+            if view is None and address is None:
+                raise UnknownTarget(f"no site {site} in the frontier {admin.keys.namespace}")
+        except UnknownTarget as exc:
+            raise AdminError(str(exc)) from None
+        if view is not None:
+            print_host(view, opts.json)
+        else:
+            assert address is not None
+            print_address(control.view_address(address), opts.json)
 
     def _crawls(self, conn: Connection, spider: str) -> list[CrawlInfo]:
         return list_crawls(conn.client, self._namespace(spider, None), self._lease_seconds())
@@ -317,10 +328,15 @@ def _check_host_options(rest: list[str], opts: argparse.Namespace) -> None:
         raise UsageError("--pause or --resume, not both")
     if opts.delay is not None and opts.delay < 0:
         raise UsageError("--delay must be 0 or more seconds")
-    lowest = 0 if opts.domain else 1
+    if opts.domain and opts.ip:
+        raise UsageError("--domain or --ip, not both")
+    wide = opts.domain or opts.ip
+    lowest = 0 if wide else 1
     if opts.concurrency is not None and opts.concurrency < lowest:
         raise UsageError(f"--concurrency must be {lowest} or more"
-                         + (" (0: no limit for the domain)" if opts.domain else ""))
-    if opts.domain and not any(getattr(opts, name) for name in _CHANGES):
-        raise UsageError("--domain changes NAME's domain: give --delay, --concurrency, "
-                         "--pause, --resume or --reset (host NAME alone shows both)")
+                         + (" (0: no limit)" if wide else ""))
+    if wide and not any(getattr(opts, name) for name in _CHANGES):
+        what = "domain" if opts.domain else "server address"
+        raise UsageError(f"--{'domain' if opts.domain else 'ip'} changes NAME's {what}: give "
+                         "--delay, --concurrency, --pause, --resume or --reset (host NAME "
+                         "alone shows them all)")

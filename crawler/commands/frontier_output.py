@@ -18,7 +18,7 @@ from typing import Any
 
 from crawler.frontier.admin import AdminError, DeadLetter, FrontierAdmin, parse_host
 from crawler.frontier.connection import Connection
-from crawler.frontier.control import Gate, HostView
+from crawler.frontier.control import AddressView, Gate, HostView
 from crawler.frontier.crawls import CrawlInfo
 from crawler.frontier.keys import STATES, Count
 from crawler.frontier.status import EXTRA_COUNTS, HOST_STATES, Status
@@ -221,9 +221,35 @@ def print_host(view: HostView, as_json: bool) -> None:
           f"failed DNS lookups in a row: {view.dns_failures}")
     print(f"domain {view.domain}: {view.domain_waiting_hosts:,} host(s) waiting for it")
     _print_gate("domain", view.domain_gate)
-    if view.log:
+    if view.address is not None:
+        _print_address(view.address)
+    else:
+        print("server address: not known yet (learned at its robots.txt fetch, or when its "
+              "server first has no room for it)")
+    _print_log(view.log)
+
+
+def print_address(view: AddressView, as_json: bool) -> None:
+    """``scrapy frontier host ADDRESS``: a server address's gate (the IP scope)."""
+    if as_json:
+        print(json.dumps(view.as_dict()))
+        return
+    _print_address(view)
+    _print_log(view.log)
+
+
+def _print_address(view: AddressView) -> None:
+    known = ("" if view.known_for_s is None
+             else f", the site points here for {_duration(view.known_for_s)} more (DNS TTL)")
+    print(f"server address {view.address}: {view.waiting_hosts:,} host(s) waiting for room"
+          f"{known}")
+    _print_gate("address", view.gate)
+
+
+def _print_log(log: list[dict[str, Any]]) -> None:
+    if log:
         print("changes by operators, newest first:")
-    for entry in view.log:
+    for entry in log:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.get("time", 0)))
         print(f"  {when} {entry.get('scope')} {entry.get('name')}: {entry.get('change')}")
 

@@ -33,6 +33,11 @@ class AnswerCache:
         self._entries.move_to_end(name)
         return entry[1]
 
+    def remaining(self, name: str) -> float:
+        """Seconds the answer for ``name`` is kept still (0: none cached)."""
+        entry = self._entries.get(name)
+        return max(entry[0] - time.monotonic(), 0.0) if entry is not None else 0.0
+
     def put(self, name: str, answer: Answer) -> None:
         ttl = self.min_ttl if answer.ttl is None else answer.ttl
         ttl = min(max(ttl, self.min_ttl), self.max_ttl)

@@ -153,6 +153,14 @@ class CrawlResolver:
         return self._shared(host).addCallback(lambda answer: self._judge(name, host,
                                                                           answer.addresses))
 
+    def known_for(self, name: str) -> float:
+        """How long (s) the addresses :meth:`resolve` just gave for ``name`` hold:
+        the rest of their cached TTL; an address literal's, for ever."""
+        host = normalise_host(name)
+        if parse_ip(host) is not None:
+            return float("inf")
+        return self.cache.remaining(host)
+
     def nameservers_answer(self) -> defer.Deferred[bool]:
         """Whether the nameservers answer other questions (checked at most every
         ``ALIVE_SECONDS``; True when there is nothing to ask, the system's resolver).

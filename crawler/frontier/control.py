@@ -1,12 +1,15 @@
-"""Live control of one site or domain: what is in force, and an operator's override.
+"""Live control of one site, domain or server address: what is in force, and an
+operator's override.
 
 ``scrapy frontier host NAME`` shows a site (a host name with all its schemes
-and ports) and its registered domain: what is queued, in flight, delayed and
-dead, the limits in force and where they come from, holds, the breaker, DNS
-failures. With ``--delay``, ``--concurrency``, ``--pause``, ``--resume`` or
-``--reset`` it changes them for every worker at once (``lua/control.lua``):
-the override lives in the record, so it holds across restarts, and the
-change is appended to the crawl's control log.
+and ports), its registered domain and, once the frontier knows it, the
+server address it points at: what is queued, in flight, delayed and dead,
+the limits in force and where they come from, holds, the breaker, DNS
+failures, hosts waiting. With ``--delay``, ``--concurrency``, ``--pause``,
+``--resume`` or ``--reset`` it changes them for every worker at once
+(``lua/control.lua``): the override lives in the record (for an address, in
+its gate, :mod:`crawler.frontier.ipgates`), so it holds across restarts, and
+the change is appended to the crawl's control log.
 
 Synchronous, like the rest of the operator's side: it runs outside the reactor.
 """
@@ -20,12 +23,22 @@ from typing import Any
 
 import redis
 
+from crawler.addressguard import parse_ip
+from crawler.frontier.ipgates import end_args, gate_keys, missed, parse_wakes, wake_calls
 from crawler.frontier.keys import Keys, domain_of, partition_of, site_of
-from crawler.frontier.store import script_source
+from crawler.frontier.store import Limits, script_source
 
 #: Entries kept in the control log.
 LOG_KEEP = 200
 _SCAN = 1000
+#: Rounds of waking an address's parked hosts after a change.
+_WAKE_ROUNDS = 4
+#: The scopes a change applies to.
+SCOPES = ("site", "domain", "ip")
+
+
+class UnknownTarget(LookupError):
+    """The frontier has no such site, or knows no address for it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +109,21 @@ class HostView:
     breaker: str  # "closed", "open", "half-open (probing)", "parked"
     breaker_openings: int
     dns_failures: int
+    address: AddressView | None = None  # the server address, once the frontier knows it
+    log: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(slots=True)
+class AddressView:
+    """A server address's gate (the IP scope), as ``scrapy frontier host`` shows it."""
+
+    address: str
+    gate: Gate
+    waiting_hosts: int  # in the address's queue, for room
+    known_for_s: float | None = None  # how long the site is known to point here
     log: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -119,38 +147,75 @@ def _num(raw: dict[bytes, bytes], name: str, default: float = 0) -> float:
 class HostControl:
     """Show and override the limits of one site or domain of a frontier."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, *, concurrency: int, delay_ms: int,
-                 domain_concurrency: int, domain_delay_ms: int) -> None:
+    def __init__(self, client: redis.Redis, keys: Keys, limits: Limits) -> None:
         self.client = client
         self.keys = keys
-        self.settings = {"concurrency": concurrency, "delay_ms": delay_ms,
-                         "domain_concurrency": domain_concurrency,
-                         "domain_delay_ms": domain_delay_ms}
+        self.limits = limits
         self._control = client.register_script(script_source("control"))
+        self._ip_end = client.register_script(script_source("ipend"))
+        self._ip_wake = client.register_script(script_source("ipwake"))
 
     # --- changes
 
-    def change(self, name: str, change: Change, *, domain: bool = False) -> bool:
-        """Apply ``change`` to site ``name`` (or its registered domain); False: no such site."""
-        site = site_of(name)
-        target = domain_of(site) if domain else site
-        part = partition_of(site, self.keys.partitions)
+    def change(self, name: str, change: Change, *, scope: str = "site") -> str:
+        """Apply ``change`` to site ``name``, its registered domain or its server
+        address (``name`` may be an address); returns what was changed.
+        Raises :class:`UnknownTarget`."""
+        if scope == "ip":
+            target = self.address_of(name)
+            if target is None:
+                raise UnknownTarget(f"no address known for {name}: the frontier learns a "
+                                    "site's address at its robots.txt fetch, or when its "
+                                    "server first has no room for it; name the address "
+                                    "itself")
+            keys, prefix = [self.keys.ip_gate(target)], self.keys.ip_prefix(target)
+        else:
+            site = site_of(name)
+            target = domain_of(site) if scope == "domain" else site
+            part = partition_of(site, self.keys.partitions)
+            keys, prefix = [self.keys.counts(part)], self.keys.prefix(part)
 
         def arg(value: int | None) -> str | int:
             return "" if value is None else value
 
         pause = "" if change.pause is None else int(change.pause)
-        done = self._control(keys=[self.keys.counts(part)], args=[
-            self.keys.prefix(part), "domain" if domain else "site", target,
-            arg(change.concurrency), arg(change.delay_ms), pause, int(change.reset)])
-        if done:
-            entry = {"time": round(time.time(), 3), "scope": "domain" if domain else "site",
-                     "name": target, "change": change.words()}
-            pipe = self.client.pipeline(transaction=False)
-            pipe.lpush(self.keys.control_log(), json.dumps(entry))
-            pipe.ltrim(self.keys.control_log(), 0, LOG_KEEP - 1)
-            pipe.execute()
-        return bool(done)
+        if not self._control(keys=keys, args=[prefix, scope, target, arg(change.concurrency),
+                                              arg(change.delay_ms), pause, int(change.reset)]):
+            raise UnknownTarget(f"no site {target} in the frontier {self.keys.namespace}")
+        if scope == "ip":
+            self._wake_parked(target)
+        entry = {"time": round(time.time(), 3), "scope": scope, "name": target,
+                 "change": change.words()}
+        pipe = self.client.pipeline(transaction=False)
+        pipe.lpush(self.keys.control_log(), json.dumps(entry))
+        pipe.ltrim(self.keys.control_log(), 0, LOG_KEEP - 1)
+        pipe.execute()
+        return target
+
+    def _wake_parked(self, address: str) -> None:
+        """Wake the hosts parked for ``address`` that it has room for now (after a
+        resume or a higher limit), as the end of a request would."""
+        for _ in range(_WAKE_ROUNDS):
+            wakes = parse_wakes(self._ip_end(keys=gate_keys(self.keys, address),
+                                             args=end_args(self.limits, [])))
+            if not wakes:
+                return
+            left = []
+            for group, keys, args in wake_calls(self.keys, address, wakes):
+                left += missed(group, self._ip_wake(keys=keys, args=args))
+            if not left:
+                return
+
+    def address_of(self, name: str) -> str | None:
+        """``name`` if it is an address, else the address its site is known to point
+        at (learned at its robots.txt fetch, or when its server had no room)."""
+        literal = parse_ip(site_of(name).strip("[]"))
+        if literal is not None:
+            return str(literal)
+        site = site_of(name)
+        part = partition_of(site, self.keys.partitions)
+        address = self.client.hget(self.keys.site(part, site), "ip")
+        return address.decode() if address else None
 
     # --- the view
 
@@ -168,6 +233,7 @@ class HostControl:
         authorities = [self._authority(part, host, now) for host in hosts]
         delayed = self._count_of(self.keys.delayed_details(part), hosts)
         dead = self._count_of(self.keys.dead(part), hosts)
+        address = self._address(raw, now)
         return HostView(
             site=site, domain=domain, partition=part, authorities=authorities,
             delayed=delayed, dead=dead, site_gate=self._site_gate(raw, now),
@@ -177,8 +243,39 @@ class HostControl:
             held_for_s=max(0.0, max(_num(raw, "w"), _num(raw, "bk")) - now) / 1000,
             breaker=_BREAKER.get(_text(raw, "bs") or "", "closed"),
             breaker_openings=int(_num(raw, "bo")), dns_failures=int(_num(raw, "da")),
-            log=self._log(site, domain),
+            address=address,
+            log=self._log(("site", site), ("domain", domain),
+                          ("ip", address.address if address else "")),
         )
+
+    def view_address(self, address: str) -> AddressView:
+        """What the frontier holds about one server address's gate."""
+        secs, micros = self.client.time()
+        view = self._address_view(address, secs * 1000 + micros // 1000)
+        view.log = self._log(("ip", address))
+        return view
+
+    def _address(self, site: dict[bytes, bytes], now: int) -> AddressView | None:
+        address = _text(site, "ip")
+        if address is None:
+            return None
+        view = self._address_view(address, now)
+        view.known_for_s = max(0.0, _num(site, "ipx") - now) / 1000
+        return view
+
+    def _address_view(self, address: str, now: int) -> AddressView:
+        raw = self.client.hgetall(self.keys.ip_gate(address))
+        conc, delay = self.limits.ip_concurrency, self.limits.ip_delay_ms
+        conc_from, delay_from = "setting FRONTIER_IP_CONCURRENCY", "setting FRONTIER_IP_DELAY"
+        if raw.get(b"xc") is not None:
+            conc, conc_from = int(_num(raw, "xc")), "operator"
+        if raw.get(b"xd") is not None:
+            delay, delay_from = int(_num(raw, "xd")), "operator"
+        in_flight = int(self.client.zcount(self.keys.ip_in_flight(address), f"({now}", "+inf"))
+        gate = Gate(conc, conc_from, delay / 1000, delay_from,
+                    paused=raw.get(b"xp") is not None, in_flight=in_flight,
+                    next_start_in_s=max(0.0, _num(raw, "s") - now) / 1000)
+        return AddressView(address, gate, int(self.client.zcard(self.keys.ip_waiting(address))))
 
     def _authority(self, part: int, host: str, now: int) -> Authority:
         raw = self.client.hgetall(self.keys.host(part, host))
@@ -198,7 +295,7 @@ class HostControl:
         if raw.get(b"xc") is not None:
             conc_from = "operator"
             conc = int(_num(raw, "xc"))
-        elif conc < self.settings["concurrency"]:
+        elif conc < self.limits.concurrency:
             conc_from = "robots.txt, or a 429 / 503 (one at a time)"
         else:
             conc_from = "setting CONCURRENT_REQUESTS_PER_DOMAIN"
@@ -211,7 +308,7 @@ class HostControl:
         delay_from = ("operator" if raw.get(b"xd") is not None else
                       "adaptation (FRONTIER_ADAPTIVE_FACTOR x its last answer's time)"
                       if adaptive > delay else
-                      "setting DOWNLOAD_DELAY" if delay == self.settings["delay_ms"] else
+                      "setting DOWNLOAD_DELAY" if delay == self.limits.delay_ms else
                       "robots.txt Crawl-delay / Request-rate, or DOWNLOAD_SLOTS")
         delay = int(_num(raw, "xd")) if raw.get(b"xd") is not None else max(delay, adaptive)
         return Gate(conc, conc_from, delay / 1000, delay_from,
@@ -222,7 +319,7 @@ class HostControl:
     def _domain_gate(self, part: int, site: str, now: int) -> Gate:
         raw = self.client.hgetall(self.keys.domain(part, site))
         in_flight = int(self.client.zcount(self.keys.domain_leases(part, site), f"({now}", "+inf"))
-        conc, delay = self.settings["domain_concurrency"], self.settings["domain_delay_ms"]
+        conc, delay = self.limits.domain_concurrency, self.limits.domain_delay_ms
         conc_from = "setting FRONTIER_DOMAIN_CONCURRENCY"
         delay_from = "setting FRONTIER_DOMAIN_DELAY"
         if raw.get(b"xc") is not None:
@@ -240,13 +337,14 @@ class HostControl:
         return sum(1 for _, value in self.client.hscan_iter(key, count=_SCAN)
                    if value.startswith(tags))
 
-    def _log(self, site: str, domain: str) -> list[dict[str, Any]]:
+    def _log(self, *targets: tuple[str, str]) -> list[dict[str, Any]]:
+        """The newest changes of the given (scope, name) pairs."""
         out = []
         for raw in self.client.lrange(self.keys.control_log(), 0, LOG_KEEP - 1):
             try:
                 entry = json.loads(raw)
             except ValueError:
                 continue
-            if (entry.get("scope"), entry.get("name")) in (("site", site), ("domain", domain)):
+            if (entry.get("scope"), entry.get("name")) in targets:
                 out.append(entry)
         return out[:10]

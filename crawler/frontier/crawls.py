@@ -65,19 +65,25 @@ def delete_crawl(client: redis.Redis, keys: Keys) -> int:
     """Remove every key of the crawl ``keys`` names; returns how many were removed.
 
     Partition keys are found by their hash tag (``{NS/pP}``), one partition at a
-    time, and unlinked in batches; the global keys by name. Keys of another
-    crawl id (``NS:ID``) never match: their tags differ.
+    time, then the server addresses' gates (``{NS/ip/ADDR}``), and unlinked in
+    batches; the global keys by name. Keys of another crawl id (``NS:ID``)
+    never match: their tags differ.
     """
-    removed = 0
-    for part in range(keys.partitions):
-        batch: list[bytes] = []
-        for key in client.scan_iter(match=keys.partition_pattern(part), count=1000):
-            batch.append(key)
-            if len(batch) >= BATCH:
-                removed += client.unlink(*batch)
-                batch = []
-        if batch:
-            removed += client.unlink(*batch)
+    patterns = [keys.partition_pattern(part) for part in range(keys.partitions)]
+    removed = sum(_unlink_matching(client, pattern) for pattern in [*patterns, keys.ips_pattern()])
     for key in keys.globals():
         removed += client.unlink(key)
+    return removed
+
+
+def _unlink_matching(client: redis.Redis, pattern: str) -> int:
+    removed = 0
+    batch: list[bytes] = []
+    for key in client.scan_iter(match=pattern, count=1000):
+        batch.append(key)
+        if len(batch) >= BATCH:
+            removed += client.unlink(*batch)
+            batch = []
+    if batch:
+        removed += client.unlink(*batch)
     return removed

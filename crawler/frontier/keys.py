@@ -27,7 +27,8 @@ key                 type       holds
 ``PP:n``            hash       counts: queued, leased, delayed, done, dead,
                                dup, refused, expired, hosts
 ``PP:ready``        zset       hosts that may be claimed, by next-allowed ms
-``PP:h:HOST``       hash       host: n queued, b blocked (dropped) or parked,
+``PP:h:HOST``       hash       host: n queued, iwk woken from an IP park,
+                               b blocked (dropped) or parked,
                                pr why parked; robots: rs state (f fetching,
                                k known, u unreachable), rw held until ms
                                (fetching or unreachable: no claims), rx
@@ -45,7 +46,10 @@ key                 type       holds
                                (lua/dns.lua): da failed lookups in a row, du
                                the DNS hold ends at ms; d its domain;
                                live control (lua/control.lua): xc
-                               concurrency, xd delay ms, xp paused
+                               concurrency, xd delay ms, xp paused; ip
+                               the server address it points at (learned
+                               at its robots.txt fetch, or when parked
+                               for it), ipx until when that holds (ms)
 ``PP:ga:SITE``      set        the site's hosts
 ``PP:d:DOMAIN``     hash       domain: t next claim ms, s next start ms;
                                live control: xc, xd, xp as for a site
@@ -54,6 +58,9 @@ key                 type       holds
 ``PP:dw:DOMAIN``    zset       hosts waiting for the domain (taken out of the
                                ready set), by their next-allowed ms
 ``PP:dwake``        zset       domains with waiting hosts, by when to look again
+``PP:iw:ADDR``      zset       hosts parked for their server address ADDR (the
+                               IP scope), by when to look at them again
+``PP:iwake``        zset       addresses with parked hosts, by when to look again
 ``PP:r``            hash       host -> robots rules blob (crawler/robots)
 ``PP:q:HOST``       zset       the host's queue: 16-byte fingerprint + record,
                                by (-priority, enqueue time)
@@ -65,6 +72,13 @@ key                 type       holds
 ``PP:s:BUCKET``     set        seen fingerprints (64-bit integers: intsets)
 ``PP:e``            zset       time marks: admission time (s) by first seq
 ==================  =========  ===============================================
+
+An IP address ``ADDR`` that names point at has a gate in a slot of its own,
+``{ns/ip/ADDR}`` (names of every partition share it, so it cannot live in
+theirs): ``:g`` hash (s next start ms, wk last wake handed out ms, live
+control xc, xd, xp), ``:f`` zset (its requests in flight by expiry ms), ``:q``
+zset (hosts waiting for room, ``P\nHOST``, by when they came). The scripts
+``lua/ip*.lua`` touch one address's keys, or one partition's.
 
 Global keys (no hash tag, never touched by scripts): ``ns:workers``
 (heartbeats, :mod:`crawler.frontier.workers`), ``ns:layout``, ``ns:seen``
@@ -282,6 +296,26 @@ class Keys:
         """The hosts waiting for a host key's domain, by next-allowed ms."""
         return f"{self.prefix(partition)}:dw:{domain_of(host)}"
 
+    def ip_parked(self, partition: int, address: str) -> str:
+        """The hosts of a partition parked for their server address, by wake ms."""
+        return f"{self.prefix(partition)}:iw:{address}"
+
+    def ip_prefix(self, address: str) -> str:
+        """The hash tag of one server address's gate (a slot of its own)."""
+        return f"{{{self.namespace}/ip/{address}}}"
+
+    def ip_gate(self, address: str) -> str:
+        """An address's next start, last wake handed out and overrides."""
+        return f"{self.ip_prefix(address)}:g"
+
+    def ip_in_flight(self, address: str) -> str:
+        """An address's requests in flight, by expiry ms."""
+        return f"{self.ip_prefix(address)}:f"
+
+    def ip_waiting(self, address: str) -> str:
+        """The hosts waiting for room on an address (``P\\nHOST``), first come first."""
+        return f"{self.ip_prefix(address)}:q"
+
     def robots_rules(self, partition: int) -> str:
         """Host -> its robots rules blob."""
         return f"{self.prefix(partition)}:r"
@@ -340,6 +374,10 @@ class Keys:
     def partition_pattern(self, partition: int) -> str:
         """Every key of one partition (another crawl id's tags never match)."""
         return glob_escape(self.prefix(partition)) + "*"
+
+    def ips_pattern(self) -> str:
+        """Every key of every server address's gate."""
+        return "{" + glob_escape(self.namespace) + "/ip/*"
 
     def seen_pattern(self, partition: int) -> str:
         """The seen-set buckets of one partition."""

@@ -118,6 +118,8 @@ class ClaimResult:
     server_ms: int
     next_ready_ms: int | None  # earliest time something may become claimable
     robots_jobs: list[str] = field(default_factory=list)  # hosts whose robots.txt to fetch
+    #: Hosts that joined those parked for their server address: (host, address).
+    ip_waits: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +168,11 @@ class Limits:
     #: after it (0: off), at most adaptive_max_ms.
     adaptive_factor: float = 0.0
     adaptive_max_ms: int = 30_000
+    #: The IP scope's gates (both 0: off), and how long a host parked for its
+    #: address waits at most for a wake before it is looked at again.
+    ip_concurrency: int = 0
+    ip_delay_ms: int = 0
+    ip_fallback_ms: int = 10_000
     breaker: Breaker = field(default_factory=Breaker)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -252,7 +259,9 @@ class Frontier:
         calls = [(self._claim, [self.keys.counts(part)],
                   [self.keys.prefix(part), want, self.limits.lease_ms, worker, random.random(),
                    self.limits.jitter, self.limits.move_max, self.limits.robots_ms,
-                   self.limits.domain_concurrency, self.limits.domain_delay_ms])
+                   self.limits.domain_concurrency, self.limits.domain_delay_ms,
+                   int(self.limits.ip_concurrency > 0 or self.limits.ip_delay_ms > 0),
+                   self.limits.ip_fallback_ms])
                  for part, want in asks]
         full = []
         for (part, want), reply in zip(asks, await self._per_partition(calls), strict=True):
@@ -261,14 +270,19 @@ class Frontier:
             if nxt >= 0:
                 result.next_ready_ms = nxt if result.next_ready_ms is None else min(
                     result.next_ready_ms, nxt)
+            claimed = 0
             for i in range(2, len(reply), 3):
                 host, entry = reply[i].decode(), reply[i + 1]
+                if entry == b"W":
+                    result.ip_waits.append((host, reply[i + 2].decode()))
+                    continue
+                claimed += 1
                 if entry == b"R":
                     result.robots_jobs.append(host)
                 else:
                     result.leases.append(Lease(host, entry[:16], entry[16:].decode("utf-8"),
                                                int(reply[i + 2])))
-            if (len(reply) - 2) // 3 == want:
+            if claimed == want:
                 full.append(part)
         return full
 

@@ -53,7 +53,6 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
-from urllib.request import getproxies, proxy_bypass
 
 from redis.exceptions import RedisError
 from scrapy import signals
@@ -68,6 +67,7 @@ from crawler.dns.failures import PERMANENT, DNSFailure
 from crawler.dns.resolver import installed_resolver
 from crawler.frontier.dnsstate import DNSRetry, HostDNS, register_dns_step
 from crawler.lease import ticket_of
+from crawler.proxies import ProxyRoutes
 from crawler.scheduling.scheduler import scheduler_of
 from crawler.signals import dns_lookup_done
 
@@ -94,8 +94,7 @@ class DNSStepMiddleware:
         self.crawler = crawler
         self.stats = crawler.stats
         self.retry = DNSRetry.from_settings(s)
-        # As HttpProxyMiddleware reads them: the environment's, when it is on.
-        self.proxies: dict[str, str] = getproxies() if s.getbool("HTTPPROXY_ENABLED") else {}
+        self.proxies = ProxyRoutes.from_settings(s)
         self._hosts: HostDNS | None = None
         self._logged = SeenOnce()
         RECORDER.subscribe(self.observe)
@@ -154,8 +153,8 @@ class DNSStepMiddleware:
         """Resolve a host's name before its robots.txt is fetched (see the module docstring)."""
         resolver = installed_resolver()
         name = _hostname(host)
-        if resolver is None or not name or parse_ip(name) is not None or self._proxied(host,
-                                                                                       name):
+        if (resolver is None or not name or parse_ip(name) is not None
+                or self.proxies.proxied(host, name)):
             return True
         try:
             await maybe_deferred_to_future(resolver.resolve(name))
@@ -166,10 +165,6 @@ class DNSStepMiddleware:
         except DNSLookupError:
             return True  # the guard refused every address: the fetch ends address-blocked
         return True
-
-    def _proxied(self, host: str, name: str) -> bool:
-        scheme = host.partition("://")[0]
-        return scheme in self.proxies and not ("no" in self.proxies and proxy_bypass(name))
 
     # ------------------------------------------------------------ host outcomes
 

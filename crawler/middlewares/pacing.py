@@ -9,6 +9,14 @@ script, about a tenth of a millisecond on a local Redis) whether the host may
 be contacted now and waits the few milliseconds it is told when not. In the
 normal case the answer is "now" and nothing waits.
 
+Then, with the IP scope on (``FRONTIER_IP_CONCURRENCY`` / ``_DELAY``), it
+takes the gate of the server address the request will connect to, shared by
+every name on that server (:mod:`crawler.scheduling.ipscope`), and gives the
+address its place back when the download ends (``process_response`` /
+``process_exception``: this middleware is the first to see both). A request
+the address has no room for goes back to its queue with its host parked for
+the address: it holds no download slot while the server is busy with others.
+
 Three cases never go out early:
 
 - the host was held after its URL was claimed (a 429 or 503 with
@@ -26,17 +34,26 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, NoReturn
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 from redis.exceptions import RedisError
 from scrapy.exceptions import IgnoreRequest
 
+from crawler.frontier.ipgates import PAUSED
 from crawler.lease import Ticket, ticket_of
+from crawler.scheduling.ipscope import WAIT_IN_PLACE_MS
 from crawler.scheduling.scheduler import scheduler_of
 
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+    from crawler.scheduling.ipscope import IpScope
+    from crawler.scheduling.scheduler import FrontierScheduler
+
+T = TypeVar("T")
 
 #: A wait longer than this gives the URL back to the frontier (delayed) rather
 #: than keeping its download slot.
@@ -60,33 +77,51 @@ class FrontierPacingMiddleware:
     async def process_request(self, request: Request) -> None:
         await pass_gate(self.crawler, request)
 
+    def process_response(self, request: Request, response: Response) -> Response:
+        leave_address(self.crawler, request)
+        return response
+
+    def process_exception(self, request: Request, exception: Exception) -> None:
+        leave_address(self.crawler, request)
+
 
 async def pass_gate(crawler: Crawler, request: Request) -> None:
-    """Return once ``request`` may start now (or raise IgnoreRequest, giving its URL back)."""
+    """Return once ``request`` may start now (or raise IgnoreRequest, giving its URL back).
+
+    The site's and domain's gate first (it may say to wait), then the server
+    address's (the IP scope), the last moment before the connection: a turn
+    taken there is not left to age while the site's gate is waited out.
+    """
     ticket = ticket_of(request.meta)
     scheduler = scheduler_of(crawler)
     if ticket is None or scheduler is None or scheduler.frontier is None:
         return
-    if not scheduler.may_gate:
-        return  # no delay anywhere: the gate could only ever say "now"
     host = scheduler.host_of(ticket.token)
     if host is None:
         return
-    stats = crawler.stats
-    redis_wait = 0.0
-    pause = _REDIS_RETRY_S[0]
+    started = time.monotonic()
+    while True:
+        if scheduler.may_gate:  # else no delay anywhere: the gate could only say "now"
+            await _site_gate(crawler, scheduler, ticket, host)
+        if scheduler.ips is None:
+            return
+        patient = time.monotonic() - started < DEFER_AFTER_S
+        wait_ms = await _address_gate(crawler, scheduler.ips, ticket, request, host,
+                                      WAIT_IN_PLACE_MS if patient else 0)
+        if wait_ms == 0:
+            return
+        await asyncio.sleep(wait_ms / 1000)
+
+
+async def _site_gate(crawler: Crawler, scheduler: FrontierScheduler, ticket: Ticket,
+                     host: str) -> None:
+    """Wait for the site's and the domain's gate (``lua/start.lua``)."""
+    frontier = scheduler.frontier
+    assert frontier is not None
     while True:
         asked = time.monotonic()
-        try:
-            turn = await scheduler.frontier.start_turn(host, ticket.gate_turn)
-        except (RedisError, OSError):
-            if redis_wait >= scheduler.limits.lease_ms / 1000:
-                _give_back(crawler, ticket, "redis", "Redis unreachable")
-            stats.inc_value("frontier/pacing/redis_waits")
-            await asyncio.sleep(pause)
-            redis_wait += pause
-            pause = min(pause * 2, _REDIS_RETRY_S[1])
-            continue
+        turn = await _redis(crawler, scheduler, ticket,
+                            lambda: frontier.start_turn(host, ticket.gate_turn))
         if turn.wait_ms < 0:
             _give_back(crawler, ticket, "paused", "host paused by an operator")
         if turn.wait_ms == 0:
@@ -96,8 +131,73 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
             return
         if turn.wait_ms > DEFER_AFTER_S * 1000:
             _give_back(crawler, ticket, "held", "host held", turn.wait_ms)
-        stats.inc_value("frontier/pacing/waits")
+        crawler.stats.inc_value("frontier/pacing/waits")
         await asyncio.sleep(turn.wait_ms / 1000)
+
+
+async def _address_gate(crawler: Crawler, ips: IpScope, ticket: Ticket, request: Request,
+                        host: str, in_place_ms: int) -> int:
+    """Take the server address's gate: 0 (start now), or ms to wait in place.
+
+    An address with no room (full, paused by an operator, or its turn further
+    off than ``in_place_ms``) gets the URL back with its host parked for it:
+    the request holds no download slot while it waits.
+    """
+    server = await ips.address_of(host, proxy=bool(request.meta.get("proxy")))
+    if server is None:
+        return 0
+    earlier = None
+    if ticket.ip_turn is not None:
+        if ticket.ip_turn[0] == server.address:
+            earlier = ticket.ip_turn[1]
+        else:  # the name moved since the last pass
+            _free_address(crawler, ticket)
+    asked = time.monotonic()
+    turn = await _redis(crawler, ips.scheduler, ticket, lambda: ips.take(
+        server, ticket.token, host, earlier=earlier, in_place_ms=in_place_ms))
+    if turn.wait_ms == 0:
+        ticket.gate_passed, ticket.ip_turn = asked, (server.address, turn.turn)
+        return 0
+    if 0 < turn.wait_ms <= in_place_ms:
+        return turn.wait_ms
+    _free_address(crawler, ticket)
+    crawler.stats.inc_value("frontier/pacing/given_back/"
+                            + ("ip_paused" if turn.wait_ms == PAUSED else "ip"))
+    ticket.wait_for_address(server.address, ips.wake_ms(turn), server.known_ms)
+    raise IgnoreRequest(f"not started: its server {server.address} has no room now")
+
+
+def leave_address(crawler: Crawler, request: Request) -> None:
+    """The request is done with its server address: its place there is free."""
+    ticket = ticket_of(request.meta)
+    if ticket is not None:
+        _free_address(crawler, ticket)
+
+
+def _free_address(crawler: Crawler, ticket: Ticket) -> None:
+    scheduler = scheduler_of(crawler)
+    if ticket.ip_turn is None or scheduler is None or scheduler.ips is None:
+        return
+    address, ticket.ip_turn = ticket.ip_turn[0], None
+    scheduler.ips.ended(address, ticket.token)
+
+
+async def _redis(crawler: Crawler, scheduler: FrontierScheduler, ticket: Ticket,
+                 ask: Callable[[], Awaitable[T]]) -> T:
+    """``ask()``, waiting for Redis while it does not answer; a wait longer than a
+    lease gives the URL back to the head of its queue."""
+    redis_wait = 0.0
+    pause = _REDIS_RETRY_S[0]
+    while True:
+        try:
+            return await ask()
+        except (RedisError, OSError):
+            if redis_wait >= scheduler.limits.lease_ms / 1000:
+                _give_back(crawler, ticket, "redis", "Redis unreachable")
+            crawler.stats.inc_value("frontier/pacing/redis_waits")
+            await asyncio.sleep(pause)
+            redis_wait += pause
+            pause = min(pause * 2, _REDIS_RETRY_S[1])
 
 
 def turn_is_stale(request: Request) -> bool:
@@ -128,6 +228,7 @@ def _give_back(crawler: Crawler, ticket: Ticket, stat: str, why: str,
                delay_ms: int | None = None) -> NoReturn:
     """End the lease without a download: delayed by ``delay_ms``, or back to its queue."""
     crawler.stats.inc_value(f"frontier/pacing/given_back/{stat}")
+    _free_address(crawler, ticket)
     if delay_ms is None:
         ticket.give_back()
     else:

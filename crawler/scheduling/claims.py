@@ -81,6 +81,8 @@ class Claims:
             self.buffer.append(request)
         for host in result.robots_jobs:
             scheduler.robots_jobs.start(host)
+        if result.ip_waits and scheduler.ips is not None:
+            scheduler.ips.joined(result.ip_waits, result.server_ms)
         if result.leases or result.robots_jobs:
             scheduler.stats.inc_value("frontier/leases/claimed", len(result.leases))
             scheduler.wake()

@@ -17,8 +17,10 @@ from redis.exceptions import RedisError
 
 from crawler.frontier.dnsstate import dns_step_of
 from crawler.frontier.store import Frontier, Limits
+from crawler.scheduling.ipscope import WAIT_IN_PLACE_MS
 
 if TYPE_CHECKING:
+    from crawler.scheduling.ipscope import IpScope
     from crawler.scheduling.scheduler import FrontierScheduler
 
 logger = logging.getLogger("crawler.scheduling.scheduler")
@@ -49,9 +51,13 @@ class RobotsJobs:
             step = dns_step_of(scheduler.crawler)
             named = step is None or await step.before_robots(host)
             if named and await robots_turn(scheduler.frontier, scheduler.stats, host,
-                                           scheduler.may_gate):
-                await scheduler.robots.resolve(host, concurrency, delay_ms,
-                                               scheduler.limits.jitter)
+                                           scheduler.may_gate, scheduler.ips):
+                try:
+                    await scheduler.robots.resolve(host, concurrency, delay_ms,
+                                                   scheduler.limits.jitter)
+                finally:
+                    if scheduler.ips is not None:
+                        scheduler.ips.robots_done(host)
         except (RedisError, OSError) as exc:
             # The job's lease runs out and the host is handed out again.
             scheduler.health.trouble(exc)
@@ -66,22 +72,36 @@ class RobotsJobs:
         scheduler.wake()
 
 
-async def robots_turn(frontier: Frontier, stats: Any, host: str, may_gate: bool) -> bool:
+async def robots_turn(frontier: Frontier, stats: Any, host: str, may_gate: bool,
+                      ips: IpScope | None = None) -> bool:
     """Wait for the host's start gate: a robots.txt fetch is a request to the
     server like a page, spaced from the one before it (maybe of another
-    scheme of the same name) and from the one after it.
+    scheme of the same name) and from the one after it; then, with the IP
+    scope on, for a place at the server's address (given back by
+    :meth:`IpScope.robots_done`); an address with no room parks the host
+    and gives the job back (:meth:`IpScope.robots_turn`).
 
     False when the turn is further off than half the job's lease (a hold
     came after the claim): the job is left to run out and is handed out
     again later, rather than fetched early or taken over mid-wait.
     """
-    if not may_gate:
-        return True
     limits: Limits = frontier.limits
     deadline = time.monotonic() + limits.robots_ms / 2000
-    while (wait_ms := await frontier.start_gate(host)) != 0:
-        if wait_ms < 0 or time.monotonic() + wait_ms / 1000 > deadline:  # < 0: paused
+    earlier: tuple[int, int, int] | None = None
+    while True:
+        while may_gate:
+            turn = await frontier.start_turn(host, earlier)
+            if turn.wait_ms == 0:
+                earlier = turn
+                break
+            if turn.wait_ms < 0 or time.monotonic() + turn.wait_ms / 1000 > deadline:
+                stats.inc_value("robots/jobs_deferred")  # < 0: paused
+                return False
+            await asyncio.sleep(turn.wait_ms / 1000)
+        wait_ms = 0 if ips is None else await ips.robots_turn(host, WAIT_IN_PLACE_MS)
+        if wait_ms == 0:
+            return True
+        if wait_ms < 0 or time.monotonic() + wait_ms / 1000 > deadline:
             stats.inc_value("robots/jobs_deferred")
             return False
         await asyncio.sleep(wait_ms / 1000)
-    return True

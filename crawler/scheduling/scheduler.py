@@ -34,6 +34,7 @@ from scrapy.utils.reactor import is_asyncio_reactor_installed
 from crawler import compat
 from crawler.frontier.connection import async_client, sync_client
 from crawler.frontier.embedded import EmbeddedRedis
+from crawler.frontier.ipgates import IpGates
 from crawler.frontier.keys import Count, Keys, crawl_namespace
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, to_record
 from crawler.frontier.seedfeed import SeedFeed
@@ -45,6 +46,7 @@ from crawler.scheduling.claims import Claims
 from crawler.scheduling.health import RedisHealth
 from crawler.scheduling.heartbeat import heartbeat_loop
 from crawler.scheduling.intake import Intake
+from crawler.scheduling.ipscope import IpScope
 from crawler.scheduling.leases import LeaseTable
 from crawler.scheduling.opening import (
     check_layout,
@@ -95,6 +97,8 @@ def limits_from_settings(s: Any) -> Limits:
         domain_delay_ms=round(s.getfloat("FRONTIER_DOMAIN_DELAY", 0) * 1000),
         adaptive_factor=s.getfloat("FRONTIER_ADAPTIVE_FACTOR", 0.0),
         adaptive_max_ms=round(s.getfloat("FRONTIER_ADAPTIVE_MAX_DELAY", 30.0) * 1000),
+        ip_concurrency=s.getint("FRONTIER_IP_CONCURRENCY", 0),
+        ip_delay_ms=round(s.getfloat("FRONTIER_IP_DELAY", 0) * 1000),
         breaker=Breaker(
             threshold=s.getint("BREAKER_THRESHOLD", 5),
             base_ms=round(s.getfloat("BREAKER_COOLDOWN", 30.0) * 1000),
@@ -143,6 +147,7 @@ class FrontierScheduler:
         self.embedded: EmbeddedRedis | None = None
         self.url: str | None = None
         self.frontier: Frontier | None = None
+        self.ips: IpScope | None = None
         self.seed_feed: SeedFeed | None = None
         self.spider: Spider | None = None
         self.counts: dict[str, int] | None = None
@@ -180,6 +185,8 @@ class FrontierScheduler:
         await wait_for_redis(self.client, url, self.connect_wait)
         await check_layout(self.client, keys)
         self.frontier = Frontier(self.client, keys, self.limits)
+        gates = IpGates(self.client, keys, self.limits)
+        self.ips = IpScope(self, gates) if gates.on else None
         if self.robots is not None:
             self.robots.frontier = self.frontier
         if self.seeds_key_template:
@@ -304,7 +311,8 @@ class FrontierScheduler:
 
     @property
     def may_gate(self) -> bool:
-        """Whether any host can have a gap between requests (else no gate needed)."""
+        """Whether any host can have a gap between requests (else no site or
+        domain gate needed; the IP scope's gate is :attr:`ips`)."""
         return (self.limits.delay_ms * (1 - self.limits.jitter) > 0
                 or self.limits.domain_delay_ms * (1 - self.limits.jitter) > 0
                 or self.limits.adaptive_factor > 0

@@ -20,15 +20,22 @@
 --          worker may take to fetch a host's robots.txt before another may
 -- ARGV[9]  domain concurrency (0: no limit), ARGV[10] domain delay ms (both
 --          0: the domain scope is off)
+-- ARGV[11] 1 when the IP scope is on, ARGV[12] how long (ms) a host that joins
+--          the hosts parked for its address waits at most before it is looked
+--          at again (a lost wake's fallback)
 -- Returns {now_ms, next_ready_ms or -1, then per claim: host, entry, robots
 -- version}. An entry "R" is a robots job: the host's robots.txt is unknown or
 -- due, so this worker fetches it (robots.lua stores the result) and the
--- host's URLs wait in the frontier meanwhile, holding no download slot.
+-- host's URLs wait in the frontier meanwhile, holding no download slot. An
+-- entry "W" (third value: the address) is no claim: the host joined the hosts
+-- parked here for its server's address, and the caller puts it in the
+-- address's queue (ipgate.lua).
 local p = ARGV[1]
 local want, lease_ms, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local rnd, jitter, move_max = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local robots_ms = tonumber(ARGV[8] or '0')
 local dconc, ddelay = tonumber(ARGV[9] or '0'), tonumber(ARGV[10] or '0')
+local ipscope, ip_fallback = ARGV[11] == '1', tonumber(ARGV[12] or '0')
 local now = now_ms()
 local ready = p .. ':ready'
 
@@ -184,14 +191,62 @@ for _, dom in ipairs(wakes) do
   end
 end
 
+-- 5. Hosts parked for their server's address whose time came (ipwake.lua
+-- wakes them sooner, when the address has room): back to the ready set, each
+-- to be claimed once before it could join the parked hosts again. With the
+-- IP scope off (a setting changed), every parked host comes back at once.
+local iwakes = redis.call('ZRANGEBYSCORE', p .. ':iwake', '-inf', ipscope and now or '+inf',
+                         'LIMIT', 0, move_max)
+for _, addr in ipairs(iwakes) do
+  local parked = p .. ':iw:' .. addr
+  local due
+  if ipscope then
+    due = redis.call('ZRANGEBYSCORE', parked, '-inf', now, 'LIMIT', 0, move_max)
+  else
+    due = redis.call('ZRANGE', parked, 0, move_max - 1)
+  end
+  for _, host in ipairs(due) do
+    redis.call('ZREM', parked, host)
+    redis.call('HSET', p .. ':h:' .. host, 'iwk', 1)
+    refresh_host(p, host)
+  end
+  local first = redis.call('ZRANGE', parked, 0, 0, 'WITHSCORES')
+  if #first == 0 then
+    redis.call('ZREM', p .. ':iwake', addr)
+  else
+    redis.call('ZADD', p .. ':iwake', math.max(tonumber(first[2]), now + 1), addr)
+  end
+end
+
+-- Does the host's server address have hosts parked here? Then it joins them
+-- (unless it was just woken), rather than be claimed, refused at the
+-- address's gate and given back, holding a download slot meanwhile.
+local function joins_ip_waiters(host, hk, sk)
+  if not ipscope then return false end
+  local st = redis.call('HMGET', sk, 'ip', 'ipx')
+  if not st[1] or now >= tonumber(st[2] or '0') then return false end
+  if redis.call('HDEL', hk, 'iwk') == 1 then return false end
+  local parked = p .. ':iw:' .. st[1]
+  if redis.call('EXISTS', parked) == 0 then return false end
+  if redis.call('ZSCORE', parked, host) then
+    redis.call('ZREM', ready, host)  -- parked already, and queued at the address
+    return true
+  end
+  park_for_ip(p, host, st[1], now + jittered(ip_fallback, ip_fallback))
+  out[#out + 1] = host
+  out[#out + 1] = 'W'
+  out[#out + 1] = st[1]
+  return true
+end
+
 while got < want do
   local h = redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, 1)
   if #h == 0 then break end
   local host = h[1]
   local hk, sk = p .. ':h:' .. host, site_key(p, host)
-  local dom = domain_turn(host, sk)
+  local dom = not joins_ip_waiters(host, hk, sk) and domain_turn(host, sk)
   if dom == false then
-    -- waits for its domain
+    -- waits for its domain or its server's address
   elseif robots_due(hk) then
     if tonumber(redis.call('HGET', sk, 'i') or '0') > 0 then
       -- A robots.txt fetch is a request to the server like any other: it
@@ -220,10 +275,10 @@ if leased > 0 then
   redis.call('HINCRBY', KEYS[1], 'queued', -leased)
 end
 
--- 5. When is the next thing due here? (ready host, delayed URL, lease
--- expiry, a domain to wake)
+-- 6. When is the next thing due here? (ready host, delayed URL, lease
+-- expiry, a domain or an address's parked hosts to look at)
 local next_ms = -1
-for _, key in ipairs({ready, p .. ':delayed', p .. ':leased', p .. ':dwake'}) do
+for _, key in ipairs({ready, p .. ':delayed', p .. ':leased', p .. ':dwake', p .. ':iwake'}) do
   local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
   if #first > 0 then
     local s = tonumber(first[2])

@@ -160,3 +160,19 @@ local function domain_lease_ended(p, sk, member, now)
   local t = tonumber(redis.call('HGET', p .. ':d:' .. dom, 't') or '0')
   wake_domain(p, dom, math.max(now, t))
 end
+
+-- IP scope (ipgate.lua): a host whose server address has no room is parked
+-- in PP:iw:ADDR, scored by when to look at it again, out of the ready set:
+-- the end of a request on the address wakes it (ipwake.lua) or, should that
+-- wake be lost with its worker, its own time does (claim.lua; PP:iwake says
+-- when to look at an address's parked hosts). The site keeps the address it
+-- was parked for (ip) and until when that is known (ipx, from the DNS
+-- answer's TTL), so its other hosts, and the next URL of this one, join the
+-- parked hosts instead of being claimed for nothing.
+local function park_for_ip(p, host, addr, at)
+  redis.call('ZREM', p .. ':ready', host)
+  local parked = p .. ':iw:' .. addr
+  if not redis.call('ZSCORE', parked, host) then redis.call('ZADD', parked, at, host) end
+  local cur = redis.call('ZSCORE', p .. ':iwake', addr)
+  if not cur or at < tonumber(cur) then redis.call('ZADD', p .. ':iwake', at, addr) end
+end

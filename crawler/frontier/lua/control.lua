@@ -1,17 +1,21 @@
--- Live control: an operator's override of one site's or one domain's limits
+-- Live control: an operator's override of one site's, domain's or server
+-- address's limits
 -- (`scrapy frontier host`), in force for every worker from their next claim
 -- or start, and until it is reset. The overrides are fields of the record
 -- (xc concurrency, xd delay ms, xp paused: common.lua reads them), so they
 -- survive restarts and leave the automatic values (settings, robots.txt,
 -- holds) untouched underneath.
 --
--- KEYS[1]  the partition's counts hash (routes the call to the partition)
--- ARGV[1]  prefix, ARGV[2] "site" or "domain", ARGV[3] the site's name or the domain
+-- KEYS[1]  the partition's counts hash (routes the call to the partition), or
+--          for an address its gate hash ({ns/ip/ADDR}:g, a slot of its own)
+-- ARGV[1]  prefix, ARGV[2] "site", "domain" or "ip", ARGV[3] the site's name,
+--          the domain or the address
 -- ARGV[4]  concurrency, ARGV[5] delay ms: '' leaves it, '-' returns it to automatic
 -- ARGV[6]  '1' pause, '0' resume, '' leaves it; ARGV[7] '1': every override off first
 -- Returns 1, or 0 when the frontier has no such site.
 local p, scope, name = ARGV[1], ARGV[2], ARGV[3]
 local key = p .. (scope == 'site' and ':g:' or ':d:') .. name
+if scope == 'ip' then key = KEYS[1] end
 if scope == 'site' and redis.call('EXISTS', key) == 0 then return 0 end
 local now = now_ms()
 
@@ -41,7 +45,17 @@ end
 
 if scope == 'site' then
   refresh_site(p, name)
-else
+elseif scope == 'domain' then
   wake_domain(p, name, now)
+elseif redis.call('HLEN', key) > 0 then
+  -- An address's gate is forgotten after an hour unused (ipgate.lua), but not
+  -- while an operator's override is on it. Its parked hosts are woken by the
+  -- caller (control.py), in their partitions.
+  if redis.call('HEXISTS', key, 'xc') + redis.call('HEXISTS', key, 'xd')
+      + redis.call('HEXISTS', key, 'xp') > 0 then
+    redis.call('PERSIST', key)
+  else
+    redis.call('PEXPIRE', key, 3600000)
+  end
 end
 return 1

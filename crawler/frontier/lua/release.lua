@@ -27,6 +27,8 @@
 --   op "return": back to the head of its host's queue (graceful stop)
 --   op "retry":  delayed by arg ms, with entry as its new record (if not "")
 --   op "dead":   dead letter; arg is the JSON reason
+--   op "ipwait": back to its queue, its host parked for its server address
+--                (common.lua park_for_ip); arg is "ADDR\nwake ms\nknown ms"
 -- Returns {released, stale, then per breaker transition: event, host, ms}
 -- with event "open" (ms: cool-down), "close" or "park".
 local p, worker = ARGV[1], ARGV[2]
@@ -121,7 +123,7 @@ for i = 9, #ARGV, 7 do
     if op == 'done' then
       counts.done = counts.done + 1
       if arg == 'robots' then counts.robots_denied = counts.robots_denied + 1 end
-    elseif op == 'return' then
+    elseif op == 'return' or op == 'ipwait' then
       redis.call('ZADD', p .. ':q:' .. host, score, entry)
       redis.call('HINCRBY', hk, 'n', 1)
       counts.queued = counts.queued + 1
@@ -137,7 +139,7 @@ for i = 9, #ARGV, 7 do
       hold_host(sk, now + hold_ms)
       redis.call('HSET', sk, 'c', 1)  -- the server asked us to slow down: one at a time
     end
-    if op ~= 'return' then
+    if op ~= 'return' and op ~= 'ipwait' then
       crawl_delay_from_end(sk)
       adapt(sk, fetch_ms)
     end
@@ -147,6 +149,11 @@ for i = 9, #ARGV, 7 do
       breaker_success(sk, host)
     end
     refresh_site(p, host)
+    if op == 'ipwait' then
+      local addr, wake_ms, known_ms = split_fields(arg, 3)
+      redis.call('HSET', sk, 'ip', addr, 'ipx', now + tonumber(known_ms))
+      park_for_ip(p, host, addr, now + tonumber(wake_ms))
+    end
     released = released + 1
   else
     stale = stale + 1

@@ -1,0 +1,170 @@
+"""The IP scope's gates: politeness per server address, across names and partitions.
+
+Thousands of names can point at one server (shared hosting, a CDN edge,
+wildcard subdomains), so a crawl polite to every name can still hammer the
+machine behind them. Each address a crawl connects to gets a gate
+(``FRONTIER_IP_CONCURRENCY`` requests in flight, starts ``FRONTIER_IP_DELAY``
+apart) for every worker.
+
+The names of one address live in any partition, so its gate cannot live in
+theirs: it has a slot of its own (``{ns/ip/ADDR}``, :mod:`crawler.frontier.keys`)
+and is taken in a second step, after the site and domain gates
+(``lua/start.lua``), the last moment before a connection. A request the
+address has no room for is not kept waiting in its worker: its host is
+parked in its partition (the release's ``ipwait``) and joins the address's
+queue of waiting hosts; the end of a request on the address wakes the next
+ones there (:meth:`IpGates.end`). Each step touches one slot, so the scope
+works the same on one Redis and on a Cluster; a wake lost between the two
+steps (a worker killed) is made up by the parked host's own time.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any, NamedTuple
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+from crawler.frontier.keys import Keys
+from crawler.frontier.store import Limits, script_source
+
+#: What the gate answers for an address with as many requests in flight as
+#: its concurrency, and for one paused by an operator.
+FULL = -2
+PAUSED = -1
+#: An address's queue of waiting hosts is forgotten after this long unused
+#: (as ``lua/ipgate.lua`` keeps it).
+WAITING_KEPT_MS = 3_600_000
+
+
+class IpTurn(NamedTuple):
+    """The gate's answer: start now (``wait_ms`` 0, owning ``turn``), wait
+    ``wait_ms`` (in place, or parked that long), or :data:`FULL` / :data:`PAUSED`."""
+
+    wait_ms: int
+    turn: int = 0
+
+
+class Wake(NamedTuple):
+    """A parked host the address has room for, and from when it may start."""
+
+    partition: int
+    host: str
+    at_ms: int
+
+
+def waiter(partition: int, host: str) -> str:
+    """How the address's queue names a waiting host."""
+    return f"{partition}\n{host}"
+
+
+def gate_keys(keys: Keys, address: str) -> list[str]:
+    """The keys every script of one address's gate takes."""
+    return [keys.ip_gate(address), keys.ip_in_flight(address), keys.ip_waiting(address)]
+
+
+def end_args(limits: Limits, members: Iterable[str]) -> list[Any]:
+    """``lua/ipend.lua``'s arguments."""
+    return [limits.ip_concurrency, limits.ip_delay_ms, *members]
+
+
+def wake_calls(keys: Keys, address: str, wakes: Iterable[Wake]
+               ) -> list[tuple[list[Wake], list[str], list[Any]]]:
+    """``lua/ipwake.lua`` calls, one per partition: (its wakes, keys, args)."""
+    groups: dict[int, list[Wake]] = defaultdict(list)
+    for w in wakes:
+        groups[w.partition].append(w)
+    calls = []
+    for part, group in groups.items():
+        args: list[Any] = [keys.prefix(part)]
+        for w in group:
+            args += [address, w.host, w.at_ms]
+        calls.append((group, [keys.counts(part)], args))
+    return calls
+
+
+def missed(group: list[Wake], reply: list[Any]) -> list[Wake]:
+    """The wakes of one ``lua/ipwake.lua`` call whose host was no longer parked."""
+    return [w for w, woken in zip(group, reply, strict=True) if not int(woken)]
+
+
+def parse_wakes(reply: list[Any]) -> list[Wake]:
+    """``lua/ipend.lua``'s answer."""
+    wakes = []
+    for i in range(0, len(reply), 2):
+        part, _, host = reply[i + 1].decode().partition("\n")
+        wakes.append(Wake(int(part), host, int(reply[i])))
+    return wakes
+
+
+class IpGates:
+    """The gates of the server addresses of one frontier (namespace)."""
+
+    def __init__(self, client: Redis | RedisCluster, keys: Keys, limits: Limits) -> None:
+        self.client = client
+        self.keys = keys
+        self.limits = limits
+        self._gate = client.register_script(script_source("ipgate"))
+        self._end = client.register_script(script_source("ipend"))
+        self._wake = client.register_script(script_source("ipwake"))
+        self._park = client.register_script(script_source("ippark"))
+
+    @property
+    def on(self) -> bool:
+        return self.limits.ip_concurrency > 0 or self.limits.ip_delay_ms > 0
+
+    async def take(self, address: str, member: str, partition: int, host: str | None, *,
+                   earlier: int | None = None, in_place_ms: int = 0) -> IpTurn:
+        """Ask the address's gate for a start now (``member``: the request's lease
+        token, or ``"R" + host`` for a robots.txt); see ``lua/ipgate.lua``.
+        ``host`` None: if the address is full, the caller waits in place and
+        its host is not queued there."""
+        wait_ms, turn = await self._gate(
+            keys=gate_keys(self.keys, address),
+            args=[self.limits.ip_concurrency, self.limits.ip_delay_ms, self.limits.jitter,
+                  member, self.limits.lease_ms, "" if earlier is None else earlier,
+                  "" if host is None else waiter(partition, host), in_place_ms])
+        return IpTurn(int(wait_ms), int(turn))
+
+    async def end(self, address: str, members: Iterable[str] = ()) -> list[Wake]:
+        """Requests on ``address`` ended (none: just look for room); the parked
+        hosts to wake now, in the order the address's queue had them."""
+        reply = await self._end(keys=gate_keys(self.keys, address),
+                                args=end_args(self.limits, members))
+        return parse_wakes(reply)
+
+    async def wake(self, address: str, wakes: Iterable[Wake]) -> list[Wake]:
+        """Wake parked hosts in their partitions; returns those that were not parked
+        any more (woken by their own time already: the address may have room
+        for someone else)."""
+        out = []
+        for group, keys, args in wake_calls(self.keys, address, wakes):
+            out += missed(group, await self._wake(keys=keys, args=args))
+        return out
+
+    async def park_robots_job(self, partition: int, host: str, address: str, wake_ms: int,
+                              known_ms: int) -> bool:
+        """Give a robots.txt job back unfetched and park its host for ``address``
+        (``lua/ippark.lua``); False if the host is gone."""
+        return bool(await self._park(keys=[self.keys.counts(partition)],
+                                     args=[self.keys.prefix(partition), host, address,
+                                           wake_ms, known_ms]))
+
+    async def note_address(self, partition: int, host: str, address: str,
+                           until_ms: int) -> None:
+        """Record in ``host``'s site that it points at ``address`` until ``until_ms``
+        (epoch ms): claims then know which parked hosts it would wait behind, and
+        ``scrapy frontier host`` shows the address."""
+        await self.client.hset(self.keys.site(partition, host),
+                               mapping={"ip": address, "ipx": until_ms})
+
+    async def enqueue(self, address: str, partition: int, host: str, now_ms: int) -> None:
+        """Put a host that joined the parked ones (a claim's ``W``) in the
+        address's queue, behind those already there."""
+        key = self.keys.ip_waiting(address)
+        async with self.client.pipeline(transaction=False) as pipe:
+            pipe.zadd(key, {waiter(partition, host): now_ms}, nx=True)
+            pipe.pexpire(key, WAITING_KEPT_MS)
+            await pipe.execute()

@@ -1,0 +1,24 @@
+-- Wake hosts parked for their IP address (ipend.lua said the address has
+-- room): each goes back to the ready set, no earlier than the time given,
+-- and may be claimed once without joining the address's waiting hosts again
+-- (iwk, claim.lua).
+--
+-- KEYS[1]  the partition's counts hash (routes the call to the partition)
+-- ARGV[1]  prefix, then triples: address, host, from when (ms)
+-- Returns, per triple, 1 if the host was parked and is woken, else 0.
+local p = ARGV[1]
+local out = {}
+for i = 2, #ARGV, 3 do
+  local addr, host, at = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local parked = p .. ':iw:' .. addr
+  if redis.call('ZREM', parked, host) == 1 then
+    redis.call('HSET', p .. ':h:' .. host, 'iwk', 1)
+    refresh_host(p, host)
+    redis.call('ZADD', p .. ':ready', 'XX', 'GT', at, host)
+    if redis.call('EXISTS', parked) == 0 then redis.call('ZREM', p .. ':iwake', addr) end
+    out[#out + 1] = 1
+  else
+    out[#out + 1] = 0
+  end
+end
+return out

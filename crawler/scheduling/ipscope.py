@@ -1,0 +1,184 @@
+"""A worker's side of the IP scope: which address a request connects to, its
+gate, and waking the hosts parked for it.
+
+The gates themselves are :mod:`crawler.frontier.ipgates`. The address gated is
+the first of the name's answer from the crawl resolver (IPv4 first): the one
+Twisted's endpoint connects to first, and to which every request goes while
+that server answers. A request sent through a proxy, or a crawl without the
+crawl resolver (no answer to look at), is not gated.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from redis.exceptions import RedisError
+from scrapy.utils.defer import maybe_deferred_to_future
+from twisted.internet.error import DNSLookupError
+
+from crawler.addressguard import normalise_host
+from crawler.dns.resolver import installed_resolver
+from crawler.frontier.ipgates import IpGates, IpTurn, Wake
+from crawler.proxies import ProxyRoutes
+
+if TYPE_CHECKING:
+    from crawler.scheduling.scheduler import FrontierScheduler
+
+logger = logging.getLogger(__name__)
+
+#: A host parked for its address is known to point there this long at most
+#: (ms) when the answer's TTL is not known (a literal address: a day).
+_KNOWN_MAX_MS = 86_400_000
+#: A server address whose next turn is at most this far off (ms) is waited
+#: for in place; a longer wait parks the host instead.
+WAIT_IN_PLACE_MS = 250
+#: Wakes asked for again when the hosts woken were no longer parked.
+_WAKE_TRIES = 3
+
+
+class ServerAddress:
+    """A request's server address, and how long (ms) it is known to be that."""
+
+    __slots__ = ("address", "known_ms")
+
+    def __init__(self, address: str, known_ms: int) -> None:
+        self.address = address
+        self.known_ms = known_ms
+
+
+class IpScope:
+    """The IP scope for one worker (see the module docstring)."""
+
+    def __init__(self, scheduler: FrontierScheduler, gates: IpGates) -> None:
+        self.scheduler = scheduler
+        self.gates = gates
+        self.stats = scheduler.stats
+        self.proxies = ProxyRoutes.from_settings(scheduler.crawler.settings)
+        self._robots: dict[str, str] = {}  # host -> the address its robots.txt job holds
+
+    @property
+    def on(self) -> bool:
+        return self.gates.on
+
+    async def address_of(self, host: str, *, proxy: bool = False) -> ServerAddress | None:
+        """The address a request to the host key ``host`` connects to (None: not
+        gated, or the name does not resolve: the download meets that)."""
+        resolver = installed_resolver()
+        name = normalise_host(urlsplit(host).hostname or "")
+        if resolver is None or not name or proxy or self.proxies.proxied(host, name):
+            return None
+        try:
+            addresses = await maybe_deferred_to_future(resolver.resolve(name))
+        except DNSLookupError:
+            return None
+        if not addresses:
+            return None
+        known = resolver.known_for(name)
+        known_ms = _KNOWN_MAX_MS if math.isinf(known) else min(round(known * 1000), _KNOWN_MAX_MS)
+        return ServerAddress(addresses[0], known_ms)
+
+    async def take(self, server: ServerAddress, member: str, host: str, *,
+                   earlier: int | None = None, in_place_ms: int = 0,
+                   queue: bool = True) -> IpTurn:
+        """The address's gate for one request (see :meth:`IpGates.take`);
+        ``queue`` False: a full address does not queue the host (it waits in place)."""
+        part = self.scheduler.frontier.partition(host)  # type: ignore[union-attr]
+        turn = await self.gates.take(server.address, member, part, host if queue else None,
+                                     earlier=earlier, in_place_ms=in_place_ms)
+        if turn.wait_ms != 0:
+            self.stats.inc_value("frontier/ip/refused" if turn.wait_ms < 0 or
+                                 turn.wait_ms > in_place_ms else "frontier/ip/waits")
+        return turn
+
+    async def robots_turn(self, host: str, in_place_ms: int) -> int:
+        """A place at the server's address for a robots.txt fetch of ``host``: 0
+        (taken, or not gated), the ms to wait in place before asking again, or
+        -1: not now (the address has no room, or is paused: the job is given
+        back and its host parked for the address, as a page's would be).
+        """
+        server = await self.address_of(host)
+        if server is None:
+            return 0
+        turn = await self.take(server, robots_member(host), host, in_place_ms=in_place_ms)
+        frontier = self.scheduler.frontier
+        assert frontier is not None
+        if turn.wait_ms == 0:
+            self._robots[host] = server.address
+            # A host's first contact: a good moment to note where it points.
+            await self.gates.note_address(frontier.partition(host), host, server.address,
+                                          round(time.time() * 1000) + server.known_ms)
+            return 0
+        if turn.wait_ms > 0 and turn.wait_ms <= in_place_ms:
+            return turn.wait_ms
+        await self.gates.park_robots_job(frontier.partition(host), host, server.address,
+                                         self.wake_ms(turn), server.known_ms)
+        self.stats.inc_value("robots/jobs_parked_for_ip")
+        return -1
+
+    def wake_ms(self, turn: IpTurn) -> int:
+        """When a host parked after ``turn`` (a refusal) is looked at at the latest:
+        its turn, or for a full or paused address (which wakes it when a
+        request ends, or when it is resumed) the fallback, spread so that hosts
+        parked together do not all come back at once."""
+        if turn.wait_ms > 0:
+            return turn.wait_ms
+        return round(self.gates.limits.ip_fallback_ms * random.uniform(1, 1.5))
+
+    def robots_done(self, host: str) -> None:
+        """The robots.txt fetch of ``host`` is over: its place is free."""
+        address = self._robots.pop(host, None)
+        if address is not None:
+            self.ended(address, robots_member(host))
+
+    def ended(self, address: str, member: str) -> None:
+        """A request that passed the address's gate is over (in the background)."""
+        self.scheduler.spawn(self._ended(address, member))
+
+    async def _ended(self, address: str, member: str) -> None:
+        try:
+            wakes = await self.gates.end(address, [member])
+            await self._wake(address, wakes)
+        except (RedisError, OSError) as exc:
+            # The slot runs out with its lease; a parked host wakes at its own time.
+            self.stats.inc_value("frontier/redis_errors")
+            logger.debug("IP scope: ending a request on %s failed: %s", address, exc)
+
+    async def _wake(self, address: str, wakes: list[Wake]) -> None:
+        for _ in range(_WAKE_TRIES):
+            if not wakes:
+                return
+            missed = await self.gates.wake(address, wakes)
+            self.stats.inc_value("frontier/ip/woken", len(wakes) - len(missed))
+            if len(missed) < len(wakes):
+                self.scheduler.claims.claimable = True
+                self.scheduler.claims.want()
+            if not missed:
+                return
+            wakes = await self.gates.end(address)
+
+    def joined(self, waits: list[tuple[str, str]], server_ms: int) -> None:
+        """Hosts a claim parked behind others of their address: into its queue."""
+        self.scheduler.spawn(self._joined(waits, server_ms))
+
+    async def _joined(self, waits: list[tuple[str, str]], server_ms: int) -> None:
+        frontier = self.scheduler.frontier
+        assert frontier is not None
+        try:
+            for host, address in waits:
+                await self.gates.enqueue(address, frontier.partition(host), host, server_ms)
+        except (RedisError, OSError):
+            self.stats.inc_value("frontier/redis_errors")  # they wake at their own time
+        self.stats.inc_value("frontier/ip/joined", len(waits))
+
+
+def robots_member(host: str) -> str:
+    """How an address's gate names a robots.txt fetch of ``host``."""
+    return "R" + host
+
+
+__all__ = ["WAIT_IN_PLACE_MS", "IpScope", "ServerAddress", "robots_member"]
