@@ -17,7 +17,7 @@ import pytest
 import redis
 from redis.asyncio.cluster import RedisCluster
 
-from crawler.frontier.ipgates import FULL, IpGates
+from crawler.frontier.ipgates import DnsNote, IpGates
 from crawler.frontier.keys import Keys
 from crawler.frontier.store import Frontier, Limits, Release
 from tests.crawl_runner import REPO, finish_crawl, proxy_env, start_crawl
@@ -149,10 +149,10 @@ def test_an_address_shared_by_names_of_many_partitions_is_gated_in_its_own_slot(
     cluster_url: str
 ) -> None:
     """Twelve names of twelve domains (partitions on every node) on one server
-    address, one request in flight allowed there: the address's gate takes
-    one, parks the other hosts' requests (each release in its own partition),
-    and the end of the request wakes the first of them in its partition, on
-    whatever node: each step touched one slot."""
+    address, one request in flight allowed there: their DNS jobs join the
+    address (its slot), one may go and eleven wait parked (each note in its
+    own partition); the end of the first request wakes the first that
+    waited, in its partition, on whatever node: each step touched one slot."""
     keys = Keys(f"test:cluster-ip:{time.time_ns()}", partitions=8, seen_buckets=64)
     address = "127.0.9.9"
 
@@ -163,28 +163,31 @@ def test_an_address_shared_by_names_of_many_partitions_is_gated_in_its_own_slot(
             frontier = Frontier(client, keys, limits)
             gates = IpGates(client, keys, limits)
             await frontier.admit([admission(f"http://n{i}.test/") for i in range(12)])
-            leases = (await frontier.claim(50, "w1")).leases
-            assert len(leases) == 12
-            turns = [await gates.take(address, x.token, frontier.partition(x.host), x.host)
-                     for x in leases]
-            passed = [x for x, t in zip(leases, turns, strict=True) if t.wait_ms == 0]
-            refused = [x for x, t in zip(leases, turns, strict=True) if t.wait_ms == FULL]
-            await frontier.release([Release(x.host, x.fingerprint, "ipwait",
-                                            f"{address}\n600000\n60000") for x in refused],
-                                   "w1")
-            assert (await frontier.claim(50, "w1")).leases == []  # all parked
-            wakes = await gates.end(address, [passed[0].token])
+            hosts = (await frontier.claim(50, "w1")).dns_jobs
+            assert len(hosts) == 12
+            go = await gates.join(address, [(frontier.partition(x), x) for x in hosts])
+            for host, ok in zip(hosts, go, strict=True):
+                await gates.note(frontier.partition(host),
+                                 [DnsNote(host, address, 600_000, ok, 600_000)])
+            (first,) = (await frontier.claim(50, "w1")).leases
+            turn = await gates.take(address, first.token, frontier.partition(first.host),
+                                    first.host)
+            assert turn.wait_ms == 0
+            assert (await frontier.claim(50, "w1")).leases == []  # the others are parked
+            wakes = await gates.end(address, [first.token])
             assert await gates.wake(address, wakes) == []
             again = (await frontier.claim(50, "w1")).leases
-            nodes = {client.get_node_from_key(keys.counts(frontier.partition(x.host))).port
-                     for x in refused}
-            return ([x.host for x in passed], [x.host for x in again], wakes[0].host, nodes)
+            waiting = [x for x, ok in zip(hosts, go, strict=True) if not ok]
+            nodes = {client.get_node_from_key(keys.counts(frontier.partition(x))).port
+                     for x in waiting}
+            return ([x for x, ok in zip(hosts, go, strict=True) if ok],
+                    [x.host for x in again], waiting[0], nodes)
         finally:
             await client.aclose()
 
-    passed, again, woken, nodes = asyncio.run(scenario())
+    passed, again, first_waiting, nodes = asyncio.run(scenario())
     assert len(passed) == 1
-    assert again == [woken]  # the first host that waited, woken in its partition
+    assert again == [first_waiting]  # the first host that waited, woken in its partition
     assert len(nodes) >= 2  # the parked hosts were spread over the nodes
     sync = redis.RedisCluster.from_url(cluster_url)
     try:

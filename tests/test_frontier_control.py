@@ -22,7 +22,7 @@ from scrapy.settings import Settings
 
 import crawler.settings
 from crawler.frontier.control import Change, HostControl, UnknownTarget
-from crawler.frontier.ipgates import FULL, PAUSED, IpGates
+from crawler.frontier.ipgates import FULL, DnsNote, IpGates
 from crawler.frontier.store import Limits, Release
 from tests.frontier_harness import Harness, admission
 
@@ -133,13 +133,12 @@ def test_pause_and_resume_a_server_address(make_harness: Callable[..., Harness],
     gates = IpGates(h.client, h.keys, f.limits)
     addr = "127.0.6.1"
     h.run(f.admit([admission(f"http://n{i}.test/") for i in range(3)]))
-    leases = h.run(f.claim(10, "w")).leases
+    hosts = sorted(h.run(f.claim(10, "w")).dns_jobs)  # their names are looked up first
     assert control.change(addr, Change(pause=True), scope="ip") == addr
-    for lease in leases:
-        turn = h.run(gates.take(addr, lease.token, f.partition(lease.host), lease.host))
-        assert turn.wait_ms == PAUSED
-    h.run(f.release([Release(x.host, x.fingerprint, "ipwait", f"{addr}\n600000\n600000")
-                     for x in leases], "w"))
+    # ... and all three wait for the paused address, parked.
+    assert h.run(gates.join(addr, [(f.partition(x), x) for x in hosts])) == [False] * 3
+    for host in hosts:
+        h.run(gates.note(f.partition(host), [DnsNote(host, addr, 600_000, False, 600_000)]))
     assert h.run(f.claim(10, "w")).leases == []
     view = control.view("n0.test")
     assert view is not None and view.address is not None
@@ -147,8 +146,8 @@ def test_pause_and_resume_a_server_address(make_harness: Callable[..., Harness],
     assert view.address.waiting_hosts == 3
     assert control.change("n1.test", Change(pause=False), scope="ip") == addr  # by a name
     (woken,) = h.run(f.claim(10, "w")).leases  # room for one: the first that came
-    assert woken.host == leases[0].host
-    assert h.run(gates.take(addr, woken.token, 0, woken.host)).wait_ms == 0
+    assert woken.host == hosts[0]
+    assert h.run(gates.take(addr, woken.token, f.partition(woken.host), woken.host)).wait_ms == 0
     assert h.run(gates.take(addr, "other", 0, "http://x.test:80")).wait_ms == FULL
     alone = control.view_address(addr)
     assert (alone.gate.in_flight, alone.gate.concurrency_from) == (

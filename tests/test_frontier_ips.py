@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from crawler.frontier.ipgates import FULL, PAUSED, IpGates, Wake
-from crawler.frontier.store import Lease, Release
+from crawler.frontier.ipgates import FULL, NO_ADDRESS, PAUSED, DnsNote, IpGates, Wake
+from crawler.frontier.store import ClaimResult, Lease, Release
 from tests.frontier_harness import Harness, admission
 
 ADDR = "127.0.5.1"
@@ -47,7 +47,7 @@ def test_the_concurrency_bounds_every_name_and_an_end_wakes_the_first_waiting(
     assert _take(h, "b", "http://b.test:80") == 0
     assert _take(h, "c", "http://c.test:80") == FULL
     assert _take(h, "d", "http://d.test:80") == FULL
-    assert _take(h, "a", "http://a.test:80") == 0  # a second pass is not a second request
+    assert _take(h, "a", "http://a.test:80", earlier=0) == 0  # a second pass: its own place
     gates = _gates(h)
     (wake,) = h.run(gates.end(ADDR, ["a"]))  # one place free: the first to wait
     assert (wake.host, wake.partition) == ("http://c.test:80", h.frontier.partition("http://c.test:80"))
@@ -101,6 +101,50 @@ def test_a_paused_address_starts_nothing(make_harness: Callable[..., Harness]) -
     assert _take(h, "a") == 0
 
 
+def _dns_jobs(h: Harness, claim: ClaimResult, address: str = ADDR) -> list[bool]:
+    """Carry out a claim's DNS jobs as a worker would: every name points at
+    ``address``; join them to it, tell the partitions. Which may go now."""
+    f = h.frontier
+    gates = _gates(h)
+    hosts = claim.dns_jobs
+    go = h.run(gates.join(address, [(f.partition(x), x) for x in hosts]))
+    for host, ok in zip(hosts, go, strict=True):
+        h.run(gates.note(f.partition(host), [DnsNote(host, address, 600_000, ok, 30_000)]))
+    return go
+
+
+def test_a_name_is_looked_up_before_its_first_claim_and_waits_parked_if_its_server_is_full(
+        make_harness: Callable[..., Harness]) -> None:
+    """Three names new to one server allowing one request: the claim hands out
+    DNS jobs, not URLs; the first name joins with a place reserved, the other
+    two wait in the server's queue, parked: no claim takes them, while a host
+    on another server is claimed as usual. The end of the first one's request
+    wakes the second, whose place nobody else can take."""
+    h = make_harness("ipj", clock=True, delay_ms=0, ip_concurrency=1)
+    f = h.frontier
+    h.run(f.admit([admission(f"http://n{i}.test/") for i in range(3)]))
+    first = h.run(f.claim(10, "w"))
+    assert first.leases == [] and sorted(first.dns_jobs) == [
+        f"http://n{i}.test:80" for i in range(3)]
+    assert h.run(f.claim(10, "w")).dns_jobs == []  # handed out once
+    first.dns_jobs.sort()
+    assert _dns_jobs(h, first) == [True, False, False]
+    (lease,) = h.run(f.claim(10, "w")).leases
+    assert lease.host == "http://n0.test:80"
+    gates = _gates(h)
+    assert _take(h, "x", "http://x.test:80") == FULL  # the place is n0's
+    assert h.run(gates.take(ADDR, lease.token, f.partition(lease.host), lease.host)
+                 ).wait_ms == 0
+    (wake,) = h.run(gates.end(ADDR, [lease.token]))
+    assert wake.host == "http://n1.test:80"  # first come, first served
+    assert _take(h, "y", "http://y.test:80") == FULL  # n1's place is reserved for it
+    assert h.run(gates.wake(ADDR, [wake])) == []
+    (woken,) = h.run(f.claim(10, "w")).leases
+    assert woken.host == "http://n1.test:80"
+    assert h.run(gates.take(ADDR, woken.token, f.partition(woken.host), woken.host)
+                 ).wait_ms == 0
+
+
 def test_a_parked_host_waits_out_of_the_ready_set_until_an_end_wakes_it(
         make_harness: Callable[..., Harness]) -> None:
     """A request refused for its address goes back to its queue and its host
@@ -109,22 +153,20 @@ def test_a_parked_host_waits_out_of_the_ready_set_until_an_end_wakes_it(
     of a request on the address brings it back for one claim."""
     h = make_harness("ipw", clock=True, concurrency=2, delay_ms=0, ip_concurrency=1)
     f = h.frontier
-    h.run(f.admit([admission("http://a.test/1"), admission("http://a.test/2"),
-                   admission("http://other.test/1")]))
-    leases = h.run(f.claim(10, "w")).leases
-    mine = [x for x in leases if x.host == "http://a.test:80"]
-    assert len(mine) == 2 and len(leases) == 3
+    h.run(f.admit([admission("http://a.test/1"), admission("http://a.test/2")]))
+    assert _dns_jobs(h, h.run(f.claim(10, "w"))) == [True]
+    mine = h.run(f.claim(10, "w")).leases
+    assert [x.host for x in mine] == ["http://a.test:80"] * 2
     _park(h, mine[0], "w")
     _park(h, mine[1], "w")
     assert "http://a.test:80" not in _ready(h)
     site = h.run(h.client.hgetall(h.keys.site(f.partition("http://a.test:80"), "http://a.test")))
     assert site[b"ip"] == ADDR.encode()
-    # More URLs of the name: still parked, not claimed.
-    h.run(f.admit([admission("http://a.test/3"), admission("https://a.test/1"),
-                   admission("http://other.test/2")]))
+    # More URLs of the name: still parked, not claimed; its https twin joins it.
+    h.run(f.admit([admission("http://a.test/3"), admission("https://a.test/1")]))
     claimed = h.run(f.claim(10, "w"))
-    assert [x.host for x in claimed.leases] == ["http://other.test:80"]
-    assert claimed.ip_waits == [("https://a.test:443", ADDR)]  # joined the parked one
+    assert claimed.leases == []
+    assert claimed.ip_waits == [("https://a.test:443", ADDR)]
     assert not {"http://a.test:80", "https://a.test:443"} & _ready(h)
     # The address has room again: its first waiting host comes back.
     part = f.partition("http://a.test:80")
@@ -139,17 +181,31 @@ def test_a_parked_host_waits_out_of_the_ready_set_until_an_end_wakes_it(
 
 def test_a_lost_wake_is_made_up_by_the_parked_hosts_own_time(
         make_harness: Callable[..., Harness]) -> None:
+    """The host that went first never came to the gate (its worker died), so
+    no request ends to wake the one waiting: at its own time the waiting host's
+    address is looked at again (a DNS job), and as the first in the queue, with
+    the first one's reservation run out, it goes. Until then it keeps its place."""
     h = make_harness("ipf", clock=True, delay_ms=0, ip_concurrency=1)
     f = h.frontier
-    h.run(f.admit([admission("http://a.test/1")]))
+    h.run(f.admit([admission("http://a.test/1"), admission("http://b.test/1"),
+                   admission("http://c.test/1")]))
+    claim = h.run(f.claim(10, "w"))
+    claim.dns_jobs.sort()
+    assert _dns_jobs(h, claim) == [True, False, False]
     (lease,) = h.run(f.claim(10, "w")).leases
-    _park(h, lease, "w", wake_ms=10_000)
+    assert lease.host == "http://a.test:80"
     claim = h.run(f.claim(10, "w"))
     assert claim.leases == []
-    assert claim.next_ready_ms == h.clock.now_ms() + 10_000  # the worker looks again then
-    h.clock.advance(10_000)
-    (again,) = h.run(f.claim(10, "w")).leases
-    assert again.fingerprint == lease.fingerprint
+    # The parked hosts' fallback (30 s here): the worker looks again then.
+    assert claim.next_ready_ms == h.clock.now_ms() + 30_000
+    h.clock.advance(30_000)
+    again = h.run(f.claim(10, "w"))
+    assert again.leases == [] and sorted(again.dns_jobs) == ["http://b.test:80",
+                                                             "http://c.test:80"]
+    again.dns_jobs.sort()
+    assert _dns_jobs(h, again) == [True, False]  # b was first; c keeps its place
+    (lease,) = h.run(f.claim(10, "w")).leases
+    assert lease.host == "http://b.test:80"
 
 
 def test_with_the_scope_turned_off_every_parked_host_comes_back_at_once(
@@ -157,9 +213,22 @@ def test_with_the_scope_turned_off_every_parked_host_comes_back_at_once(
     h = make_harness("ipo", clock=True, delay_ms=0, ip_concurrency=1)
     f = h.frontier
     h.run(f.admit([admission(f"http://n{i}.test/1") for i in range(5)]))
-    leases = h.run(f.claim(10, "w")).leases
-    for lease in leases:
-        _park(h, lease, "w", wake_ms=3_600_000)
-    assert h.run(f.claim(10, "w")).leases == []
+    assert sum(_dns_jobs(h, h.run(f.claim(10, "w")))) == 1
+    assert len(h.run(f.claim(10, "w")).leases) == 1
     f.limits.ip_concurrency = 0  # a worker started with the scope off
-    assert len(h.run(f.claim(10, "w")).leases) == 5
+    assert len(h.run(f.claim(10, "w")).leases) == 4
+
+
+def test_a_name_that_is_not_gated_is_claimed_as_usual(
+        make_harness: Callable[..., Harness]) -> None:
+    """A DNS job that finds nothing to gate (a proxy connects the host, or its
+    name did not resolve) lets it be claimed, and asks again only later."""
+    h = make_harness("ipn", clock=True, delay_ms=0, ip_concurrency=1)
+    f = h.frontier
+    h.run(f.admit([admission("http://a.test/1"), admission("http://a.test/2")]))
+    (host,) = h.run(f.claim(10, "w")).dns_jobs
+    h.run(_gates(h).note(f.partition(host), [DnsNote(host, NO_ADDRESS, 60_000, True)]))
+    assert len(h.run(f.claim(10, "w")).leases) == 2
+    h.clock.advance(60_000)
+    h.run(f.admit([admission("http://a.test/3")]))
+    assert h.run(f.claim(10, "w")).dns_jobs == [host]

@@ -34,9 +34,12 @@ from crawler.frontier.store import Limits, script_source
 #: its concurrency, and for one paused by an operator.
 FULL = -2
 PAUSED = -1
-#: An address's queue of waiting hosts is forgotten after this long unused
-#: (as ``lua/ipgate.lua`` keeps it).
-WAITING_KEPT_MS = 3_600_000
+#: How long a place the address reserved for a woken (or newly joined) host
+#: holds: time enough for the host to be claimed and reach the gate.
+RESERVED_MS = 5_000
+#: What a DNS job notes for a site whose requests are not gated (a proxy
+#: connects them, or the name did not resolve).
+NO_ADDRESS = "-"
 
 
 class IpTurn(NamedTuple):
@@ -45,6 +48,18 @@ class IpTurn(NamedTuple):
 
     wait_ms: int
     turn: int = 0
+
+
+class DnsNote(NamedTuple):
+    """What a DNS job found for a host: its server address (:data:`NO_ADDRESS`:
+    none to gate), for how long, and whether it may go now or waits (parked,
+    looked at again after ``wake_ms`` at the latest)."""
+
+    host: str
+    address: str
+    known_ms: int
+    go: bool
+    wake_ms: int = 0
 
 
 class Wake(NamedTuple):
@@ -62,12 +77,13 @@ def waiter(partition: int, host: str) -> str:
 
 def gate_keys(keys: Keys, address: str) -> list[str]:
     """The keys every script of one address's gate takes."""
-    return [keys.ip_gate(address), keys.ip_in_flight(address), keys.ip_waiting(address)]
+    return [keys.ip_gate(address), keys.ip_in_flight(address), keys.ip_waiting(address),
+            keys.ip_reserved(address)]
 
 
 def end_args(limits: Limits, members: Iterable[str]) -> list[Any]:
     """``lua/ipend.lua``'s arguments."""
-    return [limits.ip_concurrency, limits.ip_delay_ms, *members]
+    return [limits.ip_concurrency, limits.ip_delay_ms, RESERVED_MS, *members]
 
 
 def wake_calls(keys: Keys, address: str, wakes: Iterable[Wake]
@@ -110,22 +126,22 @@ class IpGates:
         self._end = client.register_script(script_source("ipend"))
         self._wake = client.register_script(script_source("ipwake"))
         self._park = client.register_script(script_source("ippark"))
+        self._join = client.register_script(script_source("ipjoin"))
+        self._note = client.register_script(script_source("ipnote"))
 
     @property
     def on(self) -> bool:
         return self.limits.ip_concurrency > 0 or self.limits.ip_delay_ms > 0
 
-    async def take(self, address: str, member: str, partition: int, host: str | None, *,
+    async def take(self, address: str, member: str, partition: int, host: str, *,
                    earlier: int | None = None, in_place_ms: int = 0) -> IpTurn:
         """Ask the address's gate for a start now (``member``: the request's lease
-        token, or ``"R" + host`` for a robots.txt); see ``lua/ipgate.lua``.
-        ``host`` None: if the address is full, the caller waits in place and
-        its host is not queued there."""
+        token, or ``"R" + host`` for a robots.txt); see ``lua/ipgate.lua``."""
         wait_ms, turn = await self._gate(
             keys=gate_keys(self.keys, address),
             args=[self.limits.ip_concurrency, self.limits.ip_delay_ms, self.limits.jitter,
                   member, self.limits.lease_ms, "" if earlier is None else earlier,
-                  "" if host is None else waiter(partition, host), in_place_ms])
+                  waiter(partition, host), in_place_ms])
         return IpTurn(int(wait_ms), int(turn))
 
     async def end(self, address: str, members: Iterable[str] = ()) -> list[Wake]:
@@ -152,19 +168,19 @@ class IpGates:
                                      args=[self.keys.prefix(partition), host, address,
                                            wake_ms, known_ms]))
 
-    async def note_address(self, partition: int, host: str, address: str,
-                           until_ms: int) -> None:
-        """Record in ``host``'s site that it points at ``address`` until ``until_ms``
-        (epoch ms): claims then know which parked hosts it would wait behind, and
-        ``scrapy frontier host`` shows the address."""
-        await self.client.hset(self.keys.site(partition, host),
-                               mapping={"ip": address, "ipx": until_ms})
+    async def join(self, address: str, hosts: list[tuple[int, str]]) -> list[bool]:
+        """Hosts new to ``address`` (partition, host): which may go now (a place
+        reserved), the others wait in its queue (``lua/ipjoin.lua``)."""
+        reply = await self._join(
+            keys=gate_keys(self.keys, address),
+            args=[self.limits.ip_concurrency, RESERVED_MS,
+                  *(waiter(part, host) for part, host in hosts)])
+        return [bool(int(x)) for x in reply]
 
-    async def enqueue(self, address: str, partition: int, host: str, now_ms: int) -> None:
-        """Put a host that joined the parked ones (a claim's ``W``) in the
-        address's queue, behind those already there."""
-        key = self.keys.ip_waiting(address)
-        async with self.client.pipeline(transaction=False) as pipe:
-            pipe.zadd(key, {waiter(partition, host): now_ms}, nx=True)
-            pipe.pexpire(key, WAITING_KEPT_MS)
-            await pipe.execute()
+    async def note(self, partition: int, notes: Iterable[DnsNote]) -> int:
+        """The outcome of DNS jobs of one partition (``lua/ipnote.lua``): how many
+        hosts were parked."""
+        args: list[Any] = [self.keys.prefix(partition)]
+        for n in notes:
+            args += [n.host, n.address, n.known_ms, int(n.go), n.wake_ms]
+        return int(await self._note(keys=[self.keys.counts(partition)], args=args))

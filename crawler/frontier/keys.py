@@ -49,7 +49,9 @@ key                 type       holds
                                concurrency, xd delay ms, xp paused; ip
                                the server address it points at (learned
                                at its robots.txt fetch, or when parked
-                               for it), ipx until when that holds (ms)
+                               for it), ipx until when that holds (ms),
+                               dj its name is being resolved until ms
+                               (the IP scope's DNS job: no claims)
 ``PP:ga:SITE``      set        the site's hosts
 ``PP:d:DOMAIN``     hash       domain: t next claim ms, s next start ms;
                                live control: xc, xd, xp as for a site
@@ -77,8 +79,9 @@ An IP address ``ADDR`` that names point at has a gate in a slot of its own,
 ``{ns/ip/ADDR}`` (names of every partition share it, so it cannot live in
 theirs): ``:g`` hash (s next start ms, wk last wake handed out ms, live
 control xc, xd, xp), ``:f`` zset (its requests in flight by expiry ms), ``:q``
-zset (hosts waiting for room, ``P\nHOST``, by when they came). The scripts
-``lua/ip*.lua`` touch one address's keys, or one partition's.
+zset (hosts waiting for room, ``P\nHOST``, by when they came), ``:r`` zset
+(hosts woken or newly joined, with a place reserved, by expiry ms). The
+scripts ``lua/ip*.lua`` touch one address's keys, or one partition's.
 
 Global keys (no hash tag, never touched by scripts): ``ns:workers``
 (heartbeats, :mod:`crawler.frontier.workers`), ``ns:layout``, ``ns:seen``
@@ -311,6 +314,10 @@ class Keys:
     def ip_in_flight(self, address: str) -> str:
         """An address's requests in flight, by expiry ms."""
         return f"{self.ip_prefix(address)}:f"
+
+    def ip_reserved(self, address: str) -> str:
+        """The hosts with a place reserved on an address (``P\\nHOST``), by expiry ms."""
+        return f"{self.ip_prefix(address)}:r"
 
     def ip_waiting(self, address: str) -> str:
         """The hosts waiting for room on an address (``P\\nHOST``), first come first."""

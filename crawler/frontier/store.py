@@ -120,6 +120,8 @@ class ClaimResult:
     robots_jobs: list[str] = field(default_factory=list)  # hosts whose robots.txt to fetch
     #: Hosts that joined those parked for their server address: (host, address).
     ip_waits: list[tuple[str, str]] = field(default_factory=list)
+    #: Hosts whose server address to look up before their first claim.
+    dns_jobs: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +174,12 @@ class Limits:
     #: address waits at most for a wake before it is looked at again.
     ip_concurrency: int = 0
     ip_delay_ms: int = 0
-    ip_fallback_ms: int = 10_000
+    ip_fallback_ms: int = 15_000
+    #: How long a DNS job (the IP scope's look at a site's address) may take
+    #: before its host is handed out again.
+    dns_job_ms: int = 10_000
+    #: DNS jobs one claim hands out at most (per partition).
+    dns_job_max: int = 32
     breaker: Breaker = field(default_factory=Breaker)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -261,7 +268,8 @@ class Frontier:
                    self.limits.jitter, self.limits.move_max, self.limits.robots_ms,
                    self.limits.domain_concurrency, self.limits.domain_delay_ms,
                    int(self.limits.ip_concurrency > 0 or self.limits.ip_delay_ms > 0),
-                   self.limits.ip_fallback_ms])
+                   self.limits.ip_fallback_ms, self.limits.dns_job_ms,
+                   self.limits.dns_job_max])
                  for part, want in asks]
         full = []
         for (part, want), reply in zip(asks, await self._per_partition(calls), strict=True):
@@ -275,6 +283,9 @@ class Frontier:
                 host, entry = reply[i].decode(), reply[i + 1]
                 if entry == b"W":
                     result.ip_waits.append((host, reply[i + 2].decode()))
+                    continue
+                if entry == b"D":
+                    result.dns_jobs.append(host)
                     continue
                 claimed += 1
                 if entry == b"R":

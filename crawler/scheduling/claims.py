@@ -81,8 +81,11 @@ class Claims:
             self.buffer.append(request)
         for host in result.robots_jobs:
             scheduler.robots_jobs.start(host)
-        if result.ip_waits and scheduler.ips is not None:
-            scheduler.ips.joined(result.ip_waits, result.server_ms)
+        if scheduler.ips is not None:
+            if result.ip_waits:
+                scheduler.ips.joined(result.ip_waits, result.server_ms)
+            if result.dns_jobs:
+                scheduler.ips.look_up(result.dns_jobs)
         if result.leases or result.robots_jobs:
             scheduler.stats.inc_value("frontier/leases/claimed", len(result.leases))
             scheduler.wake()

@@ -10,10 +10,11 @@ crawl resolver (no answer to look at), is not gated.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import random
-import time
+from collections import defaultdict
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -23,7 +24,7 @@ from twisted.internet.error import DNSLookupError
 
 from crawler.addressguard import normalise_host
 from crawler.dns.resolver import installed_resolver
-from crawler.frontier.ipgates import IpGates, IpTurn, Wake
+from crawler.frontier.ipgates import NO_ADDRESS, DnsNote, IpGates, IpTurn, Wake
 from crawler.proxies import ProxyRoutes
 
 if TYPE_CHECKING:
@@ -34,6 +35,14 @@ logger = logging.getLogger(__name__)
 #: A host parked for its address is known to point there this long at most
 #: (ms) when the answer's TTL is not known (a literal address: a day).
 _KNOWN_MAX_MS = 86_400_000
+#: ... and at least this long: an answer about to leave the resolver's cache
+#: would otherwise have the name looked up again at once.
+_KNOWN_MIN_MS = 10_000
+#: DNS jobs' answers are handed to the frontier this many at a time.
+_NOTE_BATCH = 16
+#: A host whose name did not resolve (its download will meet that) is looked
+#: at again after this long; one a proxy connects, after a day.
+_UNGATED_MS = 60_000
 #: A server address whose next turn is at most this far off (ms) is waited
 #: for in place; a longer wait parks the host instead.
 WAIT_IN_PLACE_MS = 250
@@ -65,13 +74,20 @@ class IpScope:
     def on(self) -> bool:
         return self.gates.on
 
+    def gated(self, host: str) -> bool:
+        """Whether requests to the host key ``host`` go through the IP scope: not
+        when a proxy connects them, nor without the crawl resolver's answers."""
+        name = normalise_host(urlsplit(host).hostname or "")
+        return (installed_resolver() is not None and bool(name)
+                and not self.proxies.proxied(host, name))
+
     async def address_of(self, host: str, *, proxy: bool = False) -> ServerAddress | None:
         """The address a request to the host key ``host`` connects to (None: not
         gated, or the name does not resolve: the download meets that)."""
         resolver = installed_resolver()
-        name = normalise_host(urlsplit(host).hostname or "")
-        if resolver is None or not name or proxy or self.proxies.proxied(host, name):
+        if resolver is None or proxy or not self.gated(host):
             return None
+        name = normalise_host(urlsplit(host).hostname or "")
         try:
             addresses = await maybe_deferred_to_future(resolver.resolve(name))
         except DNSLookupError:
@@ -83,12 +99,10 @@ class IpScope:
         return ServerAddress(addresses[0], known_ms)
 
     async def take(self, server: ServerAddress, member: str, host: str, *,
-                   earlier: int | None = None, in_place_ms: int = 0,
-                   queue: bool = True) -> IpTurn:
-        """The address's gate for one request (see :meth:`IpGates.take`);
-        ``queue`` False: a full address does not queue the host (it waits in place)."""
+                   earlier: int | None = None, in_place_ms: int = 0) -> IpTurn:
+        """The address's gate for one request (see :meth:`IpGates.take`)."""
         part = self.scheduler.frontier.partition(host)  # type: ignore[union-attr]
-        turn = await self.gates.take(server.address, member, part, host if queue else None,
+        turn = await self.gates.take(server.address, member, part, host,
                                      earlier=earlier, in_place_ms=in_place_ms)
         if turn.wait_ms != 0:
             self.stats.inc_value("frontier/ip/refused" if turn.wait_ms < 0 or
@@ -109,9 +123,6 @@ class IpScope:
         assert frontier is not None
         if turn.wait_ms == 0:
             self._robots[host] = server.address
-            # A host's first contact: a good moment to note where it points.
-            await self.gates.note_address(frontier.partition(host), host, server.address,
-                                          round(time.time() * 1000) + server.known_ms)
             return 0
         if turn.wait_ms > 0 and turn.wait_ms <= in_place_ms:
             return turn.wait_ms
@@ -127,6 +138,10 @@ class IpScope:
         parked together do not all come back at once."""
         if turn.wait_ms > 0:
             return turn.wait_ms
+        return self.fallback_ms()
+
+    def fallback_ms(self) -> int:
+        """How long a parked host waits at most for its wake (spread)."""
         return round(self.gates.limits.ip_fallback_ms * random.uniform(1, 1.5))
 
     def robots_done(self, host: str) -> None:
@@ -161,16 +176,78 @@ class IpScope:
                 return
             wakes = await self.gates.end(address)
 
+    def look_up(self, hosts: list[str]) -> None:
+        """DNS jobs a claim handed out: in the background."""
+        self.scheduler.spawn(self._look_up(hosts))
+
+    async def _look_up(self, hosts: list[str]) -> None:
+        """Resolve the hosts' names, join each to its address (first come, first
+        served) and tell the frontier: those the address has room for are
+        claimed next, the others wait parked. Answers are handled as they come,
+        a few at a time, so a quick name is not held up by slow ones. A job
+        that fails here runs out and is handed out again."""
+
+        async def one(host: str) -> tuple[str, ServerAddress | None]:
+            return host, await self.address_of(host)
+
+        done: list[tuple[str, ServerAddress | None]] = []
+        try:
+            for found in asyncio.as_completed([one(host) for host in hosts]):
+                done.append(await found)
+                if len(done) >= _NOTE_BATCH:
+                    await self._join_and_note(done)
+                    done = []
+            if done:
+                await self._join_and_note(done)
+        except (RedisError, OSError) as exc:
+            self.scheduler.health.trouble(exc)
+
+    async def _join_and_note(self, found: list[tuple[str, ServerAddress | None]]) -> None:
+        frontier = self.scheduler.frontier
+        assert frontier is not None
+        by_address: dict[str, list[tuple[str, ServerAddress]]] = defaultdict(list)
+        notes: dict[int, list[DnsNote]] = defaultdict(list)
+        for host, server in found:
+            if server is None:
+                again = _UNGATED_MS if self.gated(host) else _KNOWN_MAX_MS
+                notes[frontier.partition(host)].append(DnsNote(host, NO_ADDRESS, again, go=True))
+            else:
+                by_address[server.address].append((host, server))
+        for address, members in by_address.items():
+            joined = await self.gates.join(
+                address, [(frontier.partition(host), host) for host, _ in members])
+            for (host, server), go in zip(members, joined, strict=True):
+                notes[frontier.partition(host)].append(DnsNote(
+                    host, address, max(server.known_ms, _KNOWN_MIN_MS), go,
+                    self.fallback_ms()))
+        parked = 0
+        for part, part_notes in notes.items():
+            parked += await self.gates.note(part, part_notes)
+        self.stats.inc_value("frontier/ip/dns_jobs", len(found))
+        if parked:
+            self.stats.inc_value("frontier/ip/parked_at_dns", parked)
+        self.scheduler.claims.claimable = True
+        self.scheduler.claims.want()
+
     def joined(self, waits: list[tuple[str, str]], server_ms: int) -> None:
         """Hosts a claim parked behind others of their address: into its queue."""
         self.scheduler.spawn(self._joined(waits, server_ms))
 
     async def _joined(self, waits: list[tuple[str, str]], server_ms: int) -> None:
+        """Queue them at their addresses; one the address has room for after all
+        (its parked neighbours are about to be woken) comes back at once."""
         frontier = self.scheduler.frontier
         assert frontier is not None
+        by_address: dict[str, list[tuple[int, str]]] = defaultdict(list)
+        for host, address in waits:
+            by_address[address].append((frontier.partition(host), host))
         try:
-            for host, address in waits:
-                await self.gates.enqueue(address, frontier.partition(host), host, server_ms)
+            for address, hosts in by_address.items():
+                go = await self.gates.join(address, hosts)
+                back = [Wake(part, host, server_ms)
+                        for (part, host), ok in zip(hosts, go, strict=True) if ok]
+                if back:
+                    await self.gates.wake(address, back)
         except (RedisError, OSError):
             self.stats.inc_value("frontier/redis_errors")  # they wake at their own time
         self.stats.inc_value("frontier/ip/joined", len(waits))

@@ -22,20 +22,29 @@
 --          0: the domain scope is off)
 -- ARGV[11] 1 when the IP scope is on, ARGV[12] how long (ms) a host that joins
 --          the hosts parked for its address waits at most before it is looked
---          at again (a lost wake's fallback)
+--          at again (a lost wake's fallback), ARGV[13] how long (ms) a DNS job
+--          may take before the host is handed out again, ARGV[14] DNS jobs
+--          handed out at most
 -- Returns {now_ms, next_ready_ms or -1, then per claim: host, entry, robots
 -- version}. An entry "R" is a robots job: the host's robots.txt is unknown or
 -- due, so this worker fetches it (robots.lua stores the result) and the
 -- host's URLs wait in the frontier meanwhile, holding no download slot. An
 -- entry "W" (third value: the address) is no claim: the host joined the hosts
 -- parked here for its server's address, and the caller puts it in the
--- address's queue (ipgate.lua).
+-- address's queue (ipgate.lua). An entry "D" is no claim either: a DNS job,
+-- the IP scope's first look at a site whose server address is not known
+-- (or no longer): the caller resolves its name and joins the address
+-- (ipjoin.lua, ipnote.lua) before any of its URLs is claimed, so a name on a
+-- busy server waits parked instead of being claimed and refused. Neither
+-- counts against N.
 local p = ARGV[1]
 local want, lease_ms, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local rnd, jitter, move_max = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local robots_ms = tonumber(ARGV[8] or '0')
 local dconc, ddelay = tonumber(ARGV[9] or '0'), tonumber(ARGV[10] or '0')
 local ipscope, ip_fallback = ARGV[11] == '1', tonumber(ARGV[12] or '0')
+local dns_job_ms, dns_job_max = tonumber(ARGV[13] or '0'), tonumber(ARGV[14] or '0')
+local dns_jobs = 0
 local now = now_ms()
 local ready = p .. ':ready'
 
@@ -192,9 +201,11 @@ for _, dom in ipairs(wakes) do
 end
 
 -- 5. Hosts parked for their server's address whose time came (ipwake.lua
--- wakes them sooner, when the address has room): back to the ready set, each
--- to be claimed once before it could join the parked hosts again. With the
--- IP scope off (a setting changed), every parked host comes back at once.
+-- wakes them sooner, when the address has room): their site's address is
+-- looked at again (a DNS job, below), which lets them go if their turn at
+-- the address has come and keeps them parked, in their place, if not: a
+-- wake time is a fallback, not a turn. With the IP scope off (a setting
+-- changed), every parked host comes back at once.
 local iwakes = redis.call('ZRANGEBYSCORE', p .. ':iwake', '-inf', ipscope and now or '+inf',
                          'LIMIT', 0, move_max)
 for _, addr in ipairs(iwakes) do
@@ -207,7 +218,7 @@ for _, addr in ipairs(iwakes) do
   end
   for _, host in ipairs(due) do
     redis.call('ZREM', parked, host)
-    redis.call('HSET', p .. ':h:' .. host, 'iwk', 1)
+    if ipscope then redis.call('HSET', site_key(p, host), 'ipx', 0) end
     refresh_host(p, host)
   end
   local first = redis.call('ZRANGE', parked, 0, 0, 'WITHSCORES')
@@ -220,11 +231,23 @@ end
 
 -- Does the host's server address have hosts parked here? Then it joins them
 -- (unless it was just woken), rather than be claimed, refused at the
--- address's gate and given back, holding a download slot meanwhile.
+-- address's gate and given back, holding a download slot meanwhile. A host
+-- whose address is not known gets a DNS job instead.
 local function joins_ip_waiters(host, hk, sk)
   if not ipscope then return false end
   local st = redis.call('HMGET', sk, 'ip', 'ipx')
-  if not st[1] or now >= tonumber(st[2] or '0') then return false end
+  if not st[1] or now >= tonumber(st[2] or '0') then
+    -- Its server's address is not known (any more): a DNS job first (the
+    -- host is out of the ready set until it is done, or its time runs out).
+    dns_jobs = dns_jobs + 1
+    redis.call('HSET', sk, 'dj', now + dns_job_ms)
+    refresh_site(p, host)
+    out[#out + 1] = host
+    out[#out + 1] = 'D'
+    out[#out + 1] = ''
+    return true
+  end
+  if st[1] == '-' then return false end  -- no address to gate (a proxy, a failed lookup)
   if redis.call('HDEL', hk, 'iwk') == 1 then return false end
   local parked = p .. ':iw:' .. st[1]
   if redis.call('EXISTS', parked) == 0 then return false end
@@ -239,7 +262,9 @@ local function joins_ip_waiters(host, hk, sk)
   return true
 end
 
-while got < want do
+-- (A claim hands out at most dns_job_max DNS jobs, so that looking up a
+-- thousand new names is spread over claims, not one long script.)
+while got < want and dns_jobs < dns_job_max do
   local h = redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, 1)
   if #h == 0 then break end
   local host = h[1]

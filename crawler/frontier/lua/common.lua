@@ -52,17 +52,17 @@ end
 -- A host belongs in its partition's ready set, scored by its next-allowed
 -- time, exactly while it has queued URLs and its site has room for one more
 -- in flight. The next-allowed time is the latest of the site's t (pacing),
--- w (a hold: backoff, a breaker) and rj (a robots.txt of one of its hosts
--- being fetched), and the host's own rw (its robots.txt being fetched, or
--- unreachable).
+-- w (a hold: backoff, a breaker), rj (a robots.txt of one of its hosts
+-- being fetched) and dj (its name being resolved: the IP scope's DNS job),
+-- and the host's own rw (its robots.txt being fetched, or unreachable).
 local function refresh_host(p, host)
   local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'rw')
   local g = redis.call('HMGET', site_key(p, host), 'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl',
-                       'dl', 'ad')
+                       'dl', 'ad', 'dj')
   if tonumber(st[1] or '0') > 0 and not g[7]
       and tonumber(g[1] or '0') < site_concurrency(g[2], g[6], g[8], g[9], g[10]) then
     local at = math.max(tonumber(g[3] or '0'), tonumber(g[4] or '0'), tonumber(g[5] or '0'),
-                        tonumber(st[2] or '0'))
+                        tonumber(st[2] or '0'), tonumber(g[11] or '0'))
     redis.call('ZADD', p .. ':ready', at, host)
   else
     redis.call('ZREM', p .. ':ready', host)
@@ -85,7 +85,12 @@ local function ensure_host(p, host, conc, delay_ms, domain)
   redis.call('HSET', hk, 'n', 0)
   local sk = site_key(p, host)
   if redis.call('EXISTS', sk) == 0 then
-    redis.call('HSET', sk, 'i', 0, 't', 0, 'a', 0, 'c', conc, 'dl', delay_ms)
+    -- New sites are all due at once; their first next-allowed time (a few ms
+    -- after the epoch, from a hash of the name) orders them at random, not
+    -- by name: a thousand names of one server seeded first do not all come
+    -- before the others.
+    local first = tonumber(string.sub(redis.sha1hex(site_of(host)), 1, 4), 16) % 1000
+    redis.call('HSET', sk, 'i', 0, 't', first, 'a', 0, 'c', conc, 'dl', delay_ms)
     -- (requeue.lua knows no domain: a site without one is gated alone)
     if domain then redis.call('HSET', sk, 'd', domain) end
   end
@@ -175,4 +180,21 @@ local function park_for_ip(p, host, addr, at)
   if not redis.call('ZSCORE', parked, host) then redis.call('ZADD', parked, at, host) end
   local cur = redis.call('ZSCORE', p .. ':iwake', addr)
   if not cur or at < tonumber(cur) then redis.call('ZADD', p .. ':iwake', at, addr) end
+end
+
+-- An address unused this long is forgotten: its gate's keys expire (not the
+-- gate hash while it holds an operator's override: st is its HMGET of
+-- s, wk, xc, xd, xp).
+local IP_IDLE_MS = 3600000
+local function ip_keep(key, ms, st)
+  if st and (st[3] or st[4] or st[5]) then return end
+  redis.call('PEXPIRE', key, ms)
+end
+
+-- How many more requests an address has room for: its concurrency less its
+-- requests in flight and its places reserved (both cleaned of those that ran out).
+local function ip_room(in_flight, reserved, conc, now)
+  redis.call('ZREMRANGEBYSCORE', in_flight, '-inf', now)
+  redis.call('ZREMRANGEBYSCORE', reserved, '-inf', now)
+  return conc - redis.call('ZCARD', in_flight) - redis.call('ZCARD', reserved)
 end

@@ -9,25 +9,32 @@
 -- start.lua: a request that passes again (its turn went stale in a stalled
 -- worker) starts at once if no other request started on the address since.
 --
+-- Places are handed out first come, first served. A host the address had no
+-- room for waits in its queue (KEYS[3]); when room comes (ipend.lua), or when
+-- a host new to the address finds room (ipjoin.lua), the host gets a place
+-- reserved for a while (KEYS[4], by expiry): the next request of another
+-- host cannot take it, so a host woken for a place finds it there.
+--
 -- A request that cannot start is not kept waiting in its worker, where it
 -- would hold a download slot: its host is parked in its partition (the
 -- release's "ipwait") until it is woken:
--- * full (as many in flight as the concurrency): the host joins the
---   address's queue of waiting hosts (KEYS[3], first come first served); the
---   end of a request (ipend.lua) wakes as many as have room;
+-- * full (as many in flight and reserved as the concurrency), or paused by
+--   an operator: the host joins the queue; the end of a request, or the
+--   resume, wakes it;
 -- * its turn not come (the delay): the host is given a wake time of its own,
 --   one delay after the last one handed out (wk), so hosts parked together
 --   come back one per turn instead of all racing for the next.
 --
 -- KEYS[1]  the address's gate hash: s next start ms, wk last wake handed out
---          ms; live control xc, xd, xp as for a site
+--          ms, qn the last queue number; live control xc, xd, xp as for a site
 -- KEYS[2]  its requests in flight (zset by expiry ms), KEYS[3] its waiting hosts
---          ("P\nHOST" by when they came)
+--          ("P\nHOST" in the order they came: qn), KEYS[4] hosts with a place reserved
+--          ("P\nHOST" by expiry ms)
 -- ARGV[1]  concurrency (0: no limit), ARGV[2] delay ms, ARGV[3] jitter (0..1)
 -- ARGV[4]  the request (its lease token, or "R" .. host for a robots.txt)
--- ARGV[5]  its lease ms, ARGV[6] the turn of its earlier pass or ''
--- ARGV[7]  its host as "P\nHOST" ('': a robots.txt job, which waits in
---          place and is not queued), ARGV[8] a wait up to this long (ms) is
+-- ARGV[5]  its lease ms, ARGV[6] the turn of its earlier pass ('0' without a
+--          delay) or '' for a first pass
+-- ARGV[7]  its host as "P\nHOST", ARGV[8] a wait up to this long (ms) is
 --          answered as such (the worker waits it out in place)
 -- Returns {0, turn}: start now (turn: the address's next start, 0 without a
 -- delay); {ms, 0}: wait in place (ms <= ARGV[8]) or park the host that long;
@@ -37,21 +44,14 @@ local now = now_ms()
 local st = redis.call('HMGET', KEYS[1], 's', 'wk', 'xc', 'xd', 'xp')
 local conc = tonumber(st[3] or ARGV[1])
 local delay = delay_in_force(ARGV[2], st[4])
-local member, lease_ms, earlier = ARGV[4], tonumber(ARGV[5]), ARGV[6]
+local member, lease_ms, earlier, waiter = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local in_place = tonumber(ARGV[8])
-local idle_ms = 3600000  -- an address unused this long is forgotten (its overrides stay)
 
-local function keep(key, ms)
-  if key == KEYS[1] and (st[3] or st[4] or st[5]) then return end
-  redis.call('PEXPIRE', key, ms)
-end
-
--- The host waits in the address's queue (a robots.txt job waits in place).
 local function queue_host()
-  if ARGV[7] ~= '' then
-    redis.call('ZADD', KEYS[3], 'NX', now, ARGV[7])
-    keep(KEYS[3], idle_ms)
-  end
+  redis.call('ZREM', KEYS[4], waiter)
+  redis.call('ZADD', KEYS[3], 'NX', redis.call('HINCRBY', KEYS[1], 'qn', 1), waiter)
+  ip_keep(KEYS[1], IP_IDLE_MS, st)
+  ip_keep(KEYS[3], IP_IDLE_MS)
 end
 
 if st[5] then
@@ -59,16 +59,23 @@ if st[5] then
   return {-1, 0}
 end
 
--- Counted the cheap way first: only an address that looks full is cleaned
--- of requests whose lease ran out, and looked at for this request's own place.
-local busy = redis.call('ZCARD', KEYS[2])
-if conc > 0 and busy >= conc then
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-  busy = redis.call('ZCARD', KEYS[2]) - (redis.call('ZSCORE', KEYS[2], member) and 1 or 0)
-end
-if conc > 0 and busy >= conc then
-  queue_host()
-  return {-2, 0}
+-- A second pass of a request (its turn went stale) that holds its place
+-- keeps it. Others are counted the cheap way first: only an address that
+-- looks full is cleaned of requests and reservations that ran out, and looked
+-- at for this request's host's reservation.
+local holds = earlier ~= '' and redis.call('ZSCORE', KEYS[2], member)
+if conc > 0 and not holds then
+  local busy = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[4])
+  if busy >= conc then
+    redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
+    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+    busy = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[4])
+        - (redis.call('ZSCORE', KEYS[4], waiter) and 1 or 0)
+  end
+  if busy >= conc then
+    queue_host()
+    return {-2, 0}
+  end
 end
 
 local gate = tonumber(st[1] or '0')
@@ -77,16 +84,17 @@ if delay > 0 and now < gate and not (earlier ~= '' and tonumber(earlier) == gate
   if wait <= in_place then return {wait, 0} end
   local at = math.max(gate, tonumber(st[2] or '0') + delay)
   redis.call('HSET', KEYS[1], 'wk', at)
-  keep(KEYS[1], idle_ms)
+  ip_keep(KEYS[1], IP_IDLE_MS, st)
   return {at - now, 0}
 end
 
+redis.call('ZREM', KEYS[4], waiter)
 redis.call('ZADD', KEYS[2], now + lease_ms, member)
-keep(KEYS[2], lease_ms)
+ip_keep(KEYS[2], lease_ms)
 local turn = 0
 if delay > 0 then
   turn = now + math.floor(delay * (1 - tonumber(ARGV[3])))
   redis.call('HSET', KEYS[1], 's', turn)
-  keep(KEYS[1], idle_ms)
+  ip_keep(KEYS[1], IP_IDLE_MS, st)
 end
 return {0, turn}

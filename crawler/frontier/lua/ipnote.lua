@@ -1,0 +1,31 @@
+-- The outcome of DNS jobs (claim.lua "D"): each host's site learns its server
+-- address, and the host goes back to the ready set, or is parked for the
+-- address when it joined the address's queue (ipjoin.lua).
+--
+-- KEYS[1]  the partition's counts hash (routes the call to the partition)
+-- ARGV[1]  prefix, then per host five values: host; address ('-': none to
+--          gate: its requests go through a proxy, or its name did not
+--          resolve and the download will say why); how long (ms) that holds;
+--          '1' if it may go now (a place is reserved for it), '0' if it waits
+--          in the address's queue; how long (ms) it waits at most before it is
+--          looked at again (a lost wake's fallback)
+-- Returns how many hosts were parked.
+local p = ARGV[1]
+local now = now_ms()
+local parked = 0
+for i = 2, #ARGV, 5 do
+  local host, addr, known_ms, go = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
+  local hk, sk = p .. ':h:' .. host, site_key(p, host)
+  if redis.call('EXISTS', hk) == 1 then
+    redis.call('HDEL', sk, 'dj')
+    redis.call('HSET', sk, 'ip', addr, 'ipx', now + known_ms)
+    refresh_site(p, host)
+    if go == '1' then
+      redis.call('HSET', hk, 'iwk', 1)  -- its place is reserved: no joining the parked
+    elseif addr ~= '-' then
+      park_for_ip(p, host, addr, now + tonumber(ARGV[i + 4]))
+      parked = parked + 1
+    end
+  end
+end
+return parked
