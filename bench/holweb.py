@@ -46,12 +46,14 @@ class HolWeb:
     ``slow_names=N``: instead of the slow host, N slow names of one registered
     domain (``n0000.big.test`` ...), one page each (no links): many names on
     one organisation's servers, each a host of its own to a scheduler that
-    knows only hosts.
+    knows only hosts. ``loaded=N``: N more hosts (``busy000.test`` ...) that
+    answer in ``load_seconds`` times the requests they have open: a server
+    that slows down as it is asked more at once.
     """
 
     def __init__(self, n_fast: int = 50, pages: int = 8, slow_seconds: float = 2.0,
                  with_slow: bool = True, fast_seconds: float = 0.0,
-                 slow_names: int = 0) -> None:
+                 slow_names: int = 0, loaded: int = 0, load_seconds: float = 0.2) -> None:
         self.n_fast = n_fast
         self.pages = pages
         self.slow_seconds = slow_seconds
@@ -60,7 +62,12 @@ class HolWeb:
         self.fast_hosts = [f"fast{i:03d}.test" for i in range(n_fast)]
         slow = [f"n{i:04d}.{SLOW_DOMAIN}" for i in range(slow_names)] or [SLOW_HOST]
         self.slow_hosts = set(slow) if with_slow else set()
-        self.hosts = {*self.fast_hosts, *self.slow_hosts}
+        #: Hosts that slow down under load: each answer takes ``load_seconds``
+        #: times the requests the host has open when it arrives (itself too).
+        self.loaded_hosts = [f"busy{i:03d}.test" for i in range(loaded)]
+        self.load_seconds = load_seconds
+        self._open: dict[str, int] = {}
+        self.hosts = {*self.fast_hosts, *self.slow_hosts, *self.loaded_hosts}
         self.hits: list[Hit] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -82,7 +89,8 @@ class HolWeb:
             slow = [f"http://{SLOW_HOST}{p}" for p in self.paths()]
         else:
             slow = [f"http://{h}/" for h in sorted(self.slow_hosts)]
-        return slow + [f"http://{h}/" for h in self.fast_hosts]
+        loaded = [f"http://{h}/" for h in self.loaded_hosts]
+        return slow + loaded + [f"http://{h}/" for h in self.fast_hosts]
 
     def paths(self) -> list[str]:
         return ["/"] + [f"/p/{k}" for k in range(1, self.pages)]
@@ -139,6 +147,15 @@ class HolWeb:
             with contextlib.suppress(Exception):
                 writer.close()
 
+    async def _wait(self, host: str) -> None:
+        """How long this host takes to answer (the request is counted open)."""
+        if host in self.slow_hosts:
+            await asyncio.sleep(self.slow_seconds)
+        elif host in self.loaded_hosts:
+            await asyncio.sleep(self.load_seconds * self._open[host])
+        elif self.fast_seconds:
+            await asyncio.sleep(self.fast_seconds)
+
     async def _one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
         line = await reader.readline()
         if not line.strip():
@@ -160,10 +177,11 @@ class HolWeb:
             path = (split.path or "/") + (f"?{split.query}" if split.query else "")
         hit = Hit(host, path, time.monotonic())
         self.hits.append(hit)
-        if host in self.slow_hosts:
-            await asyncio.sleep(self.slow_seconds)
-        elif self.fast_seconds:
-            await asyncio.sleep(self.fast_seconds)
+        self._open[host] = self._open.get(host, 0) + 1
+        try:
+            await self._wait(host)
+        finally:
+            self._open[host] -= 1
         if host in self.slow_hosts and host != SLOW_HOST and path == "/":
             status, body = 200, b"<!doctype html><title>one of many</title>"
         elif host in self.hosts and path in self.paths():

@@ -20,13 +20,15 @@ from pathlib import Path
 
 from bench.common import REPO, Report, machine_info
 
-BENCHMARKS = ("headofline", "claimcost", "memory", "throughput", "faults", "warc", "linkparse")
+BENCHMARKS = ("headofline", "ipscope", "adaptive", "claimcost", "memory", "throughput",
+              "faults", "warc", "linkparse")
 #: Seconds a benchmark may take before it is stopped (full run, quick run).
 #: Expected full runs on 2 cores (from the last full run and quick runs since
-#: the scrapy-redis sides came): headofline ~330 s, claimcost ~80 s, memory
-#: ~180 s, throughput ~480 s, faults ~330 s, warc ~160 s, linkparse ~40 s; about 27 min
-#: in all.
-TIMEOUTS = {"headofline": (900, 360), "claimcost": (500, 240), "memory": (600, 240),
+#: the scrapy-redis sides came): headofline ~330 s, ipscope ~230 s, adaptive
+#: ~170 s, claimcost ~80 s, memory ~180 s, throughput ~480 s, faults ~330 s, warc
+#: ~160 s, linkparse ~40 s; about 34 min in all.
+TIMEOUTS = {"headofline": (900, 360), "ipscope": (1200, 400), "adaptive": (600, 240),
+            "claimcost": (500, 240), "memory": (600, 240),
             "throughput": (1200, 400), "faults": (1200, 500), "warc": (600, 300),
             "linkparse": (300, 120)}
 README = Path(__file__).resolve().parent / "README.md"

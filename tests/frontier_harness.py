@@ -20,13 +20,20 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 from typing import Any
 
+import pytest
 from redis.asyncio import Redis
+from scrapy.cmdline import execute
+from scrapy.settings import Settings
 
+import crawler.settings
 from crawler.frontier.keys import Keys
 from crawler.frontier.store import Admission, Frontier, Limits
 from crawler.urls import canonical_url, host_key, url_fingerprint
+
+ROOT = Path(__file__).resolve().parent.parent
 
 # redis.call('TIME') as the scripts spell it (Redis commands ignore case).
 _TIME_CALL = re.compile(r"""redis\.call\(\s*(['"])TIME\1\s*\)""", re.IGNORECASE)
@@ -128,3 +135,18 @@ class Harness:
     def close(self) -> None:
         self.run(self.client.aclose())
         self.loop.close()
+
+
+def frontier_command(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                     *argv: str, **settings: Any) -> tuple[int, str, str]:
+    """Run ``scrapy frontier ARGV...`` in this process, with the project's
+    settings and ``settings`` from the command line: (exit code, stdout, stderr)."""
+    s = Settings()
+    s.setmodule(crawler.settings, priority="project")
+    s.set("COMMANDS_MODULE", "crawler.commands", priority="project")
+    s.update(settings, priority="cmdline")
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(SystemExit) as exit_info:
+        execute(["scrapy", "frontier", *argv], s)
+    out, err = capsys.readouterr()
+    return int(exit_info.value.code or 0), out, err

@@ -12,21 +12,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
 import pytest
 import redis
-from scrapy.cmdline import execute
-from scrapy.settings import Settings
 
-import crawler.settings
 from crawler.frontier.control import Change, HostControl, UnknownTarget
 from crawler.frontier.ipgates import FULL, DnsNote, IpGates
 from crawler.frontier.store import Limits, Release
-from tests.frontier_harness import Harness, admission
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.frontier_harness import Harness, admission, frontier_command
 
 
 @pytest.fixture
@@ -155,26 +148,13 @@ def test_pause_and_resume_a_server_address(make_harness: Callable[..., Harness],
     assert [e["change"] for e in alone.log] == ["resume", "pause"]
 
 
-def _scrapy(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-            *argv: str, **settings: Any) -> tuple[int, str, str]:
-    s = Settings()
-    s.setmodule(crawler.settings, priority="project")
-    s.set("COMMANDS_MODULE", "crawler.commands", priority="project")
-    s.update(settings, priority="cmdline")
-    monkeypatch.chdir(ROOT)
-    with pytest.raises(SystemExit) as exit_info:
-        execute(["scrapy", "frontier", *argv], s)
-    out, err = capsys.readouterr()
-    return int(exit_info.value.code or 0), out, err
-
-
 def test_the_command(make_harness: Callable[..., Harness], redis_url: str,
                      monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     h = make_harness("cc", concurrency=4, delay_ms=0)
     h.run(h.frontier.admit([admission("http://www.a.test/1"), admission("https://www.a.test/2")]))
     opts = {"REDIS_URL": redis_url, "FRONTIER_NAMESPACE": h.keys.namespace,
             "FRONTIER_PARTITIONS": h.keys.partitions}
-    code, out, err = _scrapy(monkeypatch, capsys, "host", "www.a.test", "--delay", "2.5",
+    code, out, err = frontier_command(monkeypatch, capsys, "host", "www.a.test", "--delay", "2.5",
                              "--pause", **opts)
     assert code == 0, err
     assert "site www.a.test: delay 2.5 s, pause, for every worker" in err
@@ -182,24 +162,24 @@ def test_the_command(make_harness: Callable[..., Harness], redis_url: str,
     assert "http://www.a.test:80: 1 queued" in out and "https://www.a.test:443: 1 queued" in out
     assert "site: PAUSED by an operator; concurrency 4" in out and "delay 2.5 s (operator)" in out
     assert "server address: not known yet" in out
-    code, out, err = _scrapy(monkeypatch, capsys, "host", "www.a.test", "--domain",
+    code, out, err = frontier_command(monkeypatch, capsys, "host", "www.a.test", "--domain",
                              "--concurrency", "1", **opts)
     assert code == 0 and "domain a.test: concurrency 1" in err
     assert "domain: concurrency 1 (operator)" in out
-    code, out, err = _scrapy(monkeypatch, capsys, "host", "www.a.test", "--pause", "--resume",
-                             **opts)
+    code, out, err = frontier_command(monkeypatch, capsys, "host", "www.a.test", "--pause",
+                                      "--resume", **opts)
     assert code == 2 and "--pause or --resume, not both" in out + err
-    code, _, err = _scrapy(monkeypatch, capsys, "host", "nowhere.test", "--pause", **opts)
+    code, _, err = frontier_command(monkeypatch, capsys, "host", "nowhere.test", "--pause", **opts)
     assert code == 1 and "no site nowhere.test" in err
-    code, out, err = _scrapy(monkeypatch, capsys, "host", "127.0.6.2", "--ip",
+    code, out, err = frontier_command(monkeypatch, capsys, "host", "127.0.6.2", "--ip",
                              "--concurrency", "3", **opts)
     assert code == 0 and "server address 127.0.6.2: concurrency 3" in err, err
     assert "address: concurrency 3 (operator), delay 0 s (setting FRONTIER_IP_DELAY)" in out
-    code, out, err = _scrapy(monkeypatch, capsys, "host", "www.a.test", "--ip", "--pause",
+    code, out, err = frontier_command(monkeypatch, capsys, "host", "www.a.test", "--ip", "--pause",
                              **opts)
     assert code == 1 and "no address known for www.a.test" in err
-    code, out, err = _scrapy(monkeypatch, capsys, "host", "www.a.test", "--ip", "--domain",
+    code, out, err = frontier_command(monkeypatch, capsys, "host", "www.a.test", "--ip", "--domain",
                              "--pause", **opts)
     assert code == 2 and "--domain or --ip, not both" in out + err
-    code, out, err = _scrapy(monkeypatch, capsys, "status", "--pause", **opts)
+    code, out, err = frontier_command(monkeypatch, capsys, "status", "--pause", **opts)
     assert code == 2 and "apply to host only" in out + err

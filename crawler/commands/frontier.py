@@ -8,6 +8,7 @@ without a Redis shell or knowledge of the key layout::
     scrapy frontier dead [--reason R] [--host H] [--limit N] [--json]
     scrapy frontier requeue [--reason R] [--host H] [--front]
     scrapy frontier drop-host HOST
+    scrapy frontier hosts [--top N] [--by queued|errors|latency|dead] [--json]
     scrapy frontier host NAME [--domain | --ip] [--delay S] [--concurrency N]
                               [--pause | --resume] [--reset] [--json]
     scrapy frontier crawls [--json]
@@ -44,6 +45,7 @@ from crawler.commands.frontier_output import (
     print_dead,
     print_host,
     print_status,
+    print_top_hosts,
     watch,
 )
 from crawler.frontier.admin import (
@@ -58,11 +60,12 @@ from crawler.frontier.control import Change, HostControl, UnknownTarget
 from crawler.frontier.crawls import CrawlInfo, delete_crawl, list_crawls
 from crawler.frontier.keys import crawl_namespace, site_of
 from crawler.frontier.status import HOST_STATES
+from crawler.frontier.tophosts import RANKINGS, TopHosts
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.redaction import one_line, safe_url, url_password
 from crawler.scheduling.scheduler import limits_from_settings
 
-SUBCOMMANDS = ("status", "dead", "requeue", "drop-host", "host", "crawls", "delete")
+SUBCOMMANDS = ("status", "hosts", "dead", "requeue", "drop-host", "host", "crawls", "delete")
 #: The options that change a host (or domain) rather than show it.
 _CHANGES = ("delay", "concurrency", "pause", "resume", "reset")
 
@@ -75,7 +78,7 @@ class Command(ScrapyCommand):
     requires_crawler_process = False
 
     def syntax(self) -> str:
-        return "status|dead|requeue|drop-host HOST|host NAME|crawls|delete [options]"
+        return "status|hosts|dead|requeue|drop-host HOST|host NAME|crawls|delete [options]"
 
     def short_desc(self) -> str:
         return "Show and repair the crawl frontier (status, dead letters, requeue, drop a host)"
@@ -86,6 +89,8 @@ class Command(ScrapyCommand):
             "hosts by state: "
             + "; ".join(f"{n.replace('_', ' ')}: {why}" for n, why in HOST_STATES.items())
             + ". "
+            "hosts: the busiest hosts (--top N, default 20; --by queued, errors, latency or "
+            "dead). "
             "dead: list dead letters (--reason, --host, --limit). "
             "requeue: put dead letters back in their queues (--reason, --host, --front). "
             "drop-host HOST: make a host's queued URLs dead letters (reason 'dropped') and "
@@ -122,6 +127,11 @@ class Command(ScrapyCommand):
                            help="dead shows at most N (0 for all, default 50)")
         group.add_argument("--front", action="store_true",
                            help="requeue to the front of the host queues, not the back")
+        group.add_argument("--top", type=int, default=20, metavar="N",
+                           help="hosts: how many (default 20)")
+        group.add_argument("--by", default="queued", choices=RANKINGS,
+                           help="hosts: rank by queued URLs, errors (failures in a row), "
+                                "latency (mean answer time) or dead letters")
         group.add_argument("--crawl-id", metavar="ID", default=None,
                            help="the crawl (spider argument crawl_id) to act on")
         group.add_argument("--domain", action="store_true",
@@ -198,6 +208,8 @@ class Command(ScrapyCommand):
             raise UsageError("--watch SECONDS (> 0) applies to status only")
         if opts.limit < 0:
             raise UsageError("--limit must be 0 (all) or more")
+        if opts.top < 1:
+            raise UsageError("--top must be 1 or more")
         return sub, rest
 
     def _namespace(self, spider: str, crawl_id: str | None) -> str:
@@ -226,6 +238,7 @@ class Command(ScrapyCommand):
             delay_ms=round(s.getfloat("DOWNLOAD_DELAY", 1.0) * 1000),
             lease_seconds=self._lease_seconds(),
             layout_found=found,
+            limits=limits_from_settings(s),  # for the ceiling: what the workers read
         )
 
     def _lease_seconds(self) -> float:
@@ -252,6 +265,9 @@ class Command(ScrapyCommand):
             where = filters(opts.reason, host)
             print(f"requeued {moved:,} dead letter(s){where}" if moved
                   else f"no dead letters matched{where}")
+        elif sub == "hosts":
+            print_top_hosts(TopHosts(conn.client, admin.keys).top(opts.by, opts.top), opts.by,
+                            opts.json)
         elif sub == "crawls":
             print_crawls(self._crawls(conn, opts.spider), opts.json)
         elif sub == "delete":

@@ -17,11 +17,13 @@ from dataclasses import asdict
 from typing import Any
 
 from crawler.frontier.admin import AdminError, DeadLetter, FrontierAdmin, parse_host
+from crawler.frontier.capacity import Capacity
 from crawler.frontier.connection import Connection
 from crawler.frontier.control import AddressView, Gate, HostView
 from crawler.frontier.crawls import CrawlInfo
 from crawler.frontier.keys import STATES, Count
 from crawler.frontier.status import EXTRA_COUNTS, HOST_STATES, Status
+from crawler.frontier.tophosts import HostRow
 
 CLEAR = "\x1b[H\x1b[2J"  # cursor home, clear screen: a refresh without scrolling
 MAX_WORKER_ROWS = 20
@@ -96,6 +98,8 @@ def format_status(st: Status, url: str, max_workers: int = MAX_WORKER_ROWS) -> s
     ]
     if st.oldest_queued_s is not None:
         lines.append(f"Oldest queued URL waiting {_duration(st.oldest_queued_s)} (+-10 s)")
+    if st.capacity is not None and st.capacity.sites_with_work:
+        lines += _capacity_lines(st.capacity)
     alive = [w for w in st.workers if w.state == "alive"]
     held = sum(w.held or 0 for w in alive)
     lines.append(f"Workers  {len(alive)} alive, {len(st.workers) - len(alive)} gone; "
@@ -109,6 +113,24 @@ def format_status(st: Status, url: str, max_workers: int = MAX_WORKER_ROWS) -> s
         if len(st.workers) > max_workers:
             lines.append(f"  ... {len(st.workers) - max_workers} more (--json lists all)")
     return "\n".join(lines)
+
+
+def _capacity_lines(cap: Capacity) -> list[str]:
+    """The ceiling, the pace now, the time to drain and the workers it would take."""
+    now = "?" if cap.current is None else f"{cap.current:,.1f}"
+    bound = ", ".join(f"{n:,} by {what}" for what, n in sorted(cap.bound_by.items()))
+    lines = [f"Pace     {now} pages/s now; ceiling {cap.ceiling:,.1f} pages/s with unlimited "
+             f"workers ({cap.sites_with_work:,} sites with work: {bound})"]
+    drain = [f"{_duration(s)} at {at}" for at, s in (("the current pace",
+                                                      cap.drain_at_current_s),
+                                                     ("the ceiling", cap.drain_at_ceiling_s))
+             if s is not None]
+    if drain:
+        more = ("" if cap.workers_for_ceiling is None
+                else f"; {cap.workers_for_ceiling:,} worker(s) as fast as today's reach the "
+                     "ceiling")
+        lines.append(f"Drain    the {cap.queued:,} queued URLs: " + ", ".join(drain) + more)
+    return lines
 
 
 def _hosts_table(h: dict[str, int]) -> str:
@@ -145,6 +167,25 @@ def watch(admin: FrontierAdmin, conn: Connection, every: float, as_json: bool) -
             time.sleep(every)
     except KeyboardInterrupt:
         print()
+
+
+def print_top_hosts(rows: list[HostRow], by: str, as_json: bool) -> None:
+    """``scrapy frontier hosts``: the first hosts by ``by``, one line each."""
+    if as_json:
+        for row in rows:
+            print(json.dumps(row.as_dict()))
+        return
+    if not rows:
+        print(f"no host has any {by}" if by != "queued" else "no host has queued URLs")
+        return
+    what = "site" if by in ("errors", "latency") else "host"
+    lines: list[list[Any]] = [[what, "queued", "in flight", "latency ms", "failures in a row",
+                               "breaker openings", "dead"]]
+    for r in rows:
+        lines.append([r.host, r.queued, r.in_flight,
+                      "-" if r.latency_ms is None else r.latency_ms, r.failures, r.openings,
+                      r.dead])
+    print(table(lines))
 
 
 def print_dead(admin: FrontierAdmin, reason: str | None, host: str | None, limit: int,

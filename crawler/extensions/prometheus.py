@@ -159,7 +159,8 @@ class PrometheusExtension:
         self._frontier = FrontierCollector(
             client, scheduler.frontier.keys, worker, interval=self.frontier_interval,
             lease_seconds=self.crawler.settings.getfloat("FRONTIER_LEASE_SECONDS",
-                                                         DEFAULT_LEASE_SECONDS))
+                                                         DEFAULT_LEASE_SECONDS),
+            limits=scheduler.limits)
         self.registry.register(self._frontier)
 
     def spider_closed(self, spider: Spider) -> None:

@@ -26,7 +26,7 @@ from crawler.deadletter import DeadReason
 from crawler.frontier.keys import Field, Keys, older_layout, partition_of
 from crawler.frontier.records import record_url
 from crawler.frontier.status import FrontierStatus, Status
-from crawler.frontier.store import script_source
+from crawler.frontier.store import Limits, script_source
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.urls import host_key
 
@@ -158,13 +158,14 @@ class FrontierAdmin:
         delay_ms: int = 1000,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         layout_found: bool = True,
+        limits: Limits | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
         self.concurrency = concurrency  # for a requeued URL whose host hash is gone
         self.delay_ms = delay_ms
         self.reader = FrontierStatus(client, keys, lease_seconds=lease_seconds,
-                                     layout_found=layout_found)
+                                     layout_found=layout_found, limits=limits)
         self._requeue = client.register_script(script_source("requeue"))
         self._drop = client.register_script(script_source("drop_host"))
 

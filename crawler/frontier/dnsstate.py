@@ -83,11 +83,17 @@ class HostDNS:
 
 
 class RobotsGate(Protocol):
-    """Asked before a host's robots.txt is fetched (the DNS step of a host's first contact)."""
+    """Asked at a host's first contact: before its robots.txt is fetched, and when
+    the IP scope's DNS job could not resolve its name (the DNS step)."""
 
     async def before_robots(self, host: str) -> bool:
         """True to fetch it now; False: the host's name did not resolve, and its
         outcome (a hold, dead letters) is in the frontier already."""
+        ...
+
+    async def name_failed(self, host: str, failure: Exception) -> None:
+        """A lookup of the host's name failed (a DNS job): hold or park the host
+        as a page's failed lookup would (``failure``: the resolver's error)."""
         ...
 
 

@@ -51,7 +51,9 @@ key                 type       holds
                                at its robots.txt fetch, or when parked
                                for it), ipx until when that holds (ms),
                                dj its name is being resolved until ms
-                               (the IP scope's DNS job: no claims)
+                               (the IP scope's DNS job: no claims); ad
+                               the adaptive delay ms, lt its answers'
+                               mean time ms
 ``PP:ga:SITE``      set        the site's hosts
 ``PP:d:DOMAIN``     hash       domain: t next claim ms, s next start ms;
                                live control: xc, xd, xp as for a site
@@ -393,6 +395,15 @@ class Keys:
     def queues_pattern(self) -> str:
         """Every host queue of every partition."""
         return "{" + glob_escape(self.namespace) + "/p*}:q:*"
+
+    def sites_pattern(self) -> str:
+        """Every site record of every partition."""
+        return "{" + glob_escape(self.namespace) + "/p*}:g:*"
+
+    @staticmethod
+    def site_of_key(key: bytes) -> str:
+        """The site of a site record's key (as :meth:`sites_pattern` finds)."""
+        return key.split(b"}:g:", 1)[1].decode()
 
     @staticmethod
     def queue_of(key: bytes) -> tuple[int, bytes]:

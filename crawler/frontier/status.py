@@ -14,7 +14,9 @@ from typing import Any
 
 import redis
 
+from crawler.frontier.capacity import Capacity, CapacityReader
 from crawler.frontier.keys import STATES, Count, Keys, add_counts
+from crawler.frontier.store import Limits
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS, Heartbeat
 
 #: Counters shown besides the states, in this order.
@@ -43,6 +45,7 @@ class Worker:
     held: int | None
     pid: int | None
     host: str | None
+    rate: float | None = None  # answers a second it received lately
 
 
 @dataclass(slots=True)
@@ -66,6 +69,9 @@ class Status:
     #: Seconds the oldest queue head has waited since admission (+-10 s);
     #: None when nothing is queued or no time mark covers it.
     oldest_queued_s: float | None = None
+    #: The politeness-bound ceiling and the time to drain (read with the
+    #: queue scan, when the reader knows the crawl's limits).
+    capacity: Capacity | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -82,7 +88,7 @@ def workers_of(raw: dict[bytes, bytes], now: float, lease_seconds: float) -> lis
             continue
         state = "alive" if beat.alive(now, lease_seconds) else "gone"
         workers.append(Worker(wid, state, round(beat.age(now), 1), beat.held, beat.pid,
-                              beat.host))
+                              beat.host, beat.rate))
     order = {"alive": 0, "gone": 1}
     workers.sort(key=lambda w: (order.get(w.state, 2), w.seen_ago or 0.0, w.id))
     return workers
@@ -96,12 +102,13 @@ class FrontierStatus:
     """
 
     def __init__(self, client: redis.Redis, keys: Keys, *,
-                 lease_seconds: float = DEFAULT_LEASE_SECONDS, layout_found: bool = True
-                 ) -> None:
+                 lease_seconds: float = DEFAULT_LEASE_SECONDS, layout_found: bool = True,
+                 limits: Limits | None = None) -> None:
         self.client = client
         self.keys = keys
         self.lease_seconds = lease_seconds
         self.layout_found = layout_found
+        self.capacity = CapacityReader(client, keys, limits) if limits is not None else None
 
     def read(self, oldest: bool = True) -> Status:
         """Counts, hosts by state, workers and (``oldest``) the oldest queued URL's age.
@@ -130,15 +137,34 @@ class FrontierStatus:
         total = counts[Count.HOSTS]
         hosts = {"total": total, "ready_now": ready_now, "paced": paced,
                  "other": max(0, total - ready_now - paced)}
-        age = self._split_hosts(hosts, counts, sec) if oldest else None
         workers = workers_of(replies[-1], time.time(), self.lease_seconds)
-        return Status(self.keys.namespace, self.keys.partitions, self.layout_found, counts,
-                      hosts, workers, age)
+        status = Status(self.keys.namespace, self.keys.partitions, self.layout_found, counts,
+                        hosts, workers)
+        if oldest:
+            queues = self._scan_queues() if counts[Count.QUEUED] else QueueScan()
+            status.oldest_queued_s = self._split_hosts(hosts, counts, sec, queues)
+            status.capacity = self._capacity(queues, counts, workers, now_ms)
+        return status
 
-    def _split_hosts(self, hosts: dict[str, int], counts: dict[str, int], now_s: int
-                     ) -> float | None:
+    def scanned(self, status: Status) -> tuple[float | None, Capacity | None]:
+        """The oldest queued URL's age and the capacity, from one scan of the
+        queues, for a status read without it (the metrics' reporter)."""
+        sec, usec = self.client.time()
+        queues = self._scan_queues() if status.counts.get(Count.QUEUED) else QueueScan()
+        return (self._age_of(queues.heads, sec),
+                self._capacity(queues, status.counts, status.workers,
+                               sec * 1000 + usec // 1000))
+
+    def _capacity(self, queues: QueueScan, counts: dict[str, int], workers: list[Worker],
+                  now_ms: int) -> Capacity | None:
+        if self.capacity is None:
+            return None
+        alive = [w.rate for w in workers if w.state == "alive"]
+        return self.capacity.read(queues.hosts, counts.get(Count.QUEUED, 0), now_ms, alive)
+
+    def _split_hosts(self, hosts: dict[str, int], counts: dict[str, int], now_s: int,
+                     queues: QueueScan) -> float | None:
         """Add busy, draining and finished to ``hosts``; the oldest queued URL's age."""
-        queues = self._scan_queues() if counts[Count.QUEUED] else QueueScan()
         queued_hosts = len(queues.hosts)
         in_flight = counts[Count.LEASED] or counts[Count.DELAYED]
         draining = len(self._hosts_in_flight() - queues.hosts) if in_flight else 0
@@ -149,18 +175,15 @@ class FrontierStatus:
         hosts["finished"] = max(0, total - queued_hosts - hosts["draining"])
         return self._age_of(queues.heads, now_s)
 
-    def oldest_queued_age(self, now_s: int) -> float | None:
+    def _age_of(self, heads: dict[int, int], now_s: int) -> float | None:
         """How long the oldest head of a host queue has waited, in seconds.
 
         Queue scores are sequence numbers (priority aside), and admit.lua
         leaves a time mark per partition at most every 10 s, so a head's age
-        is read from the last mark at or before its number. Finding the
-        heads scans the host queues' keys: about a second for 100k hosts,
-        fine for an operator's command, never done by workers.
+        is read from the last mark at or before its number. Finding the heads
+        scans the host queues' keys (:meth:`_scan_queues`): about a second for
+        100k hosts, fine for an operator's command, never done by workers.
         """
-        return self._age_of(self._scan_queues().heads, now_s)
-
-    def _age_of(self, heads: dict[int, int], now_s: int) -> float | None:
         if not heads:
             return None
         pipe = self.client.pipeline(transaction=False)

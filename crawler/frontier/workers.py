@@ -55,6 +55,8 @@ class Heartbeat:
     pid: int | None = None
     host: str | None = None  # the machine
     lease: float | None = None  # its FRONTIER_LEASE_SECONDS; None from older workers
+    #: Answers a second it received since its previous beat (None: not yet known).
+    rate: float | None = None
 
     def to_json(self) -> str:
         """The wire form; fields that are ``None`` are left out."""
@@ -78,9 +80,11 @@ class Heartbeat:
             return None
         host = data.get("host")
         lease = _number(data.get("lease"))
+        rate = _number(data.get("rate"))
         return cls(seen, _int(data.get("held")), _int(data.get("pid")),
                    host if isinstance(host, str) else None,
-                   lease if lease is not None and lease > 0 else None)
+                   lease if lease is not None and lease > 0 else None,
+                   rate if rate is not None and rate >= 0 else None)
 
     def age(self, now: float) -> float:
         """Seconds since the beat (0 if the worker's clock is ahead of ``now``)."""

@@ -29,8 +29,10 @@ import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from crawler.frontier.capacity import Capacity
 from crawler.frontier.keys import STATES, Count, Keys
 from crawler.frontier.status import FrontierStatus, Status
+from crawler.frontier.store import Limits
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 
 logger = logging.getLogger(__name__)
@@ -44,8 +46,9 @@ class FrontierCollector(Collector):
 
     def __init__(self, client: redis.Redis, keys: Keys, worker: str, *,
                  interval: float = 5.0, oldest_interval: float = 60.0,
-                 lease_seconds: float = DEFAULT_LEASE_SECONDS) -> None:
-        self.reader = FrontierStatus(client, keys, lease_seconds=lease_seconds)
+                 lease_seconds: float = DEFAULT_LEASE_SECONDS,
+                 limits: Limits | None = None) -> None:
+        self.reader = FrontierStatus(client, keys, lease_seconds=lease_seconds, limits=limits)
         self.worker = worker
         self.interval = interval
         self.oldest_interval = oldest_interval
@@ -53,6 +56,7 @@ class FrontierCollector(Collector):
         self._status: Status | None = None
         self._read_at = 0.0
         self._oldest: float | None = None
+        self._capacity: Capacity | None = None
         self._oldest_at = 0.0
         self.errors = 0
 
@@ -84,8 +88,7 @@ class FrontierCollector(Collector):
                 status = self.reader.read(oldest=False)
                 if self.is_reporter(status) and (
                         now - self._oldest_at >= self.oldest_interval):
-                    self._oldest = (self.reader.oldest_queued_age(int(time.time()))
-                                    if status.counts.get(Count.QUEUED) else None)
+                    self._oldest, self._capacity = self.reader.scanned(status)
                     self._oldest_at = now
             except (redis.RedisError, OSError) as exc:
                 self.errors += 1
@@ -153,6 +156,8 @@ class FrontierCollector(Collector):
             yield _gauge("crawler_frontier_oldest_queued_age_seconds",
                          "How long the oldest queued URL has waited (within 10 s; read at "
                          "most once a minute; 0 when nothing is queued).", frontier, age or 0.0)
+        if self._capacity is not None:
+            yield from _capacity_families(self._capacity, frontier)
         workers = GaugeMetricFamily("crawler_frontier_workers",
                                     "Workers by heartbeat state (alive, gone).",
                                     labels=["frontier", "state"])
@@ -160,6 +165,31 @@ class FrontierCollector(Collector):
             workers.add_metric([frontier, state],
                                sum(1 for w in status.workers if w.state == state))
         yield workers
+
+
+def _capacity_families(cap: Capacity, frontier: str) -> Iterator[Metric]:
+    """The ceiling and the time to drain (crawler/frontier/capacity.py): the
+    signal for scheduling or autoscaling workers."""
+    yield _gauge("crawler_frontier_ceiling_pages_per_second",
+                 "Pages a second the crawl could reach with unlimited workers: the sum of "
+                 "what politeness allows each site with queued URLs (read at most once a "
+                 "minute).", frontier, cap.ceiling)
+    if cap.current is not None:
+        yield _gauge("crawler_frontier_pages_per_second",
+                     "Answers a second the alive workers received lately (their heartbeats).",
+                     frontier, cap.current)
+    drain = GaugeMetricFamily(
+        "crawler_frontier_drain_seconds",
+        "Time to fetch what is queued now: at the current pace, and at the ceiling.",
+        labels=["frontier", "at"])
+    for at, value in (("current", cap.drain_at_current_s), ("ceiling", cap.drain_at_ceiling_s)):
+        if value is not None:
+            drain.add_metric([frontier, at], value)
+    yield drain
+    if cap.workers_for_ceiling is not None:
+        yield _gauge("crawler_frontier_workers_for_ceiling",
+                     "Workers as fast as today's that would reach the ceiling.",
+                     frontier, cap.workers_for_ceiling)
 
 
 def _gauge(name: str, doc: str, frontier: str, value: float) -> GaugeMetricFamily:

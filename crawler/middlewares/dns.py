@@ -166,6 +166,13 @@ class DNSStepMiddleware:
             return True  # the guard refused every address: the fetch ends address-blocked
         return True
 
+    async def name_failed(self, host: str, failure: Exception) -> None:
+        """The IP scope's DNS job could not resolve the host's name (see
+        :class:`crawler.frontier.dnsstate.RobotsGate`)."""
+        if isinstance(failure, DNSFailure):
+            self.stats.inc_value(f"dns/dns_jobs/{failure.kind}")
+            await self._host_failed(host, failure, job=True)
+
     # ------------------------------------------------------------ host outcomes
 
     async def _host_failed(self, host: str, failure: DNSFailure, *, job: bool

@@ -143,7 +143,9 @@ async def _address_gate(crawler: Crawler, ips: IpScope, ticket: Ticket, request:
     off than ``in_place_ms``) gets the URL back with its host parked for it:
     the request holds no download slot while it waits.
     """
-    server = await ips.address_of(host, proxy=bool(request.meta.get("proxy")))
+    if request.meta.get("proxy"):
+        return 0  # the proxy connects
+    server = await ips.address_of(host)  # a failed lookup is the request's (the DNS step)
     if server is None:
         return 0
     earlier = None

@@ -11,7 +11,7 @@ import logging
 import os
 import socket
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
@@ -40,18 +40,40 @@ async def heartbeat_loop(scheduler: FrontierScheduler) -> None:
     """
     lease_ms = scheduler.limits.lease_ms
     delay = 0.0
+    pace = AnswerRate(scheduler.stats)
     while not scheduler.closing:
         await asyncio.sleep(delay)
         delay = beat_delay(lease_ms, ok=False)
         try:
-            await beat(scheduler)
+            await beat(scheduler, pace.now())
             scheduler.health.ok()
             delay = beat_delay(lease_ms, ok=True)
         except (RedisError, OSError) as exc:
             scheduler.health.trouble(exc)
 
 
-async def beat(scheduler: FrontierScheduler) -> None:
+class AnswerRate:
+    """Answers a second this worker received between two beats (the crawl's
+    current pace, summed over workers: crawler/frontier/capacity.py)."""
+
+    def __init__(self, stats: Any) -> None:
+        self.stats = stats
+        self._last: tuple[float, int] | None = None
+        self._rate: float | None = None
+
+    def now(self) -> float | None:
+        """The rate since the previous call a second or more ago (None at first)."""
+        count = int(self.stats.get_value("response_received_count", 0) or 0)
+        at = time.monotonic()
+        if self._last is None:
+            self._last = (at, count)
+        elif at - self._last[0] >= 1.0:
+            self._rate = round((count - self._last[1]) / (at - self._last[0]), 2)
+            self._last = (at, count)
+        return self._rate
+
+
+async def beat(scheduler: FrontierScheduler, rate: float | None = None) -> None:
     """One heartbeat: renew every held lease, then note the worker as seen."""
     frontier = scheduler.frontier
     assert frontier is not None
@@ -63,6 +85,7 @@ async def beat(scheduler: FrontierScheduler) -> None:
                        "them; their URLs may be fetched twice", len(leases) - renewed)
     client = scheduler.client
     beat = Heartbeat(time.time(), held=len(scheduler.leases), pid=os.getpid(),
-                     host=socket.gethostname(), lease=scheduler.limits.lease_ms / 1000)
+                     host=socket.gethostname(), lease=scheduler.limits.lease_ms / 1000,
+                     rate=rate)
     await client.hset(frontier.keys.workers(), scheduler.worker, beat.to_json())
     await client.set(frontier.keys.seen_at(), int(beat.seen))

@@ -24,6 +24,7 @@ from twisted.internet.error import DNSLookupError
 
 from crawler.addressguard import normalise_host
 from crawler.dns.resolver import installed_resolver
+from crawler.frontier.dnsstate import dns_step_of
 from crawler.frontier.ipgates import NO_ADDRESS, DnsNote, IpGates, IpTurn, Wake
 from crawler.proxies import ProxyRoutes
 
@@ -81,17 +82,15 @@ class IpScope:
         return (installed_resolver() is not None and bool(name)
                 and not self.proxies.proxied(host, name))
 
-    async def address_of(self, host: str, *, proxy: bool = False) -> ServerAddress | None:
+    async def address_of(self, host: str) -> ServerAddress | None:
         """The address a request to the host key ``host`` connects to (None: not
-        gated, or the name does not resolve: the download meets that)."""
+        gated). A failed lookup raises the resolver's DNSLookupError: the
+        request meets it here rather than again when it connects."""
         resolver = installed_resolver()
-        if resolver is None or proxy or not self.gated(host):
+        if resolver is None or not self.gated(host):
             return None
         name = normalise_host(urlsplit(host).hostname or "")
-        try:
-            addresses = await maybe_deferred_to_future(resolver.resolve(name))
-        except DNSLookupError:
-            return None
+        addresses = await maybe_deferred_to_future(resolver.resolve(name))
         if not addresses:
             return None
         known = resolver.known_for(name)
@@ -115,7 +114,10 @@ class IpScope:
         -1: not now (the address has no room, or is paused: the job is given
         back and its host parked for the address, as a page's would be).
         """
-        server = await self.address_of(host)
+        try:
+            server = await self.address_of(host)
+        except DNSLookupError:
+            return 0  # its fetch meets the failure (the DNS step resolved it just now)
         if server is None:
             return 0
         turn = await self.take(server, robots_member(host), host, in_place_ms=in_place_ms)
@@ -188,7 +190,15 @@ class IpScope:
         that fails here runs out and is handed out again."""
 
         async def one(host: str) -> tuple[str, ServerAddress | None]:
-            return host, await self.address_of(host)
+            try:
+                return host, await self.address_of(host)
+            except DNSLookupError as failure:
+                # The host's first contact failed: a DNS outcome (a hold, or
+                # dead letters), as its first request's would be.
+                step = dns_step_of(self.scheduler.crawler)
+                if step is not None:
+                    await step.name_failed(host, failure)
+                return host, None
 
         done: list[tuple[str, ServerAddress | None]] = []
         try:

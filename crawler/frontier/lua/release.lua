@@ -82,12 +82,20 @@ end
 -- while that is longer than its delay (ad above dl) the site gets one request
 -- at a time (common.lua), until a faster answer brings it back down. A robots
 -- Crawl-delay, holds and the breaker are separate floors: adaptation only
--- ever adds to them.
+-- ever adds to them. The site's latency lt (a moving mean of its answers'
+-- times) is kept either way: the crawl's ceiling is made of it
+-- (crawler/frontier/capacity.py).
 local function adapt(sk, fetch_ms)
-  if factor <= 0 or fetch_ms <= 0 then return end
+  if fetch_ms <= 0 then return end
+  local st = redis.call('HMGET', sk, 't', 's', 'lt')
+  local lt = fetch_ms
+  if st[3] then lt = math.floor(0.7 * tonumber(st[3]) + 0.3 * fetch_ms) end
+  if factor <= 0 then
+    redis.call('HSET', sk, 'lt', lt)
+    return
+  end
   local ad = math.min(math.floor(factor * fetch_ms), adapt_cap)
-  redis.call('HSET', sk, 'ad', ad)
-  local st = redis.call('HMGET', sk, 't', 's')
+  redis.call('HSET', sk, 'ad', ad, 'lt', lt)
   if now + ad > tonumber(st[1] or '0') then redis.call('HSET', sk, 't', now + ad) end
   if now + ad > tonumber(st[2] or '0') then redis.call('HSET', sk, 's', now + ad) end
 end
