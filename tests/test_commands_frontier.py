@@ -84,7 +84,7 @@ def test_command_dead_requeue_drop_host(world: World, redis_url: str,
 def test_command_usage_errors(monkeypatch: pytest.MonkeyPatch,
                               capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _scrapy(monkeypatch, capsys, "explode")
-    assert code == 2 and "give one of: status, dead, requeue, drop-host" in err
+    assert code == 2 and "give one of: status, hosts, dead, requeue, drop-host" in err
     code, _, err = _scrapy(monkeypatch, capsys, "dead", "--watch", "1")
     assert code == 2 and "--watch" in err
 

@@ -19,6 +19,8 @@ from crawler.frontier.admin import FrontierAdmin
 from crawler.frontier.capacity import CapacityReader, site_pace
 from crawler.frontier.keys import Count
 from crawler.frontier.store import Limits, Release
+from crawler.frontier.workers import Heartbeat
+from crawler.metrics.frontier import FrontierCollector
 from tests.frontier_harness import Harness, admission
 
 LIMITS = dict(concurrency=2, delay_ms=500, domain_delay_ms=250, ip_concurrency=2)
@@ -105,3 +107,29 @@ def test_the_status_shows_the_pace_and_the_time_to_drain(
     text = format_status(st, "redis://test")
     assert "ceiling 3.0 pages/s with unlimited workers (3 sites with work: 3 by delay)" in text
     assert "Drain    the 12 queued URLs: 4s at the ceiling" in text
+
+
+def test_the_reporter_exports_the_ceiling_and_the_time_to_drain(
+        make_harness: Callable[..., Harness], redis_url: str) -> None:
+    """The metrics' reporter reads the capacity with its scan of the queues and
+    exports it: the ceiling, the pace its workers' heartbeats give, the time to
+    drain at both and the workers for the ceiling."""
+    h = make_harness("capm", concurrency=1, delay_ms=500)
+    h.run(h.frontier.admit([admission(f"http://h{i}.test/{j}") for i in range(4)
+                            for j in range(5)]))
+    beat = Heartbeat(time.time(), held=0, lease=60.0, rate=2.0)
+    h.run(h.client.hset(h.keys.workers(), "w1", beat.to_json()))
+    collector = FrontierCollector(redis.Redis.from_url(redis_url), h.keys, "w1",
+                                  limits=h.frontier.limits)
+    try:
+        samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+                   for family in collector.collect() for s in family.samples}
+    finally:
+        collector.close()
+    frontier = (("frontier", h.keys.namespace),)
+    # Four sites, one at a time, not timed yet (1 s each): 4 pages/s at most.
+    assert samples[("crawler_frontier_ceiling_pages_per_second", frontier)] == 4.0
+    assert samples[("crawler_frontier_pages_per_second", frontier)] == 2.0
+    assert samples[("crawler_frontier_drain_seconds", (("at", "ceiling"), *frontier))] == 5.0
+    assert samples[("crawler_frontier_drain_seconds", (("at", "current"), *frontier))] == 10.0
+    assert samples[("crawler_frontier_workers_for_ceiling", frontier)] == 2
