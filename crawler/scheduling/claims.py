@@ -90,10 +90,20 @@ class Claims:
             scheduler.stats.inc_value("frontier/leases/claimed", len(result.leases))
             scheduler.wake()
         elif result.next_ready_ms is not None:
+            # Nothing due: no claim until then (or until something is admitted,
+            # released or woken), however often the engine asks.
+            self.claimable = False
             self.wake_in((result.next_ready_ms - result.server_ms) / 1000)
         else:  # nothing due, nothing delayed: no claim until something changes
             self.claimable = False
             scheduler.refresh_counts()
+
+    def maybe_claimable(self) -> None:
+        """URLs are queued somewhere (another worker may have admitted them):
+        claim again, unless a claim already said when the next one is due
+        (its timer claims then, within a second)."""
+        if self._wakeup is None:
+            self.claimable = True
 
     def wake_in(self, seconds: float) -> None:
         """Claim again in ``seconds`` (between 5 ms and 1 s)."""

@@ -406,7 +406,7 @@ class FrontierScheduler:
         try:
             self.counts = await self.frontier.counts()
             if self.counts[Count.QUEUED] + self.counts[Count.DELAYED] > 0:
-                self.claims.claimable = True
+                self.claims.maybe_claimable()
             if not self.sync.flushing and not self.sync:
                 self._counts_epoch = epoch
         except (RedisError, OSError) as exc:
