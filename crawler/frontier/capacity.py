@@ -159,28 +159,26 @@ class CapacityReader:
         return partition_of(name, self.keys.partitions)
 
     def _domain_limits(self, paced: dict[str, _Site]) -> dict[str, tuple[float, float, bool]]:
-        domains = sorted({s.domain for s in paced.values()})
-        pipe = self.client.pipeline(transaction=False)
-        for domain in domains:
-            pipe.hmget(self.keys.domain(self.keys_partition(domain), domain), ("xc", "xd", "xp"))
-        out = {}
-        for domain, (xc, xd, xp) in zip(domains, pipe.execute(), strict=True):
-            out[domain] = (float(xc) if xc is not None else self.limits.domain_concurrency,
-                           float(xd) if xd is not None else self.limits.domain_delay_ms,
-                           xp is not None)
-        return out
+        domains = {s.domain for s in paced.values()}
+        return self._limits({d: self.keys.domain(self.keys_partition(d), d) for d in domains},
+                            self.limits.domain_concurrency, self.limits.domain_delay_ms)
 
     def _address_limits(self, paced: dict[str, _Site]) -> dict[str, tuple[float, float, bool]]:
-        addresses = sorted({s.address for s in paced.values() if s.address})
+        addresses = {s.address for s in paced.values() if s.address}
+        return self._limits({a: self.keys.ip_gate(a) for a in addresses},
+                            self.limits.ip_concurrency, self.limits.ip_delay_ms)
+
+    def _limits(self, records: dict[str, str], conc: float, delay_ms: float
+                ) -> dict[str, tuple[float, float, bool]]:
+        """Each domain's or address's concurrency and delay in force (an operator's
+        override, else the settings) and whether it is paused."""
+        names = sorted(records)
         pipe = self.client.pipeline(transaction=False)
-        for address in addresses:
-            pipe.hmget(self.keys.ip_gate(address), ("xc", "xd", "xp"))
-        out = {}
-        for address, (xc, xd, xp) in zip(addresses, pipe.execute(), strict=True):
-            out[address] = (float(xc) if xc is not None else self.limits.ip_concurrency,
-                            float(xd) if xd is not None else self.limits.ip_delay_ms,
-                            xp is not None)
-        return out
+        for name in names:
+            pipe.hmget(records[name], ("xc", "xd", "xp"))
+        return {name: (float(xc) if xc is not None else conc,
+                       float(xd) if xd is not None else delay_ms, xp is not None)
+                for name, (xc, xd, xp) in zip(names, pipe.execute(), strict=True)}
 
     @staticmethod
     def _cap_groups(paced: dict[str, _Site], scope: str,

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from crawler.scheduling.ipscope import IpScope
+    from crawler.scheduling.ipscope import IpScope, ServerAddress
     from crawler.scheduling.scheduler import FrontierScheduler
 
 T = TypeVar("T")
@@ -99,15 +99,22 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
     host = scheduler.host_of(ticket.token)
     if host is None:
         return
+    server = None
+    if scheduler.ips is not None and not request.meta.get("proxy"):  # a proxy connects
+        # Looked up first: a slow lookup between a gate and the send would
+        # send the request late on its turn. A failed one is the request's
+        # (the DNS step).
+        server = await scheduler.ips.address_of(host)
     started = time.monotonic()
     while True:
         if scheduler.may_gate:  # else no delay anywhere: the gate could only say "now"
             await _site_gate(crawler, scheduler, ticket, host)
-        if scheduler.ips is None:
+        if scheduler.ips is None or server is None:
             return
         patient = time.monotonic() - started < DEFER_AFTER_S
-        wait_ms = await _address_gate(crawler, scheduler.ips, ticket, request, host,
-                                      WAIT_IN_PLACE_MS if patient else 0)
+        wait_ms = await _address_gate(crawler, scheduler.ips, ticket, server, host,
+                                      WAIT_IN_PLACE_MS if patient else 0,
+                                      site_gated=scheduler.may_gate)
         if wait_ms == 0:
             return
         await asyncio.sleep(wait_ms / 1000)
@@ -135,19 +142,14 @@ async def _site_gate(crawler: Crawler, scheduler: FrontierScheduler, ticket: Tic
         await asyncio.sleep(turn.wait_ms / 1000)
 
 
-async def _address_gate(crawler: Crawler, ips: IpScope, ticket: Ticket, request: Request,
-                        host: str, in_place_ms: int) -> int:
+async def _address_gate(crawler: Crawler, ips: IpScope, ticket: Ticket, server: ServerAddress,
+                        host: str, in_place_ms: int, *, site_gated: bool) -> int:
     """Take the server address's gate: 0 (start now), or ms to wait in place.
 
     An address with no room (full, paused by an operator, or its turn further
     off than ``in_place_ms``) gets the URL back with its host parked for it:
     the request holds no download slot while it waits.
     """
-    if request.meta.get("proxy"):
-        return 0  # the proxy connects
-    server = await ips.address_of(host)  # a failed lookup is the request's (the DNS step)
-    if server is None:
-        return 0
     earlier = None
     if ticket.ip_turn is not None:
         if ticket.ip_turn[0] == server.address:
@@ -158,7 +160,9 @@ async def _address_gate(crawler: Crawler, ips: IpScope, ticket: Ticket, request:
     turn = await _redis(crawler, ips.scheduler, ticket, lambda: ips.take(
         server, ticket.token, host, earlier=earlier, in_place_ms=in_place_ms))
     if turn.wait_ms == 0:
-        ticket.gate_passed, ticket.ip_turn = asked, (server.address, turn.turn)
+        ticket.ip_turn = (server.address, turn.turn)
+        if not site_gated:  # else the site's turn, taken first, is the older one
+            ticket.gate_passed = asked
         return 0
     if 0 < turn.wait_ms <= in_place_ms:
         return turn.wait_ms
