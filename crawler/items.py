@@ -30,6 +30,8 @@ class PageItem:
     depth: int
     referrer: str | None
     redirects: list[str] = field(default_factory=list)  # every URL of the chain, in order
+    #: A revisit the server answered 304 Not Modified: no body, nothing changed.
+    not_modified: bool = False
     warc_file: str | None = None
     warc_offset: int | None = None
     warc: Any = field(default=None, repr=False, compare=False)

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from crawler.deadletter import DeadReason
+from crawler.revisit import Refetch, RevisitState
 
 #: The request meta key that holds a frontier request's :class:`Ticket`.
 TICKET_META = "_frontier"
@@ -65,6 +66,12 @@ class Ticket:
     #: the turn it got there; the address's slot is given back when the
     #: download ends.
     ip_turn: tuple[str, int] | None = None
+    #: What the URL remembers from its last fetch (None: its first fetch, or
+    #: revisits are off); the conditional request is made from it.
+    revisit: RevisitState | None = None
+    #: What this fetch found (payload digest, validator, a 304), for the revisit
+    #: schedule; None when nothing was downloaded.
+    refetch: Refetch | None = None
     verdict: Verdict | None = None
     #: The type name of the download error the request met, if any.
     error: str | None = None
@@ -102,6 +109,10 @@ class Ticket:
         """Back to its queue, its host parked until ``address`` (its server, known
         for ``known_ms`` more) has room, or ``wake_ms`` at the latest."""
         self._decide(Verdict("ipwait", f"{address}\n{wake_ms}\n{known_ms}"))
+
+    def fetched(self, refetch: Refetch) -> None:
+        """Note what the answer was (its digest and validator, or not modified)."""
+        self.refetch = refetch
 
     def failed(self, error: str) -> None:
         """Note a download error; without another verdict the URL dies of it."""

@@ -188,6 +188,21 @@ REDIS_CLUSTER = False
 # `scrapy frontier delete --crawl-id ID --yes` removes one.
 FRONTIER_CRAWL_ID = ""
 FRONTIER_IDLE_WAIT = 0
+# Recurring crawls (the same crawl id, run again: a scheduled scrapyd job, or
+# one worker with a long FRONTIER_IDLE_WAIT crawling on): a done URL is fetched
+# again after FRONTIER_REVISIT_AFTER (seconds, or 7d, 12h, 30m; 0: never, each
+# URL is fetched once), with If-None-Match / If-Modified-Since from its last
+# answer. Unchanged (a 304, or the same payload digest) it waits FACTOR x
+# longer next time, up to MAX; changed, FACTOR x shorter, down to MIN (0: AFTER
+# / 4 and AFTER x 8). Seeds may have their own interval (0: AFTER). A host's
+# new URLs are fetched before its revisits unless NEW_FIRST is off. The spider
+# arguments revisit and revisit_seeds set AFTER and SEEDS for one job.
+FRONTIER_REVISIT_AFTER = 0
+FRONTIER_REVISIT_SEEDS = 0
+FRONTIER_REVISIT_MIN = 0
+FRONTIER_REVISIT_MAX = 0
+FRONTIER_REVISIT_FACTOR = 1.5
+FRONTIER_REVISIT_NEW_FIRST = True
 # A worker that starts while Redis does not answer (restarting, failing over)
 # waits this many seconds for it before giving up.
 FRONTIER_CONNECT_WAIT = 60.0
@@ -214,6 +229,10 @@ DOWNLOADER_MIDDLEWARES = {
     # Archives responses as received: before redirects (600), decompression
     # (590) and retries (550) act on them.
     "crawler.middlewares.warc.WarcCaptureMiddleware": 650,
+    # Conditional requests of revisits, and what each answer was (digest,
+    # validator, 304): beside the WARC capture, so it reads the body as it came
+    # (before decompression, 590) and the capture sees the headers it sent.
+    "crawler.middlewares.revisit.RevisitMiddleware": 640,
     # Next to the downloader, so it sees every download error first.
     "crawler.middlewares.outcome.FrontierOutcomeMiddleware": 950,
     # Refuses non-public destinations. Above 950: its process_exception turns a
@@ -391,7 +410,7 @@ FEED_STORAGES = {
 # -O pages.jsonl): the page metadata, never the body (it is in the WARC).
 FEED_EXPORT_FIELDS = [
     "url", "final_url", "status", "content_type", "length", "fetched_at", "depth",
-    "referrer", "redirects", "headers", "warc_file", "warc_offset",
+    "referrer", "redirects", "headers", "not_modified", "warc_file", "warc_offset",
 ]
 
 # --- Metrics and progress ---------------------------------------------------

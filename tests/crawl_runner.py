@@ -38,7 +38,7 @@ TEST_SETTINGS: dict[str, Any] = {
 
 _ITEM_FIELDS = [
     "url", "final_url", "status", "content_type", "length", "fetched_at",
-    "depth", "referrer", "redirects", "warc_file", "warc_offset",
+    "depth", "referrer", "redirects", "not_modified", "warc_file", "warc_offset",
 ]
 
 

@@ -17,7 +17,8 @@ CRAWLER = Path(__file__).resolve().parent.parent / "crawler"
 PURE = frozenset({
     "crawler.urls", "crawler.addressguard", "crawler.admission", "crawler.backoff",
     "crawler.robots.rules", "crawler.seeds", "crawler.redaction", "crawler.lease",
-    "crawler.deadletter", "crawler.domains", "crawler.warc", "crawler.warc.exchange",
+    "crawler.deadletter", "crawler.domains", "crawler.revisit", "crawler.warc",
+    "crawler.warc.exchange",
     "crawler.warc.records", "crawler.warc.cdxj", "crawler.warc.files",
 })
 

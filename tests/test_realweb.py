@@ -418,7 +418,10 @@ def test_ledger_records_each_request(web: RealWebProcess) -> None:
     get(web, "a.test", "/gone", "https", extra=b"User-Agent: realweb-test/1\r\n")
     after = time.time()
     (entry,) = web.ledger()
-    assert before <= entry.arrival <= entry.done <= after  # type: ignore[operator]
+    assert before <= entry.arrival <= entry.done  # type: ignore[operator]
+    # done is stamped once the server's last write returns, which can be just
+    # after the client has read the whole answer
+    assert entry.arrival <= after and entry.done <= after + 0.5  # type: ignore[operator]
     assert (entry.scheme, entry.sni, entry.host_header, entry.host) == (
         "https", "a.test", "a.test", "a.test")
     assert (entry.local_address, entry.local_port) == (web.address("a.test"), web.https_port)

@@ -25,7 +25,8 @@ Layout of partition ``P`` (``PP`` is its prefix ``{ns/pP}``):
 key                 type       holds
 ==================  =========  ===============================================
 ``PP:n``            hash       counts: queued, leased, delayed, done, dead,
-                               dup, refused, expired, hosts
+                               dup, refused, expired, hosts, revisit (done
+                               URLs waiting for a revisit), revisited
 ``PP:ready``        zset       hosts that may be claimed, by next-allowed ms
 ``PP:h:HOST``       hash       host: n queued, iwk woken from an IP park,
                                b blocked (dropped) or parked,
@@ -75,6 +76,9 @@ key                 type       holds
 ``PP:dead``         hash       fingerprint -> host, reason, entry
 ``PP:s:BUCKET``     set        seen fingerprints (64-bit integers: intsets)
 ``PP:e``            zset       time marks: admission time (s) by first seq
+``PP:v:HOST``       zset       the host's done URLs to fetch again (entries,
+                               as in its queue, by when each is due, ms)
+``PP:vdue``         zset       hosts with revisits, by the earliest one's ms
 ==================  =========  ===============================================
 
 An IP address ``ADDR`` that names point at has a gate in a slot of its own,
@@ -212,6 +216,10 @@ class Count:
     BREAKER_PARKED: Final = "breaker_parked"
     ROBOTS_FETCHED: Final = "robots_fetched"
     ROBOTS_FAILED: Final = "robots_failed"
+    #: Done URLs waiting for their revisit (a part of DONE), and how many
+    #: revisits came due so far (FRONTIER_REVISIT_AFTER).
+    REVISIT: Final = "revisit"
+    REVISITED: Final = "revisited"
     #: The partition's last admission number: kept in the hash, but not a count.
     SEQ: Final = "seq"
 

@@ -73,10 +73,11 @@ class Release:
     fingerprint: bytes
     op: str
     arg: str = ""
-    record: str = ""  # a new record (retry) or "" to keep the old one
+    record: str = ""  # a new record (retry, revisit) or "" to keep the old one
     hold_ms: int = 0
     health: str = ""
     fetch_ms: int = 0  # how long the answer took (adaptive pacing; 0: no answer)
+    revisit_ms: int = 0  # done, and due again this long from now (0: never)
 
 
 class BreakerEvent(NamedTuple):
@@ -180,6 +181,8 @@ class Limits:
     dns_job_ms: int = 10_000
     #: DNS jobs one claim hands out at most (per partition).
     dns_job_max: int = 32
+    #: A host's new URLs are claimed before its revisits (FRONTIER_REVISIT_NEW_FIRST).
+    revisit_new_first: bool = True
     breaker: Breaker = field(default_factory=Breaker)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -269,7 +272,7 @@ class Frontier:
                    self.limits.domain_concurrency, self.limits.domain_delay_ms,
                    int(self.limits.ip_concurrency > 0 or self.limits.ip_delay_ms > 0),
                    self.limits.ip_fallback_ms, self.limits.dns_job_ms,
-                   self.limits.dns_job_max])
+                   self.limits.dns_job_max, int(self.limits.revisit_new_first)])
                  for part, want in asks]
         full = []
         for (part, want), reply in zip(asks, await self._per_partition(calls), strict=True):
@@ -304,7 +307,7 @@ class Frontier:
             groups[self.partition(rel.host)] += [
                 rel.fingerprint, rel.op, rel.arg,
                 rel.fingerprint + rel.record.encode("utf-8") if rel.record else "",
-                rel.hold_ms, rel.health, rel.fetch_ms,
+                rel.hold_ms, rel.health, rel.fetch_ms, rel.revisit_ms,
             ]
         if not groups:
             return ReleaseResult(0, 0)

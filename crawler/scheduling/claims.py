@@ -76,7 +76,10 @@ class Claims:
         self.claiming = False
         for lease in result.leases:
             request = from_record(lease.record, scheduler.spider, lease.host)
-            request.meta[TICKET_META] = Ticket(lease.token, lease.robots_version)
+            ticket = Ticket(lease.token, lease.robots_version)
+            if scheduler.leases.revisits is not None:
+                ticket.revisit = scheduler.leases.revisits.state_of(lease.record)
+            request.meta[TICKET_META] = ticket
             scheduler.leases.add(lease, canonical_url(request.url, scheduler.stripper))
             self.buffer.append(request)
         for host in result.robots_jobs:
@@ -87,6 +90,7 @@ class Claims:
             if result.dns_jobs:
                 scheduler.ips.look_up(result.dns_jobs)
         if result.leases or result.robots_jobs:
+            scheduler.idle_since = None  # work came: FRONTIER_IDLE_WAIT counts from its end
             scheduler.stats.inc_value("frontier/leases/claimed", len(result.leases))
             scheduler.wake()
         elif result.next_ready_ms is not None:

@@ -16,7 +16,8 @@ from typing import Any
 from scrapy import Request
 
 from crawler.frontier.store import Lease, Limits, Release
-from crawler.lease import Verdict, ticket_of
+from crawler.lease import Ticket, Verdict, ticket_of
+from crawler.scheduling.revisits import Revisits
 
 #: Builds the record of a retried request ("" keeps the stored one).
 RecordAgain = Callable[[Request, Lease], str]
@@ -29,6 +30,8 @@ class LeaseTable:
         self.stats = stats
         self.limits = limits
         self.record_again = record_again
+        #: The revisit schedule (None: a done URL is never fetched again).
+        self.revisits: Revisits | None = None
         self.held: dict[str, tuple[Lease, str | None]] = {}
         # Tokens whose lease already ended as a retry: the request that
         # retried them still reaches the engine's end once.
@@ -69,7 +72,7 @@ class LeaseTable:
             self.transferred.discard(ticket.token)
             return None
         held = self.held.pop(ticket.token, None)
-        return None if held is None else self.release_of(request, held[0], ticket.ending())
+        return None if held is None else self.release_of(request, held[0], ticket)
 
     def return_all(self) -> list[Release]:
         """Every lease still held goes back to its queue (the worker is closing)."""
@@ -77,12 +80,18 @@ class LeaseTable:
         self.held.clear()
         return returned
 
-    def release_of(self, request: Request, lease: Lease, verdict: Verdict) -> Release:
+    def release_of(self, request: Request, lease: Lease, ticket: Ticket) -> Release:
         """The release that carries out a finished request's verdict."""
+        verdict: Verdict = ticket.ending()
         op = verdict.op
         self.stats.inc_value(f"frontier/leases/{'retried' if op == 'retry' else op}")
         latency = request.meta.get("download_latency")  # set when the answer's head came
-        return Release(lease.host, lease.fingerprint, op, verdict.arg,
-                       self.record_again(request, lease) if op == "retry" else "",
+        record, revisit_ms = "", 0
+        if op == "retry":
+            record = self.record_again(request, lease)
+        elif op == "done" and self.revisits is not None:
+            record, revisit_ms = self.revisits.release(lease.record, ticket)
+        return Release(lease.host, lease.fingerprint, op, verdict.arg, record,
                        verdict.hold_ms, verdict.health,
-                       round(latency * 1000) if isinstance(latency, float | int) else 0)
+                       round(latency * 1000) if isinstance(latency, float | int) else 0,
+                       revisit_ms)

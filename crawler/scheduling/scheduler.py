@@ -54,6 +54,7 @@ from crawler.scheduling.opening import (
     wait_for_redis,
     worker_identity,
 )
+from crawler.scheduling.revisits import keep_state, revisits_for
 from crawler.scheduling.robotsjobs import RobotsJobs
 from crawler.scheduling.sync import Sync
 from crawler.urls import stripper_from_settings, url_forms
@@ -153,7 +154,8 @@ class FrontierScheduler:
         self.counts: dict[str, int] | None = None
         self._counts_epoch = -1
         self._counting = False
-        self._idle_since: float | None = None
+        #: When the frontier was last seen with nothing to do (FRONTIER_IDLE_WAIT).
+        self.idle_since: float | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.closing = False
 
@@ -184,6 +186,7 @@ class FrontierScheduler:
         keys = Keys(namespace, self.partitions, self.seen_buckets)
         await wait_for_redis(self.client, url, self.connect_wait)
         await check_layout(self.client, keys)
+        self.leases.revisits = revisits_for(self.crawler, self.spider, self.limits)
         self.frontier = Frontier(self.client, keys, self.limits)
         gates = IpGates(self.client, keys, self.limits)
         self.ips = IpScope(self, gates) if gates.on else None
@@ -287,19 +290,19 @@ class FrontierScheduler:
 
     def has_pending_requests(self) -> bool:
         if (self.claims.buffer or self.sync or self.leases or self.robots_jobs):
-            self._idle_since = None
+            self.idle_since = None
             return True
         if self.sync.flushing or self.claims.claiming or self._counts_epoch != self.sync.epoch:
             self.refresh_counts()
             return True
         c = self.counts or {}
         if c.get(Count.QUEUED, 0) + c.get(Count.LEASED, 0) + c.get(Count.DELAYED, 0) > 0:
-            self._idle_since = None
+            self.idle_since = None
             self.refresh_counts()
             return True
         now = time.monotonic()
-        self._idle_since = self._idle_since or now
-        if now - self._idle_since < self.idle_wait:
+        self.idle_since = self.idle_since or now
+        if now - self.idle_since < self.idle_wait:
             self.refresh_counts()
             return True
         return False
@@ -365,7 +368,8 @@ class FrontierScheduler:
         """The record of a retried request (its retry count moved on), "" to keep the old."""
         assert self.spider is not None
         try:
-            return to_record(request, request.url, self.spider, self.meta_keys, lease.host)
+            record = to_record(request, request.url, self.spider, self.meta_keys, lease.host)
+            return keep_state(lease.record, record)
         except RecordError:
             return ""
 

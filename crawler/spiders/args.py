@@ -23,6 +23,10 @@ argument                    meaning
 ``crawl_id``                the crawl this job belongs to: the same id continues
                             a crawl, a new one starts afresh (its own frontier
                             namespace; ``FRONTIER_CRAWL_ID``)
+``revisit``                 fetch done URLs again after this long: seconds, or
+                            ``7d``, ``12h``, ``30m`` (``FRONTIER_REVISIT_AFTER``;
+                            ``0``: never)
+``revisit_seeds``           the seeds' own interval (``FRONTIER_REVISIT_SEEDS``)
 ==========================  =================================================
 """
 
@@ -40,6 +44,7 @@ from scrapy.exceptions import UsageError
 from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
 
 from crawler.frontier.keys import crawl_namespace
+from crawler.revisit import parse_duration
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -51,7 +56,8 @@ SETTING_OF: dict[str, str] = {
 }
 
 #: Every argument the broad spider reads.
-KNOWN: frozenset[str] = frozenset({"seeds", "part", "sitemaps", "crawl_id", *SETTING_OF})
+KNOWN: frozenset[str] = frozenset({"seeds", "part", "sitemaps", "crawl_id", "revisit",
+                                   "revisit_seeds", *SETTING_OF})
 
 #: Arguments that others pass and Scrapy keeps as attributes: not typos.
 #: (``_job`` is scrapyd's job id; ``name`` and ``start_urls`` are Scrapy's.)
@@ -121,6 +127,14 @@ def to_crawl_id(name: str, value: object) -> str:
     return text
 
 
+def to_duration(name: str, value: object) -> float:
+    """Seconds, or a number with a unit: ``90``, ``45s``, ``30m``, ``12h``, ``7d``, ``2w``."""
+    try:
+        return parse_duration(value, name)
+    except ValueError as exc:
+        raise SpiderArgumentError(f"spider argument {exc}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class BroadArgs:
     """The broad spider's arguments, converted. ``None``: not given."""
@@ -131,6 +145,8 @@ class BroadArgs:
     depth_limit: int | None = None
     max_pages_per_host: int | None = None
     crawl_id: str | None = None
+    revisit: float | None = None
+    revisit_seeds: float | None = None
 
     @classmethod
     def parse(
@@ -141,6 +157,8 @@ class BroadArgs:
         depth_limit: object = None,
         max_pages_per_host: object = None,
         crawl_id: object = None,
+        revisit: object = None,
+        revisit_seeds: object = None,
     ) -> BroadArgs:
         """Convert and check the arguments (:class:`SpiderArgumentError` on the first bad one)."""
         return cls(
@@ -151,6 +169,9 @@ class BroadArgs:
             max_pages_per_host=None if max_pages_per_host is None
             else to_count("max_pages_per_host", max_pages_per_host),
             crawl_id=None if crawl_id is None else to_crawl_id("crawl_id", crawl_id),
+            revisit=None if revisit is None else to_duration("revisit", revisit),
+            revisit_seeds=None if revisit_seeds is None
+            else to_duration("revisit_seeds", revisit_seeds),
         )
 
     def settings(self) -> dict[str, int]:
@@ -201,7 +222,8 @@ def lookalikes(names: Iterable[str], known: Iterable[str] = KNOWN) -> dict[str, 
 def describe(args: BroadArgs, extra: Mapping[str, Any] | None = None) -> str:
     """``name=value`` of the arguments given, for the log line a job starts with."""
     given = {name: getattr(args, name)
-             for name in ("seeds", "part", "sitemaps", "crawl_id", *SETTING_OF)}
+             for name in ("seeds", "part", "sitemaps", "crawl_id", "revisit", "revisit_seeds",
+                          *SETTING_OF)}
     shown = [f"{k}={v}" for k, v in given.items() if v is not None]
     shown += [f"{k}={v!r}" for k, v in sorted((extra or {}).items())]
     return ", ".join(shown) or "none"

@@ -29,6 +29,7 @@ from scrapy.utils.sitemap import Sitemap
 
 from crawler.items import PageItem
 from crawler.middlewares.warc import WARC_META
+from crawler.revisit import NOT_MODIFIED
 from crawler.scheduling.scheduler import uses_frontier
 from crawler.seeds import Seed, SeedError, read_seeds, seed_request
 from crawler.signals import robots_sitemaps_found
@@ -49,7 +50,8 @@ DEFAULT_FEED_OPTIONS = {
     "encoding": "utf-8",
     "fields": [
         "url", "final_url", "status", "content_type", "length", "fetched_at",
-        "depth", "referrer", "redirects", "headers", "warc_file", "warc_offset",
+        "depth", "referrer", "redirects", "headers", "not_modified", "warc_file",
+        "warc_offset",
     ],
 }
 
@@ -102,13 +104,15 @@ class BroadSpider(Spider):
         depth_limit: str | int | None = None,
         max_pages_per_host: str | int | None = None,
         crawl_id: str | None = None,
+        revisit: str | float | None = None,
+        revisit_seeds: str | float | None = None,
         **kwargs: Any,
     ) -> None:
         # Every value may be a string (scrapyd passes nothing else): convert
         # and check them all before anything starts (crawler/spiders/args.py).
         parsed = BroadArgs.parse(seeds=seeds, part=part, sitemaps=sitemaps,
                                  depth_limit=depth_limit, max_pages_per_host=max_pages_per_host,
-                                 crawl_id=crawl_id)
+                                 crawl_id=crawl_id, revisit=revisit, revisit_seeds=revisit_seeds)
         super().__init__(**kwargs)
         self.args = parsed
         self.seeds_path = self.args.seeds
@@ -117,6 +121,9 @@ class BroadSpider(Spider):
         self.part = None if self.args.part is None else str(self.args.part)
         #: Read by the frontier scheduler: the crawl's namespace (FRONTIER_CRAWL_ID).
         self.crawl_id = self.args.crawl_id
+        #: Read by the frontier scheduler: FRONTIER_REVISIT_AFTER / _SEEDS for this job.
+        self.revisit = self.args.revisit
+        self.revisit_seeds = self.args.revisit_seeds
         self._extra_args = {k: v for k, v in kwargs.items() if k not in PASSED_THROUGH}
 
     @classmethod
@@ -314,6 +321,7 @@ def page_item(response: Response) -> PageItem:
         depth=response.meta.get("depth", 0),
         referrer=response.meta.get("referrer"),
         redirects=chain if len(chain) > 1 else [],
+        not_modified=NOT_MODIFIED in response.flags,
         warc=response.meta.get(WARC_META),
     )
 

@@ -10,12 +10,14 @@ port, links to names outside the web.
 
 from __future__ import annotations
 
+import email.utils
 import html
 import re
 from dataclasses import dataclass
 
 from .layout import Layout
 from .spec import Page
+from .wire import Head
 
 HTML = "text/html; charset=utf-8"
 
@@ -86,3 +88,38 @@ def misdirected(host: str | None, address: str) -> Answer:
     """421: this address does not serve that name (RFC 9110 15.5.20)."""
     text = f"{host or '(no Host)'} is not served on {address}\n"
     return Answer(421, (("Content-Type", "text/plain"),), text.encode("utf-8", "replace"))
+
+
+def not_modified(page: Page, head: Head) -> Answer | None:
+    """A 304 when the request's validators match the page's (RFC 9110 13.1), else None.
+
+    ``If-None-Match`` (weak comparison, ``*`` matches any) wins over
+    ``If-Modified-Since``, which only counts without it; only 200 pages with
+    an ``ETag`` / ``Last-Modified`` header of their own are ever not modified.
+    """
+    headers = {k.lower(): v for k, v in page.headers.items()}
+    etag, modified = headers.get("etag"), headers.get("last-modified")
+    if page.status != 200 or not (etag or modified):
+        return None
+    match, since = head.header("if-none-match"), head.header("if-modified-since")
+    if match is not None:
+        fresh = etag is not None and _weak_match(match, etag)
+    else:
+        fresh = since is not None and modified is not None and _not_after(modified, since)
+    if not fresh:
+        return None
+    kept = tuple((k, v) for k, v in page.headers.items() if k.lower() in ("etag", "last-modified"))
+    return Answer(304, kept, b"")
+
+
+def _weak_match(field: str, etag: str) -> bool:
+    tags = [t.strip() for t in field.split(",")]
+    return "*" in tags or etag.removeprefix("W/") in [t.removeprefix("W/") for t in tags]
+
+
+def _not_after(modified: str, since: str) -> bool:
+    try:
+        return email.utils.parsedate_to_datetime(modified) <= email.utils.parsedate_to_datetime(
+            since)
+    except (TypeError, ValueError):
+        return False

@@ -46,6 +46,8 @@ class Request:
     body_bytes: int  # body bytes written
     served_by: str | None  # main name of the host that answered (None: 421 or bad request)
     outcome: str | None
+    if_none_match: str | None = None  # the conditional headers it came with
+    if_modified_since: str | None = None
 
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any]) -> Request:

@@ -220,6 +220,8 @@ class RealWebServer:
             "method": head.method if head else None,
             "version": head.version if head else None,
             "user_agent": head.header("user-agent") if head else None,
+            "if_none_match": head.header("if-none-match") if head else None,
+            "if_modified_since": head.header("if-modified-since") if head else None,
             "in_flight": None, "status": None, "body_bytes": 0, "served_by": None, "outcome": None,
         }
         self.ledger.append(entry)
@@ -274,7 +276,8 @@ class RealWebServer:
         page = host.find(listener.scheme, route)
         if page is None:
             return content.not_found(), 0.0, host
-        answer = content.render(page, self.layout, host=name or host.name, target=route)
+        answer = (content.not_modified(page, head)
+                  or content.render(page, self.layout, host=name or host.name, target=route))
         return answer, page.delay, host
 
     async def _send(self, writer: asyncio.StreamWriter, entry: Entry, answer: content.Answer,

@@ -137,7 +137,8 @@ async def read_body(reader: asyncio.StreamReader, head: Head, limit: int = MAX_B
 
 def response_head(status: int, headers: Iterable[tuple[str, str | bytes]], *,
                   length: int, keep_alive: bool, server: str = "realweb") -> bytes:
-    """Status line and headers, always with Content-Length (values may be raw bytes)."""
+    """Status line and headers, with Content-Length unless the status has no body
+    (a 304's would describe the page it stands for; values may be raw bytes)."""
     try:
         reason = HTTPStatus(status).phrase
     except ValueError:
@@ -148,6 +149,7 @@ def response_head(status: int, headers: Iterable[tuple[str, str | bytes]], *,
     for name, value in headers:
         raw = value if isinstance(value, bytes) else value.encode("latin-1")
         lines.append(name.encode("ascii") + b": " + raw)
-    lines.append(f"Content-Length: {length}".encode("ascii"))
+    if status not in (204, 304):
+        lines.append(f"Content-Length: {length}".encode("ascii"))
     lines.append(b"Connection: " + (b"keep-alive" if keep_alive else b"close"))
     return b"\r\n".join(lines) + b"\r\n\r\n"

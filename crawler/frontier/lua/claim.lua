@@ -24,7 +24,8 @@
 --          the hosts parked for its address waits at most before it is looked
 --          at again (a lost wake's fallback), ARGV[13] how long (ms) a DNS job
 --          may take before the host is handed out again, ARGV[14] DNS jobs
---          handed out at most
+--          handed out at most, ARGV[15] 1 when a host's new URLs go before
+--          its revisits
 -- Returns {now_ms, next_ready_ms or -1, then per claim: host, entry, robots
 -- version}. An entry "R" is a robots job: the host's robots.txt is unknown or
 -- due, so this worker fetches it (robots.lua stores the result) and the
@@ -84,6 +85,56 @@ end
 if #due > 0 then
   redis.call('HINCRBY', KEYS[1], 'delayed', -#due)
   redis.call('HINCRBY', KEYS[1], 'queued', #due)
+end
+
+-- 2b. Done URLs whose revisit is due go back to their hosts' queues
+-- (FRONTIER_REVISIT_AFTER): PP:vdue holds the hosts with revisits by the
+-- earliest one, PP:v:HOST the host's done URLs by when each is due. Behind
+-- the host's new URLs when ARGV[15] is 1 (their priority lowered by 2^16),
+-- else in their own priority's order; either way first come, first served.
+local revisit_back = tonumber(ARGV[15] or '1') == 1 and 65536 * 4294967296 or 0
+local vhosts = redis.call('ZRANGEBYSCORE', p .. ':vdue', '-inf', now, 'LIMIT', 0, move_max)
+-- A dropped or parked host's revisits become dead letters, as its new links
+-- do (admit.lua): requeueing the host brings them back.
+local revisited, revisits_dead = 0, 0
+local seq = nil
+local vbudget = move_max
+for _, host in ipairs(vhosts) do
+  if vbudget <= 0 then break end
+  local vk = p .. ':v:' .. host
+  local entries = redis.call('ZRANGEBYSCORE', vk, '-inf', now, 'LIMIT', 0, vbudget)
+  vbudget = vbudget - #entries
+  local b = redis.call('HGET', p .. ':h:' .. host, 'b')
+  local reason = b == 'p' and redis.call('HGET', p .. ':h:' .. host, 'pr')
+    or '{"reason": "dropped", "error": "host dropped before its revisit"}'
+  seq = seq or tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
+  for _, entry in ipairs(entries) do
+    redis.call('ZREM', vk, entry)
+    if b == '1' or b == 'p' then
+      redis.call('HSET', p .. ':dead', string.sub(entry, 1, 16), host .. '\n' .. reason .. '\n' .. entry)
+      revisits_dead = revisits_dead + 1
+    else
+      seq = seq + 1
+      -- (records.py writes the priority "p" right after the depth "d")
+      local prio = tonumber(string.match(entry, ',"d":%d+,"p":(-?%d+)', 17) or '0')
+      push_url(p, host, queue_score(prio, seq) + revisit_back, entry)
+      revisited = revisited + 1
+    end
+  end
+  local first = redis.call('ZRANGE', vk, 0, 0, 'WITHSCORES')
+  if #first == 0 then
+    redis.call('ZREM', p .. ':vdue', host)
+  else
+    redis.call('ZADD', p .. ':vdue', first[2], host)
+  end
+end
+if revisited + revisits_dead > 0 then
+  redis.call('HSET', KEYS[1], 'seq', seq)
+  redis.call('HINCRBY', KEYS[1], 'revisit', -(revisited + revisits_dead))
+  redis.call('HINCRBY', KEYS[1], 'done', -(revisited + revisits_dead))
+  redis.call('HINCRBY', KEYS[1], 'queued', revisited)
+  redis.call('HINCRBY', KEYS[1], 'dead', revisits_dead)
+  redis.call('HINCRBY', KEYS[1], 'revisited', revisited)
 end
 
 -- 3. Claim: the helpers, the domains to wake, then one URL at a time.
@@ -301,9 +352,10 @@ if leased > 0 then
 end
 
 -- 6. When is the next thing due here? (ready host, delayed URL, lease
--- expiry, a domain or an address's parked hosts to look at)
+-- expiry, a domain or an address's parked hosts to look at, a revisit)
 local next_ms = -1
-for _, key in ipairs({ready, p .. ':delayed', p .. ':leased', p .. ':dwake', p .. ':iwake'}) do
+for _, key in ipairs({ready, p .. ':delayed', p .. ':leased', p .. ':dwake', p .. ':iwake',
+                      p .. ':vdue'}) do
   local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
   if #first > 0 then
     local s = tonumber(first[2])

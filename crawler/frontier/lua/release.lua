@@ -20,10 +20,12 @@
 -- ARGV[3]  breaker threshold, ARGV[4] cool-down base ms, ARGV[5] cap ms,
 -- ARGV[6]  max openings (0: never park)
 -- ARGV[7]  adaptive factor (0: off), ARGV[8] adaptive delay cap ms
--- then 7 values per lease: fingerprint (16 bytes), op, arg, entry, hold ms,
+-- then 8 values per lease: fingerprint (16 bytes), op, arg, entry, hold ms,
 -- health ("fail", "ok" or "" for neither), how long the answer took (ms, 0:
--- no answer)
---   op "done":   the URL is finished (arg "robots": robots.txt disallowed it)
+-- no answer), revisit ms (0: none)
+--   op "done":   the URL is finished (arg "robots": robots.txt disallowed it);
+--                with a revisit, it is due again that many ms from now
+--                (PP:v:HOST, PP:vdue: claim.lua queues it then)
 --   op "return": back to the head of its host's queue (graceful stop)
 --   op "retry":  delayed by arg ms, with entry as its new record (if not "")
 --   op "dead":   dead letter; arg is the JSON reason
@@ -38,7 +40,7 @@ local factor, adapt_cap = tonumber(ARGV[7] or '0'), tonumber(ARGV[8] or '0')
 local now = now_ms()
 local released, stale = 0, 0
 local counts = {done = 0, queued = 0, delayed = 0, dead = 0, robots_denied = 0,
-                breaker_open = 0, breaker_parked = 0}
+                breaker_open = 0, breaker_parked = 0, revisit = 0}
 local transitions = {}
 
 local function breaker_failure(sk, host)
@@ -115,9 +117,19 @@ local function breaker_success(sk, host)
   end
 end
 
-for i = 9, #ARGV, 7 do
+-- A done URL due again in revisit_ms: kept by its host until then.
+local function schedule_revisit(host, entry, revisit_ms)
+  local due = now + revisit_ms
+  redis.call('ZADD', p .. ':v:' .. host, due, entry)
+  local cur = redis.call('ZSCORE', p .. ':vdue', host)
+  if not cur or due < tonumber(cur) then redis.call('ZADD', p .. ':vdue', due, host) end
+  counts.revisit = counts.revisit + 1
+end
+
+for i = 9, #ARGV, 8 do
   local fp, op, arg, new_entry = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local hold_ms, health, fetch_ms = tonumber(ARGV[i + 4]), ARGV[i + 5], tonumber(ARGV[i + 6])
+  local revisit_ms = tonumber(ARGV[i + 7])
   local data = redis.call('HGET', p .. ':ld', fp)
   local host, score, holder, entry
   if data then host, score, holder, entry = split_fields(data, 4) end
@@ -131,6 +143,7 @@ for i = 9, #ARGV, 7 do
     if op == 'done' then
       counts.done = counts.done + 1
       if arg == 'robots' then counts.robots_denied = counts.robots_denied + 1 end
+      if revisit_ms > 0 then schedule_revisit(host, entry, revisit_ms) end
     elseif op == 'return' or op == 'ipwait' then
       redis.call('ZADD', p .. ':q:' .. host, score, entry)
       redis.call('HINCRBY', hk, 'n', 1)

@@ -1,0 +1,78 @@
+"""Downloader middleware: ask only for what changed, and note what each answer was.
+
+With revisits on (``FRONTIER_REVISIT_AFTER``), a URL fetched before carries
+its last validator on its ticket (:class:`crawler.lease.Ticket`): the request
+goes out with ``If-None-Match`` (its ``ETag``) or ``If-Modified-Since`` (its
+``Last-Modified``), and a ``304 Not Modified`` is let through to the spider,
+flagged ``not_modified`` in ``response.flags`` and ``response.meta``, so that
+it is parsed for nothing, archived as a revisit, and pipelines may skip it.
+
+Every answer's payload digest (base32 SHA-1 of the body as it came, the
+WARC-Payload-Digest) and validator go onto the ticket: the frontier compares
+the digest with the last one to lengthen or shorten the URL's interval
+(:mod:`crawler.revisit`). At 640, beside the WARC capture (650): the body is
+still as received (decompression is at 590), and a redirect (600) has not
+been turned into a new request yet.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from crawler.lease import ticket_of
+from crawler.revisit import NOT_MODIFIED, Refetch, validator_of
+from crawler.scheduling.scheduler import scheduler_of
+from crawler.warc.records import payload_digest
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+_CONDITIONAL = (b"If-None-Match", b"If-Modified-Since")
+
+
+class RevisitMiddleware:
+    """Conditional requests for revisits; each answer's digest and validator."""
+
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self.stats = crawler.stats
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        return cls(crawler)
+
+    def _on(self) -> bool:
+        scheduler = scheduler_of(self.crawler)
+        return scheduler is not None and scheduler.leases.revisits is not None
+
+    def process_request(self, request: Request) -> None:
+        ticket = ticket_of(request.meta)
+        if ticket is None or ticket.revisit is None:
+            return
+        headers = ticket.revisit.conditional_headers()
+        if not headers:
+            return
+        for name, value in headers.items():
+            request.headers.setdefault(name, value)
+        allowed = list(request.meta.get("handle_httpstatus_list", ()))
+        if 304 not in allowed:
+            request.meta["handle_httpstatus_list"] = [*allowed, 304]
+        self.stats.inc_value("revisit/conditional")
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        ticket = ticket_of(request.meta)
+        if ticket is None or not self._on():
+            return response
+        asked = any(request.headers.get(name) for name in _CONDITIONAL)
+        if response.status == 304 and asked:
+            ticket.fetched(Refetch(validator=validator_of(response.headers), not_modified=True))
+            request.meta[NOT_MODIFIED] = True
+            response.flags.append(NOT_MODIFIED)
+            return response
+        digest = payload_digest(response.body).removeprefix("sha1:")
+        ticket.fetched(Refetch(digest, validator_of(response.headers)))
+        return response

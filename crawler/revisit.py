@@ -1,0 +1,156 @@
+"""When a done URL is fetched again, and what it remembers between fetches.
+
+A recurring crawl keeps its frontier (the same ``crawl_id``): with
+``FRONTIER_REVISIT_AFTER`` set, a URL that is done becomes due again after
+its *interval*, and the refetch tells whether the page changed. An
+unchanged page (a ``304 Not Modified``, or the same payload digest) waits
+``FRONTIER_REVISIT_FACTOR`` times longer next time, up to
+``FRONTIER_REVISIT_MAX``; a changed one ``FACTOR`` times shorter, down to
+``FRONTIER_REVISIT_MIN`` - the adaptive schedule of Nutch, in one rule.
+"Changed" is the payload, never the headers: a server that stamps a new
+``Date`` or cookie on every answer has not changed its page.
+
+What a done URL keeps rides in its frontier record (:mod:`crawler.frontier.
+records`) as one short field, ``"v": [interval_s, digest, validator]``: the
+interval in seconds, the payload digest of the last fetch (base32 SHA-1, as
+WARC and CDXJ write it; the archive's revisit records refer to it), and one
+validator to send back: ``E`` + the ``ETag`` or ``M`` + the
+``Last-Modified`` value, verbatim. One validator is enough: a server that
+gets ``If-None-Match`` ignores ``If-Modified-Since`` (RFC 9110, 13.1.3), so
+keeping both would cost bytes for nothing.
+
+Pure: no I/O, no Scrapy.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+#: The record field that holds a URL's revisit state.
+FIELD = "v"
+#: The flag (``response.flags``) and meta key of a 304 answer to a revisit.
+NOT_MODIFIED = "not_modified"
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([smhdw]?)\s*", re.IGNORECASE)
+
+
+def parse_duration(value: object, name: str = "duration") -> float:
+    """Seconds in ``value``: a number (seconds) or text like ``90``, ``45s``,
+    ``30m``, ``12h``, ``7d``, ``2w``. ``ValueError`` names ``name`` otherwise."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    else:
+        match = _DURATION.fullmatch(str(value if value is not None else ""))
+        if not match:
+            raise ValueError(f"{name}={value!r} is not a duration "
+                             "(seconds, or a number with s, m, h, d or w: 7d, 12h)")
+        seconds = float(match.group(1)) * _UNITS[(match.group(2) or "s").lower()]
+    if seconds < 0:
+        raise ValueError(f"{name}={value!r} must not be negative")
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class RevisitState:
+    """What a URL remembers from its last fetch."""
+
+    interval: int = 0  # seconds until the next fetch (0: not set yet)
+    digest: str = ""  # base32 SHA-1 of the last payload ("": none yet)
+    validator: str = ""  # "E" + ETag, "M" + Last-Modified, or ""
+
+    @classmethod
+    def of_record(cls, data: dict[str, Any]) -> RevisitState | None:
+        """The state stored in a decoded record (None: fetched once at most)."""
+        raw = data.get(FIELD)
+        if not isinstance(raw, list) or not raw:
+            return None
+        interval = raw[0] if isinstance(raw[0], int) else 0
+        digest = raw[1] if len(raw) > 1 and isinstance(raw[1], str) else ""
+        validator = raw[2] if len(raw) > 2 and isinstance(raw[2], str) else ""
+        return cls(interval, digest, validator)
+
+    def field(self) -> list[int | str]:
+        """The record field's value, trailing empties left out."""
+        out: list[int | str] = [self.interval, self.digest, self.validator]
+        while len(out) > 1 and out[-1] == "":
+            out.pop()
+        return out
+
+    def conditional_headers(self) -> dict[str, str]:
+        """The header that asks the server for the page only if it changed."""
+        if self.validator.startswith("E"):
+            return {"If-None-Match": self.validator[1:]}
+        if self.validator.startswith("M"):
+            return {"If-Modified-Since": self.validator[1:]}
+        return {}
+
+
+def validator_of(headers: Any) -> str:
+    """The validator to keep from a response's headers (``Headers`` or a dict of
+    bytes/str): its ``ETag``, else its ``Last-Modified``, else ""."""
+    for name, mark in (("ETag", "E"), ("Last-Modified", "M")):
+        value = headers.get(name)
+        if isinstance(value, list):
+            value = value[0] if value else None
+        if isinstance(value, bytes):
+            value = value.decode("latin-1")
+        if value and value.strip():
+            return mark + value.strip()
+    return ""
+
+
+@dataclass(frozen=True, slots=True)
+class Refetch:
+    """What one fetch of a URL found, as the revisit schedule needs it."""
+
+    digest: str = ""  # the payload's digest ("" when the server said 304)
+    validator: str = ""  # the new answer's validator ("" on a 304: keep the old)
+    not_modified: bool = False  # the server answered 304 to our conditional
+
+
+@dataclass(frozen=True, slots=True)
+class RevisitPolicy:
+    """The crawl's revisit settings, in seconds (``after`` 0: never refetch)."""
+
+    after: float = 0.0
+    seeds: float = 0.0  # the interval of seeds (0: ``after``)
+    minimum: float = 0.0  # 0: ``after`` / 4
+    maximum: float = 0.0  # 0: ``after`` x 8
+    factor: float = 1.5
+    new_first: bool = True  # a host's new URLs before its revisits
+
+    @property
+    def enabled(self) -> bool:
+        return self.after > 0
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        low = self.minimum or self.after / 4
+        high = self.maximum or self.after * 8
+        return low, max(low, high)
+
+    def first_interval(self, seed: bool) -> int:
+        """The interval of a URL fetched for the first time."""
+        return max(1, round(self.seeds if seed and self.seeds else self.after))
+
+    def next_state(self, old: RevisitState | None, fetch: Refetch | None,
+                   seed: bool = False) -> RevisitState:
+        """The state after a fetch (``fetch`` None: nothing was downloaded, e.g.
+        robots.txt disallowed it; the URL keeps what it had)."""
+        if old is None or old.interval <= 0:
+            old = replace(old or RevisitState(), interval=self.first_interval(seed))
+            if fetch is None:
+                return old
+            return RevisitState(old.interval, fetch.digest, fetch.validator)
+        if fetch is None:
+            return old
+        low, high = self.bounds
+        unchanged = fetch.not_modified or (bool(fetch.digest) and fetch.digest == old.digest)
+        scaled = old.interval * self.factor if unchanged else old.interval / self.factor
+        interval = max(1, round(min(max(scaled, low), high)))
+        if fetch.not_modified:
+            return RevisitState(interval, old.digest, fetch.validator or old.validator)
+        return RevisitState(interval, fetch.digest, fetch.validator)

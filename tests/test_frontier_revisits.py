@@ -1,0 +1,187 @@
+"""Revisits in the frontier: a done URL due again, behind its host's new URLs,
+on the scripts' own clock; and the schedule's rules as units."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import pytest
+import redis
+from scrapy.http.headers import Headers
+
+from crawler.frontier.admin import FrontierAdmin
+from crawler.frontier.store import Release
+from crawler.lease import Ticket
+from crawler.revisit import Refetch, RevisitPolicy, RevisitState, parse_duration, validator_of
+from crawler.scheduling.revisits import Revisits, keep_state
+from tests.frontier_harness import Harness, admission
+
+HOUR_MS = 3_600_000
+
+
+@pytest.fixture
+def harness(make_harness: Callable[..., Harness]) -> Harness:
+    return make_harness("rv", clock=True, concurrency=4, delay_ms=0, lease_ms=60_000)
+
+
+def _done(lease, revisit_ms: int, record: str = "") -> Release:
+    return Release(lease.host, lease.fingerprint, "done", record=record, revisit_ms=revisit_ms)
+
+
+def test_a_done_url_is_claimed_again_when_its_revisit_is_due(harness: Harness) -> None:
+    f = harness.frontier
+    harness.run(f.admit([admission("http://a.test/page")]))
+    lease = harness.run(f.claim(5, "w")).leases[0]
+    kept = json.dumps({"u": "/page", "d": 0, "v": [3600, "ABC", 'E"x"']}, separators=(",", ":"))
+    assert harness.run(f.release([_done(lease, HOUR_MS, kept)], "w")).released == 1
+    counts = harness.run(f.counts())
+    assert (counts["done"], counts["revisit"], counts["queued"]) == (1, 1, 0)
+
+    early = harness.run(f.claim(5, "w"))
+    assert early.leases == []
+    assert early.next_ready_ms == harness.clock.now_ms() + HOUR_MS  # the worker sleeps till then
+    harness.clock.advance(HOUR_MS - 1)
+    assert harness.run(f.claim(5, "w")).leases == []
+    harness.clock.advance(1)
+    again = harness.run(f.claim(5, "w")).leases
+    assert [lease.record for lease in again] == [kept]  # with what the last fetch found
+    counts = harness.run(f.counts())
+    assert (counts["done"], counts["revisit"], counts["leased"], counts["revisited"]) == (
+        0, 0, 1, 1)
+
+
+def test_without_a_revisit_a_done_url_is_never_claimed_again(harness: Harness) -> None:
+    f = harness.frontier
+    harness.run(f.admit([admission("http://a.test/page")]))
+    lease = harness.run(f.claim(5, "w")).leases[0]
+    harness.run(f.release([_done(lease, 0)], "w"))
+    harness.clock.advance(1000 * HOUR_MS)
+    result = harness.run(f.claim(5, "w"))
+    assert (result.leases, result.next_ready_ms) == ([], None)
+    assert harness.run(f.counts()).get("revisit", 0) == 0
+
+
+@pytest.mark.parametrize("new_first", [True, False])
+def test_a_hosts_new_urls_come_before_its_revisits(make_harness, new_first: bool) -> None:
+    h = make_harness("rvo", clock=True, concurrency=1, delay_ms=0, lease_ms=60_000,
+                     revisit_new_first=new_first)
+    f = h.frontier
+    h.run(f.admit([admission("http://a.test/old", priority=1)]))
+    lease = h.run(f.claim(1, "w")).leases[0]
+    # the record kept, as records.py writes it: the priority right after the depth
+    kept = '{"u":"http://a.test/old","d":0,"p":1,"v":[1]}'
+    h.run(f.release([_done(lease, 1000, kept)], "w"))
+    h.clock.advance(1000)
+    h.run(f.admit([admission("http://a.test/new")]))
+    order = []
+    for _ in range(2):
+        lease = h.run(f.claim(1, "w")).leases[0]
+        order.append(json.loads(lease.record)["u"].rsplit("/", 1)[1])
+        h.run(f.release([_done(lease, 0)], "w"))
+    # by priority the revisit would go first; new_first puts the new URL ahead
+    assert order == (["new", "old"] if new_first else ["old", "new"])
+
+
+def test_a_dropped_hosts_revisits_become_dead_letters(harness: Harness, redis_url: str) -> None:
+    f = harness.frontier
+    harness.run(f.admit([admission("http://a.test/1"), admission("http://b.test/1")]))
+    leases = harness.run(f.claim(5, "w")).leases
+    harness.run(f.release([_done(lease, 1000) for lease in leases], "w"))
+    with redis.Redis.from_url(redis_url) as client:
+        FrontierAdmin(client, harness.keys).drop_host("http://a.test:80")
+    harness.clock.advance(1000)
+    again = harness.run(f.claim(5, "w")).leases
+    assert [lease.host for lease in again] == ["http://b.test:80"]
+    counts = harness.run(f.counts())
+    assert (counts["dead"], counts["done"], counts["revisit"]) == (1, 0, 0)
+
+
+def test_revisits_are_moved_a_bounded_number_at_a_time(make_harness) -> None:
+    h = make_harness("rvb", clock=True, concurrency=100, delay_ms=0, lease_ms=60_000,
+                     move_max=7)
+    f = h.frontier
+    h.run(f.admit([admission(f"http://a.test/{i}") for i in range(20)]))
+    leases = []
+    while len(leases) < 20:
+        leases += h.run(f.claim(20, "w")).leases
+    h.run(f.release([_done(lease, 1000) for lease in leases], "w"))
+    h.clock.advance(1000)
+    assert len(h.run(f.claim(100, "w")).leases) == 7
+    assert len(h.run(f.claim(100, "w")).leases) == 7
+    assert len(h.run(f.claim(100, "w")).leases) == 6
+
+
+# --- the schedule's rules, as units ---------------------------------------------------
+
+
+def test_durations_read_as_an_operator_writes_them() -> None:
+    assert [parse_duration(v) for v in ("90", "45s", "30m", "12h", "7d", "2w", 1.5, "0.5h")] == [
+        90, 45, 1800, 43200, 604800, 1209600, 1.5, 1800]
+    for bad in ("", "7 days", "-1", "1y", None):
+        with pytest.raises(ValueError, match="revisit="):
+            parse_duration(bad, "revisit")
+
+
+def test_the_interval_lengthens_while_unchanged_and_shortens_on_change() -> None:
+    policy = RevisitPolicy(after=1000, factor=2)  # bounds 250 .. 8000
+    first = policy.next_state(None, Refetch("D1", 'E"1"'))
+    assert first == RevisitState(1000, "D1", 'E"1"')
+    same = policy.next_state(first, Refetch("D1", 'E"1"'))
+    assert same.interval == 2000
+    not_modified = policy.next_state(same, Refetch(validator="", not_modified=True))
+    assert not_modified == RevisitState(4000, "D1", 'E"1"')  # keeps digest and validator
+    capped = policy.next_state(RevisitState(7000, "D1"), Refetch("D1"))
+    assert capped.interval == 8000
+    changed = policy.next_state(capped, Refetch("D2", "MTue, 01 Dec 2026 10:00:00 GMT"))
+    assert changed == RevisitState(4000, "D2", "MTue, 01 Dec 2026 10:00:00 GMT")
+    floor = policy.next_state(RevisitState(300, "D2"), Refetch("D3"))
+    assert floor.interval == 250
+    # nothing downloaded (robots.txt said no): the URL keeps what it had
+    assert policy.next_state(changed, None) == changed
+
+
+def test_seeds_start_with_their_own_interval() -> None:
+    policy = RevisitPolicy(after=7 * 86400, seeds=86400)
+    assert policy.next_state(None, Refetch("D"), seed=True).interval == 86400
+    assert policy.next_state(None, Refetch("D"), seed=False).interval == 7 * 86400
+
+
+def test_one_validator_is_kept_and_sent_back_verbatim() -> None:
+    both = Headers({"etag": 'W/"5f3c-1"', "Last-Modified": "Tue, 01 Dec 2026 10:00:00 GMT"})
+    assert validator_of(both) == 'EW/"5f3c-1"'
+    assert validator_of(Headers({"Last-Modified": "Tue, 01 Dec 2026 10:00:00 GMT"})) == (
+        "MTue, 01 Dec 2026 10:00:00 GMT")
+    assert validator_of(Headers({"ETag": "  "})) == validator_of(Headers()) == ""
+    assert RevisitState(1, "", 'EW/"5f3c-1"').conditional_headers() == {
+        "If-None-Match": 'W/"5f3c-1"'}
+    assert RevisitState(1, "", "MTue, 01 Dec 2026 10:00:00 GMT").conditional_headers() == {
+        "If-Modified-Since": "Tue, 01 Dec 2026 10:00:00 GMT"}
+    assert RevisitState(1).conditional_headers() == {}
+
+
+def test_a_done_urls_record_keeps_its_state_and_a_retry_keeps_it_too() -> None:
+    class Stats:
+        def __init__(self) -> None:
+            self.values: dict[str, int] = {}
+
+        def inc_value(self, key: str) -> None:
+            self.values[key] = self.values.get(key, 0) + 1
+
+    stats = Stats()
+    revisits = Revisits(RevisitPolicy(after=3600, factor=2), stats)
+    record = '{"u":"/a","d":1,"p":-1}'
+    ticket = Ticket("t")
+    ticket.fetched(Refetch("D1", 'E"1"'))
+    kept, ms = revisits.release(record, ticket)
+    assert (kept, ms) == ('{"u":"/a","d":1,"p":-1,"v":[3600,"D1","E\\"1\\""]}', 3_600_000)
+
+    again = Ticket("t", revisit=Revisits.state_of(kept))
+    again.fetched(Refetch(not_modified=True))
+    kept2, ms2 = revisits.release(kept, again)
+    assert ms2 == 7_200_000 and json.loads(kept2)["v"] == [7200, "D1", 'E"1"']
+    assert stats.values == {"revisit/not_modified": 1}
+    # a retried request's record is rebuilt from the request: the state stays
+    assert json.loads(keep_state(kept2, '{"u":"/a","d":1,"p":-1,"m":{"retry_times":1}}'))[
+        "v"] == [7200, "D1", 'E"1"']
+    assert keep_state('{"u":"/a","d":1}', '{"u":"/a","d":1,"m":{}}') == '{"u":"/a","d":1,"m":{}}'
