@@ -203,6 +203,10 @@ FRONTIER_REVISIT_MIN = 0
 FRONTIER_REVISIT_MAX = 0
 FRONTIER_REVISIT_FACTOR = 1.5
 FRONTIER_REVISIT_NEW_FIRST = True
+# Off: revisits are fetched in full, never conditional. The archive stores an
+# unchanged payload once either way; pywb replays a 304's revisit record as the
+# 304 it was, an identical-payload one with the page.
+FRONTIER_REVISIT_CONDITIONAL = True
 # A worker that starts while Redis does not answer (restarting, failing over)
 # waits this many seconds for it before giving up.
 FRONTIER_CONNECT_WAIT = 60.0
@@ -386,9 +390,16 @@ WARC_MAX_SIZE = 1_000_000_000
 # The writer thread's queue holds at most this many bytes of pages; a full
 # queue makes downloads wait (a slow disk slows the crawl, memory stays flat).
 WARC_QUEUE_MAX_BYTES = 64 * 1024 * 1024
-# A 2xx payload already archived in this crawl (any worker: the digest index
-# is in the frontier) is written as a small "revisit" record.
+# A 2xx payload already archived in this crawl (any worker, any run of the
+# crawl id: the digest index is in the frontier) is written as a small
+# "revisit" record; so is a 304 to a revisit's conditional request. Crawl ids
+# naming the same WARC_DIGEST_INDEX share one index (a monthly crawl id does
+# not archive again what last month's holds); "" keeps it the crawl's own.
+# The index keeps at most WARC_DIGEST_INDEX_MAX digests (about 200 bytes each
+# in Redis), forgetting those not seen for longest first.
 WARC_REVISITS = True
+WARC_DIGEST_INDEX = ""
+WARC_DIGEST_INDEX_MAX = 2_000_000
 # Who runs the crawl (a contact), and what it is for: in every file's warcinfo.
 WARC_OPERATOR = ""
 WARC_DESCRIPTION = ""

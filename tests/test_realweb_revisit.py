@@ -10,16 +10,22 @@ while the page stays the same, and ends once nothing is due within the wait.
 
 from __future__ import annotations
 
+import email.utils
+import json
 import time
 from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
+from warcio.archiveiterator import ArchiveIterator
 
 from tests.crawl_runner import CrawlResult, crawl_realweb
 from tests.realweb import Host, RealWebProcess, Web, links_to, page
+from tests.replay_tools import get, make_collection, wayback
+from tests.warc_samples import warcio_check
 
 pytestmark = pytest.mark.crawl
 
@@ -41,24 +47,28 @@ def _crawl(web: RealWebProcess, workdir: Path, **settings: Any) -> CrawlResult:
                          {"DOWNLOAD_DELAY": 0, "ROBOTSTXT_OBEY": False, **settings})
 
 
-def test_the_second_run_asks_only_for_what_changed(
-        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
-    web = realweb(_web())
+def _two_runs(web: RealWebProcess, workdir: Path) -> tuple[CrawlResult, CrawlResult]:
+    """Crawl, change "/changes", wait until everything is due, crawl again; the
+    web's ledger holds the second run's requests."""
     # (long enough that no URL comes due again before the first run ends)
-    first = _crawl(web, tmp_path, FRONTIER_REVISIT_AFTER=4)
+    first = _crawl(web, workdir, FRONTIER_REVISIT_AFTER=4)
     assert sorted(r.target for r in web.ledger()) == [
         b"/", b"/changes", b"/dated", b"/etag", b"/plain"]
-    sent = {r.target: r for r in web.ledger()}
-    assert not any(r.if_none_match or r.if_modified_since for r in sent.values())
+    assert not any(r.if_none_match or r.if_modified_since for r in web.ledger())
     assert first.stat("revisit/conditional") is None
-
     web.set_page("a.test", "/changes", page("version 2", headers={"ETag": '"c2"'}))
     web.reset()
     time.sleep(4.2)  # every URL is due again
-    second = _crawl(web, tmp_path, FRONTIER_REVISIT_AFTER=4)
-
+    second = _crawl(web, workdir, FRONTIER_REVISIT_AFTER=4)
     assert sorted(r.target for r in web.ledger()) == [  # each once
         b"/", b"/changes", b"/dated", b"/etag", b"/plain"]
+    return first, second
+
+
+def test_the_second_run_asks_only_for_what_changed(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
+    web = realweb(_web())
+    _, second = _two_runs(web, tmp_path)
     sent = {r.target: r for r in web.ledger()}
     assert (sent[b"/etag"].if_none_match, sent[b"/etag"].status) == ('"e1"', 304)
     assert (sent[b"/dated"].if_modified_since, sent[b"/dated"].status) == (LAST_MODIFIED, 304)
@@ -94,3 +104,89 @@ def test_a_worker_that_waits_keeps_revisiting_less_often_while_nothing_changes(
     # the next one would be 8 s away, beyond the 5 s idle wait: the worker ended
     assert result.seconds < home[-1].arrival - home[0].arrival + 5 + 20
     assert result.stat("revisit/not_modified") == "3"
+
+
+def test_pywb_replays_the_second_run_from_the_first_runs_payloads(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
+    """pywb indexes both runs' files itself and replays each capture of the
+    second run: an unchanged page archived as an identical-payload revisit
+    comes back with the first run's bytes; a 304 is a server-not-modified
+    revisit carrying the first capture's digest, naming it by URI and WARC-Date,
+    and that capture replays; a changed page is a full response."""
+    web = realweb(_web())
+    _two_runs(web, tmp_path)
+    warcs = sorted((tmp_path / "warc").glob("*.warc.gz"))
+    assert len(warcs) == 2 and warcio_check(*warcs) == 0
+    refers = _revisits_by_url(warcs)
+    root = tmp_path / "pywb"
+    make_collection(root, "c", warcs)
+    bodies = {"": None, "plain": b"no validators", "etag": b"same body",
+              "dated": b"dated body", "changes": b"version 1"}
+    with wayback(root) as base:
+        for name, first_body in bodies.items():
+            url = web.url("a.test", f"/{name}")
+            _, _, index = get(f"{base}/c/cdx?url={quote(url, safe='')}&output=json")
+            old, new = (json.loads(line) for line in index.splitlines())
+            status, _, body = get(f"{base}/c/{old['timestamp']}id_/{url}")
+            assert status == 200 and (first_body is None or body == first_body), name
+            first_body = body
+            status, headers, again = get(f"{base}/c/{new['timestamp']}id_/{url}")
+            assert _memento(headers) == new["timestamp"], name  # the second run's capture
+            if name == "changes":
+                assert (new["mime"], status, again) == ("text/html", 200, b"version 2")
+                continue
+            assert new["mime"] == "warc/revisit" and new["digest"] == old["digest"], name
+            profile, refers_to = refers[url]
+            if name in ("", "plain"):  # fetched in full, the same payload
+                assert profile.endswith("/identical-payload-digest")
+                assert (status, again) == (200, first_body), name
+            else:  # pywb answers the 304 the server sent; the revisit names the capture
+                assert profile.endswith("/server-not-modified") and status == 304, name
+            assert refers_to == (url, _warc_date_of(warcs[0], url))
+
+
+def _revisits_by_url(warcs: list[Path]) -> dict[str, tuple[str, tuple[str, str]]]:
+    found = {}
+    for path in warcs:
+        with path.open("rb") as f:
+            for record in ArchiveIterator(f):
+                if record.rec_type == "revisit":
+                    h = record.rec_headers
+                    found[h.get_header("WARC-Target-URI")] = (
+                        h.get_header("WARC-Profile"),
+                        (h.get_header("WARC-Refers-To-Target-URI"),
+                         h.get_header("WARC-Refers-To-Date")))
+    return found
+
+
+def _warc_date_of(path: Path, url: str) -> str:
+    with path.open("rb") as f:
+        return next(r.rec_headers.get_header("WARC-Date") for r in ArchiveIterator(f)
+                    if r.rec_type == "response" and r.rec_headers.get_header(
+                        "WARC-Target-URI") == url)
+
+
+def _memento(headers: dict[str, str]) -> str:
+    moment = email.utils.parsedate_to_datetime(headers["Memento-Datetime"])
+    return moment.strftime("%Y%m%d%H%M%S")
+
+
+@pytest.mark.parametrize("shared", ["monthly", ""])
+def test_crawl_ids_naming_one_digest_index_archive_a_payload_once(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path, shared: str) -> None:
+    """A new crawl id is a fresh crawl (every page fetched again), but with
+    WARC_DIGEST_INDEX shared, what an earlier crawl id archived is a revisit."""
+    web = realweb(_web())
+    for crawl_id in ("2026-11", "2026-12"):
+        _crawl(web, tmp_path, FRONTIER_CRAWL_ID=crawl_id, WARC_DIGEST_INDEX=shared)
+    assert len(web.ledger()) == 10  # two fresh crawls: every page twice
+    types: dict[str, list[str]] = {}
+    for path in sorted((tmp_path / "warc").glob("*.warc.gz")):
+        with path.open("rb") as f:
+            for record in ArchiveIterator(f):
+                if record.rec_type in ("response", "revisit"):
+                    url = record.rec_headers.get_header("WARC-Target-URI")
+                    types.setdefault(url, []).append(record.rec_type)
+    assert len(types) == 5
+    second = "revisit" if shared else "response"
+    assert all(kinds == ["response", second] for kinds in types.values()), types

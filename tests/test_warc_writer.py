@@ -12,9 +12,11 @@ from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 from warcio.archiveiterator import ArchiveIterator
 
+from crawler.warc.digests import DigestIndex
 from crawler.warc.exchange import Exchange
 from crawler.warc.files import WarcFiles, Written
-from crawler.warc.writer import ArchiveWriter, DigestIndex
+from crawler.warc.records import payload_digest
+from crawler.warc.writer import ArchiveWriter
 from tests.warc_samples import INFO, exchange, warcio_check
 
 
@@ -102,3 +104,73 @@ def test_digest_index_is_shared_through_redis(redis_url: str, redis_prefix: str)
     finally:
         a.close()
         b.close()
+
+
+def test_a_look_up_finds_a_capture_but_never_records_one(redis_url: str, redis_prefix: str
+                                                         ) -> None:
+    """A 304 holds no payload: it is looked up by the digest kept for its URL,
+    and must never become the capture others refer to."""
+    index = DigestIndex(redis.Redis.from_url(redis_url), f"{{{redis_prefix}/warc}}:digests")
+    try:
+        assert index.first_capture("sha1:N", "", "2026-01-01T00:00:00Z") is None
+        assert index.first_capture("sha1:N", "http://a.test/", "2026-01-02T00:00:00Z") is None
+        assert index.first_capture("sha1:N", "", "2026-01-03T00:00:00Z") == (
+            "http://a.test/", "2026-01-02T00:00:00Z")
+    finally:
+        index.close()
+
+
+def test_the_digest_index_is_bounded_and_keeps_what_comes_back(redis_url: str,
+                                                                redis_prefix: str) -> None:
+    key = f"{{{redis_prefix}/warc}}:digests"
+    client = redis.Redis.from_url(redis_url)
+    index = DigestIndex(redis.Redis.from_url(redis_url), key, max_entries=10)
+    try:
+        date = "2026-01-01T00:00:00Z"
+        for i in range(5):
+            index.first_capture(f"sha1:{i}", f"http://a.test/{i}", date)
+        # half the bound reached: those five are the old generation now
+        assert client.hlen(key) == 0 and client.hlen(key + ":old") == 5
+        assert index.first_capture("sha1:0", "http://b.test/", date) == ("http://a.test/0", date)
+        for i in range(5, 9):
+            index.first_capture(f"sha1:{i}", f"http://a.test/{i}", date)
+        # "0" came back, so it moved on with the young; 1..4 were forgotten
+        assert client.hlen(key) + client.hlen(key + ":old") <= 10
+        assert index.first_capture("sha1:0", "http://c.test/", date) == ("http://a.test/0", date)
+        assert index.first_capture("sha1:1", "http://c.test/", date) is None
+    finally:
+        index.close()
+        client.close()
+
+
+@pytest_twisted.ensureDeferred
+async def test_a_304_is_a_server_not_modified_revisit_of_the_capture(tmp_path: Path) -> None:
+    stats = _stats()
+    writer = ArchiveWriter(WarcFiles(tmp_path, "t", "w0", 10**9, INFO), DigestIndex(), 10**6,
+                           stats)
+    writer.start()
+    first = exchange("http://a.test/", b"<p>page</p>", received_at=1_790_000_000.0)
+    digest = payload_digest(first.body)
+    not_modified = exchange("http://a.test/", b"", status=304, reason="Not Modified",
+                            headers=[("ETag", '"e1"')], received_at=1_790_000_100.0,
+                            not_modified_of=digest)
+    unknown = exchange("http://a.test/other", b"", status=304, reason="Not Modified",
+                       headers=[], received_at=1_790_000_200.0, not_modified_of="sha1:AAAA")
+    for ex in (first, not_modified, unknown):
+        assert isinstance(await (await writer.put(ex)), Written)
+    paths = writer.close(timeout=10)
+    assert warcio_check(*paths) == 0
+    with paths[0].open("rb") as f:
+        records = [r for r in ArchiveIterator(f) if r.rec_type in ("response", "revisit")]
+    assert [r.rec_type for r in records] == ["response", "revisit", "revisit"]
+    revisit, lost = records[1].rec_headers, records[2].rec_headers
+    assert revisit.get_header("WARC-Profile").endswith("/revisit/server-not-modified")
+    assert revisit.get_header("WARC-Payload-Digest") == digest
+    assert revisit.get_header("WARC-Refers-To-Target-URI") == "http://a.test/"
+    assert revisit.get_header("WARC-Refers-To-Date") == records[0].rec_headers.get_header(
+        "WARC-Date")
+    assert records[1].http_headers.get_statuscode() == "304"
+    # a capture the index no longer knows: the revisit names the URL, no date
+    assert lost.get_header("WARC-Refers-To-Target-URI") == "http://a.test/other"
+    assert lost.get_header("WARC-Refers-To-Date") is None
+    assert stats.get_value("warc/revisits/not_modified") == 2

@@ -378,13 +378,20 @@ class Keys:
         return f"{self.namespace}:seen"
 
     def warc_digests(self) -> str:
-        """The WARC writer's payload digest index (a slot of its own)."""
+        """The WARC writer's payload digest index (a slot of its own; its
+        older generation is this key + ``:old``)."""
         return f"{{{self.namespace}/warc}}:digests"
+
+    @staticmethod
+    def shared_warc_digests(base: str, name: str) -> str:
+        """A digest index shared by crawl ids (``WARC_DIGEST_INDEX``) of the
+        spider namespace ``base``."""
+        return f"{{{base}/warc/{name}}}:digests"
 
     def globals(self) -> list[str]:
         """The keys outside the partitions (no hash tag), and the WARC digest index."""
         return [self.workers(), self.layout(), self.seen_at(), self.warc_digests(),
-                self.control_log()]
+                self.warc_digests() + ":old", self.control_log()]
 
     # --- patterns for SCAN MATCH (the namespace escaped)
 

@@ -40,6 +40,9 @@ class RevisitMiddleware:
     def __init__(self, crawler: Crawler) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
+        #: FRONTIER_REVISIT_CONDITIONAL off: refetch in full (the archive still
+        #: stores an unchanged payload once, as an identical-payload revisit).
+        self.conditional = crawler.settings.getbool("FRONTIER_REVISIT_CONDITIONAL", True)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -51,7 +54,7 @@ class RevisitMiddleware:
 
     def process_request(self, request: Request) -> None:
         ticket = ticket_of(request.meta)
-        if ticket is None or ticket.revisit is None:
+        if ticket is None or ticket.revisit is None or not self.conditional:
             return
         headers = ticket.revisit.conditional_headers()
         if not headers:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from scrapy.utils.httpobj import urlparse_cached
 
+from crawler.lease import ticket_of
 from crawler.robots.fetch import ROBOTS_FETCH_META
 from crawler.warc.exchange import TRUNCATED_DISCONNECT, TRUNCATED_LENGTH, Exchange
 
@@ -83,7 +84,21 @@ def capture(request: Request, response: Response) -> Exchange:
         else str(response.ip_address),
         truncated=_truncated(response.flags),
         kind="robots" if request.meta.get(ROBOTS_FETCH_META) else "page",
+        not_modified_of=_not_modified_of(request, response),
     )
+
+
+def _not_modified_of(request: Request, response: Response) -> str | None:
+    """The digest of the capture a 304 stands for: the one the frontier kept for
+    the URL, when the request was made conditional on it."""
+    if response.status != 304:
+        return None
+    ticket = ticket_of(request.meta)
+    if ticket is None or ticket.revisit is None or not ticket.revisit.digest:
+        return None
+    if not (request.headers.get("If-None-Match") or request.headers.get("If-Modified-Since")):
+        return None
+    return f"sha1:{ticket.revisit.digest}"
 
 
 def _request_headers(request: Request) -> list[tuple[str, str]]:

@@ -15,8 +15,11 @@ whatever ``JOBDIR`` is: the archive is the crawl's product, not job state, so
 deleting ``JOBDIR`` to start afresh leaves it); ``WARC_PREFIX`` (``%(name)s``: the spider's name);
 ``WARC_MAX_SIZE`` (rotate past this many bytes, 1 GB); ``WARC_QUEUE_MAX_BYTES``
 (the writer queue's bound, 64 MiB); ``WARC_REVISITS`` (identical payloads as
-``revisit`` records); ``WARC_OPERATOR`` and ``WARC_DESCRIPTION`` (in each
-file's ``warcinfo``).
+``revisit`` records); ``WARC_DIGEST_INDEX`` (a name: crawl ids that give the
+same one share their digest index, so a new crawl id does not archive again
+what an earlier one holds) and ``WARC_DIGEST_INDEX_MAX`` (its bound, in
+entries); ``WARC_OPERATOR`` and ``WARC_DESCRIPTION`` (in each file's
+``warcinfo``).
 """
 
 from __future__ import annotations
@@ -32,11 +35,13 @@ from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.threads import deferToThread
 
 import crawler
+from crawler.frontier.keys import Keys, crawl_namespace
 from crawler.items import PageItem
 from crawler.scheduling.opening import worker_identity
 from crawler.scheduling.scheduler import scheduler_of
+from crawler.warc.digests import DigestIndex
 from crawler.warc.files import WarcFiles, Written
-from crawler.warc.writer import ArchiveWriter, DigestIndex
+from crawler.warc.writer import ArchiveWriter
 
 if TYPE_CHECKING:
     from typing import Self
@@ -129,7 +134,13 @@ class Archive:
         scheduler = scheduler_of(self.crawler)
         if scheduler is None or scheduler.url is None or scheduler.frontier is None:
             return DigestIndex()
-        return DigestIndex(scheduler.sync_client(), scheduler.frontier.keys.warc_digests())
+        s, spider = self.crawler.settings, self.crawler.spider
+        shared = s.get("WARC_DIGEST_INDEX") or ""
+        key = scheduler.frontier.keys.warc_digests()
+        if shared and spider is not None:
+            base = crawl_namespace(scheduler.namespace_template, spider.name)
+            key = Keys.shared_warc_digests(base, shared)
+        return DigestIndex(scheduler.sync_client(), key, s.getint("WARC_DIGEST_INDEX_MAX"))
 
 
 class WarcPipeline:

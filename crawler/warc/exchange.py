@@ -41,6 +41,9 @@ class Exchange:
     ip_address: str | None = None  # the server's, when connected directly (not via a proxy)
     truncated: str | None = None  # a TRUNCATED_* value when the body was cut
     kind: str = "page"  # "page" or "robots"
+    #: A 304 to a revisit's conditional request: the payload digest of the
+    #: capture it stands for ("sha1:..."), as the frontier kept it.
+    not_modified_of: str | None = None
 
     @property
     def size(self) -> int:

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 #: WARC-Profile of a revisit whose payload is identical to an earlier capture's.
 REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+#: WARC-Profile of a revisit the server answered 304 Not Modified.
+NOT_MODIFIED_PROFILE = "http://netpreserve.org/warc/1.1/revisit/server-not-modified"
 
 #: Revisit target: ``(WARC-Refers-To-Target-URI, WARC-Refers-To-Date)`` of the first capture.
 RevisitOf = tuple[str, str]
@@ -129,9 +131,15 @@ def response_record(writer: BaseWARCWriter, exchange: Exchange,
 def revisit_record(writer: BaseWARCWriter, exchange: Exchange, refers_to_uri: str,
                    refers_to_date: str, digest: str,
                    record_id: str | None = None) -> ArcWarcRecord:
-    """A ``revisit`` record (identical payload): status line and headers, no payload.
+    """A ``revisit`` record: status line and headers, no payload.
 
     ``digest`` is the payload digest shared with the capture it refers to.
+    An identical payload is an ``identical-payload-digest`` revisit; a 304
+    to a conditional request (``exchange.not_modified_of``) a
+    ``server-not-modified`` one, whose headers are the 304's and whose
+    WARC-Payload-Digest is the capture's, so replay tools resolve it by
+    digest like the other kind (pywb does). ``refers_to_date`` "" leaves
+    WARC-Refers-To-Date out (the capture is not known any more).
     No WARC-Truncated: the record holds no payload that could have been cut;
     its block digest (computed when written) covers the HTTP headers only.
     """
@@ -142,7 +150,10 @@ def revisit_record(writer: BaseWARCWriter, exchange: Exchange, refers_to_uri: st
         exchange.url, digest, refers_to_uri, refers_to_date,
         http_headers=_response_headers(exchange), warc_headers_dict=fields)
     # warcio picks the profile by the writer's version; WARC/1.1 is what we write.
-    record.rec_headers.replace_header("WARC-Profile", REVISIT_PROFILE)
+    record.rec_headers.replace_header(
+        "WARC-Profile", NOT_MODIFIED_PROFILE if exchange.not_modified_of else REVISIT_PROFILE)
+    if not refers_to_date:
+        record.rec_headers.remove_header("WARC-Refers-To-Date")
     return record
 
 

@@ -9,15 +9,16 @@ growing (backpressure). Callers get a Deferred, fired on the reactor thread,
 of where the record went (or of the exception that kept it out: a value,
 never an errback, so a result nobody waits for is not an "unhandled error").
 
-Identical payloads are archived once: the writer asks :class:`DigestIndex`,
-kept in the frontier's Redis so every worker shares it, whether a payload
-digest was archived before; if so the exchange becomes a ``revisit`` record
-pointing at the first capture.
+Identical payloads are archived once: the writer asks the digest index
+(:mod:`crawler.warc.digests`) whether a payload digest was archived before;
+if so the exchange becomes a ``revisit`` record pointing at the first
+capture. A ``304 Not Modified`` to a revisit's conditional request is a
+``server-not-modified`` revisit of the capture of the digest the frontier
+kept for its URL.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -26,79 +27,20 @@ from typing import TYPE_CHECKING, Any
 
 from twisted.internet.defer import Deferred
 
+from crawler.warc.digests import DigestIndex
 from crawler.warc.records import payload_digest, warc_date
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    import redis
 
     from crawler.warc.exchange import Exchange
     from crawler.warc.files import WarcFiles, Written
 
 logger = logging.getLogger(__name__)
 
-# For each (digest, capture) pair: the earlier capture's JSON, or "" after
-# storing this one. One round trip a batch, atomic across workers; a digest
-# twice in one batch gets the first one back.
-_FIRST_CAPTURES = """
-local out = {}
-for i = 1, #ARGV, 2 do
-  local earlier = redis.call('HGET', KEYS[1], ARGV[i])
-  if earlier then
-    out[#out + 1] = earlier
-  else
-    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-    out[#out + 1] = ''
-  end
-end
-return out
-"""
 #: Exchanges the writer thread takes from its queue at a time (one digest
 #: lookup, one reactor wake-up for all of them).
 BATCH = 64
-
-
-class DigestIndex:
-    """Payload digest -> first capture (URL, WARC-Date), for revisit records.
-
-    In the frontier's Redis (hash ``{NAMESPACE/warc}:digests``, one slot on a
-    Cluster) when there is one, so that a page archived by one worker is a
-    revisit for every other; in memory for crawls without a frontier.
-    """
-
-    def __init__(self, client: redis.Redis | None = None, key: str = "") -> None:
-        self.client = client
-        self.key = key
-        self._local: dict[str, tuple[str, str]] = {}
-        self._script = client.register_script(_FIRST_CAPTURES) if client is not None else None
-
-    def first_captures(self, captures: list[tuple[str, str, str]]
-                       ) -> list[tuple[str, str] | None]:
-        """For each ``(digest, url, date)``: the earlier capture of the digest, or
-        ``None`` (and this one is recorded), in order."""
-        if not captures:
-            return []
-        if self._script is None:
-            return [self._first_local(*capture) for capture in captures]
-        args = [part for digest, url, date in captures
-                for part in (digest, json.dumps([url, date]))]
-        answers = self._script(keys=[self.key], args=args)
-        return [tuple(json.loads(a)) if a else None for a in answers]  # type: ignore[misc]
-
-    def first_capture(self, digest: str, url: str, date: str) -> tuple[str, str] | None:
-        """The earlier capture of ``digest``, or ``None`` (and this one is recorded)."""
-        return self.first_captures([(digest, url, date)])[0]
-
-    def _first_local(self, digest: str, url: str, date: str) -> tuple[str, str] | None:
-        earlier = self._local.get(digest)
-        if earlier is None:
-            self._local[digest] = (url, date)
-        return earlier
-
-    def close(self) -> None:
-        if self.client is not None:
-            self.client.close()
 
 
 class ArchiveWriter:
@@ -206,20 +148,25 @@ class ArchiveWriter:
 
     def _write_batch(self, exchanges: list[Exchange]) -> list[Written | Exception]:
         """Write each exchange (a revisit where its payload was archived before)."""
-        digests = [payload_digest(exchange.body) for exchange in exchanges]
+        digests = [exchange.not_modified_of or payload_digest(exchange.body)
+                   for exchange in exchanges]
         earlier: list[tuple[str, str] | None] = [None] * len(exchanges)
-        if self.revisits:
-            wanted = [i for i, exchange in enumerate(exchanges) if _revisitable(exchange)]
-            try:
-                found = self.digests.first_captures(
-                    [(digests[i], exchanges[i].url, warc_date(exchanges[i].received_at))
-                     for i in wanted])
-            except Exception as exc:  # Redis away: archive in full rather than lose pages
-                self.stats.inc_value("warc/digest_index_errors")
-                logger.warning("WARC: digest index unavailable (%s); writing full records", exc)
-                found = [None] * len(wanted)
-            for i, capture in zip(wanted, found, strict=True):
-                earlier[i] = capture
+        wanted = [i for i, exchange in enumerate(exchanges)
+                  if exchange.not_modified_of or (self.revisits and _revisitable(exchange))]
+        try:
+            found = self.digests.first_captures(
+                [(digests[i], "" if exchanges[i].not_modified_of else exchanges[i].url,
+                  warc_date(exchanges[i].received_at)) for i in wanted])
+        except Exception as exc:  # Redis away: archive in full rather than lose pages
+            self.stats.inc_value("warc/digest_index_errors")
+            logger.warning("WARC: digest index unavailable (%s); writing full records", exc)
+            found = [None] * len(wanted)
+        for i, capture in zip(wanted, found, strict=True):
+            earlier[i] = capture
+        for i, exchange in enumerate(exchanges):
+            if exchange.not_modified_of and earlier[i] is None:
+                # the capture is not known (any more): the revisit names the URL only
+                earlier[i] = (exchange.url, "")
         return [self._write(exchange, digest, capture)
                 for exchange, digest, capture in zip(exchanges, digests, earlier, strict=True)]
 
@@ -235,6 +182,8 @@ class ArchiveWriter:
         now = time.time()
         self.stats.inc_value("warc/records")
         self.stats.inc_value("warc/revisits" if earlier else f"warc/records/{exchange.kind}")
+        if exchange.not_modified_of:
+            self.stats.inc_value("warc/revisits/not_modified")
         self.stats.inc_value("warc/payload_bytes", len(exchange.body))
         self.stats.max_value("warc/lag_max_seconds", round(now - exchange.received_at, 3))
         self.stats.set_value("warc/lag_seconds", round(now - exchange.received_at, 3))

@@ -1,0 +1,94 @@
+"""The archive's digest index: payload digest -> the capture that holds the payload.
+
+Identical payloads are archived once. Before writing a page, the writer
+asks this index whether its payload digest was archived before; if so the
+page becomes a ``revisit`` record pointing at that first capture (URL and
+WARC-Date), which is how pywb and other replay tools find the bytes. A ``304
+Not Modified`` to a revisit's conditional request is looked up the same way,
+with the digest the frontier kept for the URL, but never recorded: it holds
+no payload.
+
+Kept in the frontier's Redis (one slot: every key shares the hash tag), so
+that every worker and every run of a crawl id share it; on request
+(``WARC_DIGEST_INDEX``) several crawl ids of one spider share one. Bounded
+(``WARC_DIGEST_INDEX_MAX`` entries): two generations, ``KEY`` and
+``KEY:old``; when the current one holds half the bound it becomes the old one
+(replacing it), and a digest found in the old one is copied into the
+current, so payloads that keep coming back stay while those not seen for a
+generation are forgotten (and archived in full once more). A crawl without a
+frontier keeps it in memory.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import redis
+
+#: A capture: (WARC-Target-URI, WARC-Date).
+Capture = tuple[str, str]
+
+# ARGV: half the bound (0: none), then (digest, capture JSON or "" to look up
+# only) pairs. For each: the earlier capture's JSON, or "" (and this capture
+# is recorded, unless it was a look-up). A digest twice in one call gets the
+# first one back.
+_FIRST_CAPTURES = """
+local cur, old, half = KEYS[1], KEYS[2], tonumber(ARGV[1])
+local out = {}
+for i = 2, #ARGV, 2 do
+  local earlier = redis.call('HGET', cur, ARGV[i])
+  if not earlier then
+    earlier = redis.call('HGET', old, ARGV[i])
+    if earlier then redis.call('HSET', cur, ARGV[i], earlier) end
+  end
+  if earlier then
+    out[#out + 1] = earlier
+  else
+    if ARGV[i + 1] ~= '' then redis.call('HSET', cur, ARGV[i], ARGV[i + 1]) end
+    out[#out + 1] = ''
+  end
+end
+if half > 0 and redis.call('HLEN', cur) >= half then redis.call('RENAME', cur, old) end
+return out
+"""
+
+
+class DigestIndex:
+    """Payload digest -> first capture, shared through Redis (else in memory)."""
+
+    def __init__(self, client: redis.Redis | None = None, key: str = "",
+                 max_entries: int = 0) -> None:
+        self.client = client
+        self.keys = [key, f"{key}:old"]
+        self.half = max(1, max_entries // 2) if max_entries > 0 else 0
+        self._local: dict[str, Capture] = {}
+        self._script = client.register_script(_FIRST_CAPTURES) if client is not None else None
+
+    def first_captures(self, captures: list[tuple[str, str, str]]) -> list[Capture | None]:
+        """For each ``(digest, url, date)``: the earlier capture of the digest, or
+        ``None``; a capture not found is recorded, unless ``url`` is "" (a look-up)."""
+        if not captures:
+            return []
+        if self._script is None:
+            return [self._first_local(*capture) for capture in captures]
+        args: list[str | int] = [self.half]
+        for digest, url, date in captures:
+            args += [digest, json.dumps([url, date]) if url else ""]
+        answers = self._script(keys=self.keys, args=args)
+        return [tuple(json.loads(a)) if a else None for a in answers]  # type: ignore[misc]
+
+    def first_capture(self, digest: str, url: str, date: str) -> Capture | None:
+        """The earlier capture of ``digest``, or ``None`` (and this one is recorded)."""
+        return self.first_captures([(digest, url, date)])[0]
+
+    def _first_local(self, digest: str, url: str, date: str) -> Capture | None:
+        earlier = self._local.get(digest)
+        if earlier is None and url:
+            self._local[digest] = (url, date)
+        return earlier
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
