@@ -185,3 +185,18 @@ def test_a_done_urls_record_keeps_its_state_and_a_retry_keeps_it_too() -> None:
     assert json.loads(keep_state(kept2, '{"u":"/a","d":1,"p":-1,"m":{"retry_times":1}}'))[
         "v"] == [7200, "D1", 'E"1"']
     assert keep_state('{"u":"/a","d":1}', '{"u":"/a","d":1,"m":{}}') == '{"u":"/a","d":1,"m":{}}'
+
+
+def test_an_operator_makes_revisits_due_now(harness: Harness, redis_url: str) -> None:
+    f = harness.frontier
+    harness.run(f.admit([admission(f"http://{h}.test/{i}") for h in "ab" for i in range(3)]))
+    leases = harness.run(f.claim(10, "w")).leases
+    harness.run(f.release([_done(lease, 7 * 24 * HOUR_MS) for lease in leases], "w"))
+    assert harness.run(f.claim(10, "w")).leases == []
+    with redis.Redis.from_url(redis_url) as client:
+        admin = FrontierAdmin(client, harness.keys)
+        assert admin.revisit_now("http://a.test:80") == (1, 3)
+        assert {lease.host for lease in harness.run(f.claim(10, "w")).leases} == {
+            "http://a.test:80"}
+        assert admin.revisit_now() == (1, 3)  # b: a's are queued, not waiting any more
+    assert len(harness.run(f.claim(10, "w")).leases) == 3

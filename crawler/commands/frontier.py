@@ -8,6 +8,7 @@ without a Redis shell or knowledge of the key layout::
     scrapy frontier dead [--reason R] [--host H] [--limit N] [--json]
     scrapy frontier requeue [--reason R] [--host H] [--front]
     scrapy frontier drop-host HOST
+    scrapy frontier revisit-now [--host H]
     scrapy frontier hosts [--top N] [--by queued|errors|latency|dead] [--json]
     scrapy frontier host NAME [--domain | --ip] [--delay S] [--concurrency N]
                               [--pause | --resume] [--reset] [--json]
@@ -65,7 +66,8 @@ from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.redaction import one_line, safe_url, url_password
 from crawler.scheduling.scheduler import limits_from_settings
 
-SUBCOMMANDS = ("status", "hosts", "dead", "requeue", "drop-host", "host", "crawls", "delete")
+SUBCOMMANDS = ("status", "hosts", "dead", "requeue", "drop-host", "revisit-now", "host", "crawls",
+               "delete")
 #: The options that change a host (or domain) rather than show it.
 _CHANGES = ("delay", "concurrency", "pause", "resume", "reset")
 
@@ -95,6 +97,8 @@ class Command(ScrapyCommand):
             "requeue: put dead letters back in their queues (--reason, --host, --front). "
             "drop-host HOST: make a host's queued URLs dead letters (reason 'dropped') and "
             "refuse its new links until requeue --host HOST. "
+            "revisit-now: done URLs (of --host H, else all) are due for their revisit now "
+            "(FRONTIER_REVISIT_AFTER); workers fetch them politely at their next claims. "
             "host NAME: the site NAME (every scheme and port of the name) and its registered "
             "domain: queues, limits in force and why, holds, breaker; --delay S, "
             "--concurrency N, --pause, --resume change them for every worker at once and "
@@ -268,6 +272,10 @@ class Command(ScrapyCommand):
         elif sub == "hosts":
             print_top_hosts(TopHosts(conn.client, admin.keys).top(opts.by, opts.top), opts.by,
                             opts.json)
+        elif sub == "revisit-now":
+            hosts, urls = admin.revisit_now(host)
+            print(f"{urls:,} done URL(s) of {hosts:,} host(s) are due for a revisit now"
+                  f"{filters(None, host)}")
         elif sub == "crawls":
             print_crawls(self._crawls(conn, opts.spider), opts.json)
         elif sub == "delete":

@@ -168,6 +168,7 @@ class FrontierAdmin:
                                      layout_found=layout_found, limits=limits)
         self._requeue = client.register_script(script_source("requeue"))
         self._drop = client.register_script(script_source("drop_host"))
+        self._revisit_now = client.register_script(script_source("revisit_now"))
 
     def partition(self, host: str) -> int:
         return partition_of(host, self.keys.partitions)
@@ -269,3 +270,20 @@ class FrontierAdmin:
         in_flight = self.client.hget(self.keys.site(part, host), Field.SITE_IN_FLIGHT)
         result.in_flight = int(in_flight or 0)
         return result
+
+    # --- revisits
+
+    def revisit_now(self, host: str | None = None) -> tuple[int, int]:
+        """Make the done URLs of ``host`` (every host if None) due for their
+        revisit now; returns (hosts, URLs). Workers fetch them at their next
+        claims, politely as ever; an operator's "crawl it again"."""
+        hosts = urls = 0
+        for part in self._partitions(host):
+            while True:
+                moved, due, left = self._revisit_now(
+                    keys=[self.keys.counts(part)],
+                    args=[self.keys.prefix(part), host or "", BATCH])
+                hosts, urls = hosts + int(moved), urls + int(due)
+                if host or not int(left):
+                    break
+        return hosts, urls
