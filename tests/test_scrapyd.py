@@ -346,3 +346,68 @@ def test_two_scrapyd_jobs_crawl_their_partitions_into_one_frontier(
         assert "Spider opened" not in log
     finally:
         scrapyd.stop()
+
+
+@pytest.mark.crawl
+def test_a_weekly_scrapyd_job_revisits_the_same_crawl(
+    redis_url: str, redis_prefix: str, project_dir: Path, tmp_path: Path
+) -> None:
+    """The README's weekly schedule: the same job (crawl_id=weekly, revisit=7d)
+    scheduled twice. The second finds every page due (a week has passed: here
+    ``scrapy frontier revisit-now`` says so) and asks each host's server only
+    for what changed: a 304 from every server that gave a validator, the page
+    again from the others; nothing new, nothing fetched twice."""
+    with SimWebProcess(seed=37, n_hosts=8, mix="clean", validators=True) as sim:
+        scrapyd = Scrapyd(tmp_path / "scrapyd", _job_env(sim.proxy_url, tmp_path))
+        try:
+            scrapyd.wait_ready()
+            cfg = (project_dir / "scrapy.cfg").read_text()
+            if "[deploy:test]" not in cfg:
+                (project_dir / "scrapy.cfg").write_text(
+                    cfg + "\n[deploy:test]\nurl = ${SCRAPYD_TEST_URL}\nproject = crawler\n")
+            deployed = _deploy(project_dir, "test", "--version", "weekly",
+                               env=_clean_env(SCRAPYD_TEST_URL=scrapyd.url))
+            assert deployed.returncode == 0, deployed.stdout + deployed.stderr
+            frontier = {"REDIS_URL": redis_url, "FRONTIER_NAMESPACE": redis_prefix + "weekly",
+                        "FRONTIER_PARTITIONS": 4, "FRONTIER_SEEN_BUCKETS": 256}
+            settings = {**TEST_SETTINGS, **frontier,
+                        "REDIS_START_URLS_KEY": redis_prefix + "weekly_start_urls",
+                        "DOWNLOAD_DELAY": 0, "ROBOTSTXT_OBEY": False,
+                        "WARC_DIR": str(tmp_path / "warc"), "LOG_LEVEL": "INFO",
+                        "FEED_EXPORT_FIELDS": "url,status,not_modified"}
+            seeds = tmp_path / "seeds.txt"
+            seeds.write_text("".join(f"{u}\n" for u in sim.web.seed_urls()))
+            schedule = [("project", PROJECT), ("spider", "broad"),
+                        *[("setting", f"{k}={v}") for k, v in settings.items()],
+                        ("seeds", str(seeds)), ("crawl_id", "weekly"), ("revisit", "7d")]
+            first_job = scrapyd.post("schedule.json", schedule)["jobid"]
+            scrapyd.wait_finished({first_job}, JOB_TIMEOUT)
+            first = sim.ledger().pages(sim.web)
+            assert len(first) > 50 and set(first.values()) == {1}
+
+            sim.reset()
+            made_due = subprocess.run(
+                [sys.executable, "-m", "scrapy", "frontier", "revisit-now", "--crawl-id",
+                 "weekly", *[a for k, v in frontier.items() for a in ("-s", f"{k}={v}")]],
+                cwd=REPO, env=_clean_env(), capture_output=True, text=True, timeout=60)
+            assert made_due.returncode == 0, made_due.stderr
+            assert f"{len(first)} done URL(s)" in made_due.stdout.replace(",", "")
+
+            second_job = scrapyd.post("schedule.json", schedule)["jobid"]
+            scrapyd.wait_finished({second_job}, JOB_TIMEOUT)
+            log = scrapyd.job_log(second_job)
+            assert "'finish_reason': 'finished'" in log and "Traceback" not in log, log[-3000:]
+            assert "Revisits: a done URL is fetched again after 604800s" in log
+            ledger = sim.ledger()
+            assert ledger.pages(sim.web) == first  # every page once more, and only those
+            statuses = {(e["host"], e["status"]) for e in ledger
+                        if (e["host"], e["path"]) in {(h, p) for h, p in first}}
+            for host, status in statuses:
+                with_validator = sim.web.validator_kind(host) != "none"
+                assert status == (304 if with_validator else 200), (host, status)
+            assert {s for _, s in statuses} == {200, 304}  # both kinds of host were there
+            result = CrawlResult(0, log, [], 0)
+            assert int(result.stat("revisit/not_modified")) == sum(
+                1 for e in ledger if e["status"] == 304)
+        finally:
+            scrapyd.stop()

@@ -51,6 +51,11 @@ def add_web_arguments(parser: argparse.ArgumentParser) -> None:
         default="default",
         help=f"one of {sorted(MIXES)} or a JSON object of 'robots:<mode>'/'page:<mode>' weights",
     )
+    parser.add_argument("--validators", action="store_true",
+                        help="pages carry ETag or Last-Modified; matching requests get 304")
+    parser.add_argument("--epoch", type=int, default=0,
+                        help="the web N changes later (each page changes with --change-rate)")
+    parser.add_argument("--change-rate", type=float, default=0.1)
     parser.add_argument("--pin", type=parse_pin, action="append", default=[],
                         help="INDEX=SPEC: pin a host, e.g. 0=slow or "
                              "0=robots:rules,crawl-delay:2; repeatable")
@@ -65,7 +70,8 @@ def parse_pin(text: str) -> tuple[int, str]:
 
 
 def web_from_args(args: argparse.Namespace) -> Web:
-    return Web(seed=args.seed, n_hosts=args.hosts, mix=args.mix, pinned=dict(args.pin))
+    return Web(seed=args.seed, n_hosts=args.hosts, mix=args.mix, pinned=dict(args.pin),
+               validators=args.validators, epoch=args.epoch, change_rate=args.change_rate)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

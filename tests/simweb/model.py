@@ -21,6 +21,7 @@ so every page is reachable from ``/``.  Some pages link to another host's
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import random
 import re
@@ -178,6 +179,8 @@ RESOURCE_TYPES: Mapping[str, str] = {
     "txt": "text/plain; charset=utf-8",
 }
 HTML_TYPE = "text/html; charset=utf-8"
+#: The Last-Modified of a page's first revision (later ones are a day apart each).
+REVISION_EPOCH = 1_700_000_000
 TEXT_TYPE = "text/plain; charset=utf-8"
 ROBOTS_TOO_MANY_RETRY_AFTER = 5
 ROBOTS_HOPS: Mapping[str, int] = {"redirect-3": 3, "redirect-6": 6}
@@ -412,15 +415,29 @@ class Web:
         n_hosts: int = 100,
         mix: str | Mapping[str, float] = "default",
         pinned: Mapping[int, str] | None = None,
+        *,
+        validators: bool = False,
+        epoch: int = 0,
+        change_rate: float = 0.1,
     ) -> None:
         """``pinned`` sets attributes of chosen hosts (index -> spec), the rest
         are drawn: a page mode (``{0: "slow"}`` for a head-of-line scenario),
         ``robots:MODE`` and ``crawl-delay:SECONDS``, comma-separated
-        (``{0: "robots:rules,crawl-delay:2"}``)."""
+        (``{0: "robots:rules,crawl-delay:2"}``).
+
+        The web as it is in ``epoch`` (0, 1, 2...: the same web a week later,
+        and the week after): between two epochs each HTML page changes with
+        probability ``change_rate`` (its body gets a new revision). With
+        ``validators``, half the hosts send an ``ETag`` (of the body), three
+        in ten a ``Last-Modified`` (of the revision), the rest neither, and
+        the server answers 304 to a request whose validator matches."""
         if n_hosts < 1:
             raise ValueError("n_hosts must be >= 1")
         self.seed = seed
         self.n_hosts = n_hosts
+        self.validators = validators
+        self.epoch = epoch
+        self.change_rate = change_rate
         self.mix: str | dict[str, float] = mix if isinstance(mix, str) else dict(mix)
         robots_w, page_w = _normalise_mix(mix)
         self.pinned = dict(pinned or {})
@@ -775,7 +792,42 @@ class Web:
         if route.kind == "hop-final":
             crawl_delay = self._by_name[route.text].crawl_delay
             return Resource(200, TEXT_TYPE, bodies.rules_body(crawl_delay))
-        return self._apply_page_mode(spec, self._static(spec, ident, route))
+        return self._revised(spec, ident,
+                             self._apply_page_mode(spec, self._static(spec, ident, route)))
+
+    # ---------------------------------------------------- recurring crawls
+
+    def revision(self, host: str, raw_path: str) -> int:
+        """How many times the page changed from epoch 0 to this web's epoch."""
+        spec = self.host(host)
+        if spec is None:
+            return 0
+        ident = canonical_path(raw_path)
+        return sum(_rng(self.seed, spec.index, "change", ident, e).random() < self.change_rate
+                   for e in range(1, self.epoch + 1))
+
+    def validator_kind(self, host: str) -> str:
+        """``etag``, ``last-modified`` or ``none``: what the host's pages carry."""
+        spec = self.host(host)
+        if spec is None or not self.validators:
+            return "none"
+        draw = _rng(self.seed, spec.index, "validators").random()
+        return "etag" if draw < 0.5 else "last-modified" if draw < 0.8 else "none"
+
+    def _revised(self, spec: HostSpec, ident: str, res: Resource) -> Resource:
+        """An HTML page as it is in this epoch, with its host's validator."""
+        if res.status != 200 or res.content_type != HTML_TYPE or res.stream is not None:
+            return res
+        rev = self.revision(spec.name, ident) if self.epoch else 0
+        body = res.body + f"<!-- revision {rev} -->\n".encode() if rev else res.body
+        kind = self.validator_kind(spec.name)
+        headers = res.headers
+        if kind == "etag":
+            headers += (("ETag", f'"{hashlib.sha1(body).hexdigest()[:16]}"'),)
+        elif kind == "last-modified":
+            moment = REVISION_EPOCH + rev * 86400
+            headers += (("Last-Modified", email.utils.formatdate(moment, usegmt=True)),)
+        return replace(res, body=body, headers=headers)
 
     def _static(self, spec: HostSpec, ident: str, route: _Route) -> Resource:
         """The plain answer for a non-robots route."""

@@ -42,6 +42,9 @@ class SimWebProcess:
         hang_max: float = 300.0,
         trickle_interval: float = 0.5,
         startup_timeout: float = 15.0,
+        validators: bool = False,
+        epoch: int = 0,
+        change_rate: float = 0.1,
     ) -> None:
         self.seed = seed
         self.n_hosts = n_hosts
@@ -50,7 +53,8 @@ class SimWebProcess:
         self.trickle_interval = trickle_interval
         self.startup_timeout = startup_timeout
         self.pinned = dict(pinned or {})
-        self.web = Web(seed=seed, n_hosts=n_hosts, mix=mix, pinned=self.pinned)
+        self.web = Web(seed=seed, n_hosts=n_hosts, mix=mix, pinned=self.pinned,
+                       validators=validators, epoch=epoch, change_rate=change_rate)
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
         self._port: int | None = None
@@ -77,6 +81,8 @@ class SimWebProcess:
             "--trickle-interval",
             str(self.trickle_interval),
             *[f"--pin={i}={mode}" for i, mode in self.pinned.items()],
+            *(["--validators"] if self.web.validators else []),
+            "--epoch", str(self.web.epoch), "--change-rate", str(self.web.change_rate),
         ]
 
     def start(self) -> Self:

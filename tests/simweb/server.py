@@ -185,7 +185,7 @@ def response_head(
     length: int,
     keep_alive: bool,
 ) -> bytes:
-    """Status line and headers (always with Content-Length)."""
+    """Status line and headers (with Content-Length, but for a 204 or 304)."""
     try:
         reason = HTTPStatus(status).phrase
     except ValueError:
@@ -195,7 +195,7 @@ def response_head(
         f"Date: {email.utils.formatdate(usegmt=True)}",
         "Server: simweb",
         *(f"{k}: {v}" for k, v in headers),
-        f"Content-Length: {length}",
+        *([f"Content-Length: {length}"] if status not in (204, 304) else []),
         f"Connection: {'keep-alive' if keep_alive else 'close'}",
     ]
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
@@ -410,6 +410,8 @@ class SimWebServer:
             self._reset(writer, entry)
             return False
         res = self._flaky(target, res)
+        if req.method == "GET":
+            res = _not_modified(req, res)
         if res.action == "slow":
             await asyncio.sleep(SLOW_SECONDS)
         if res.action == "trickle" and req.method == "GET":
@@ -538,6 +540,24 @@ class SimWebServer:
         writer.write(head + (b"" if req.method == "HEAD" else body))
         await writer.drain()
         return req.keep_alive
+
+
+def _not_modified(req: Request, res: Resource) -> Resource:
+    """A 304 (validators only) when the request's validator matches the page's
+    (RFC 9110 13.1: If-None-Match first, If-Modified-Since only without it)."""
+    if res.status != 200:
+        return res
+    own = {k.lower(): v for k, v in res.headers}
+    match, since = req.headers.get("if-none-match"), req.headers.get("if-modified-since")
+    if match is not None:
+        fresh = "etag" in own and own["etag"].removeprefix("W/") in [
+            t.strip().removeprefix("W/") for t in match.split(",")]
+    else:
+        fresh = since is not None and own.get("last-modified") == since
+    if not fresh:
+        return res
+    kept = tuple((k, v) for k, v in res.headers if k.lower() in ("etag", "last-modified"))
+    return Resource(304, headers=kept, action="respond")
 
 
 def _resource_headers(res: Resource) -> list[tuple[str, str]]:
