@@ -8,7 +8,12 @@ redis-servers started here (so ``INFO memory`` is only ours), and reports
 
 - *queued*: all N URLs admitted and waiting in their queues (the seen set
   and the per-host state included);
-- *seen only*: every URL claimed and released as done (what stays for good).
+- *seen only*: every URL claimed and released as done (what stays for good);
+- *revisit*: every URL claimed and released as done with a revisit due
+  (``FRONTIER_REVISIT_AFTER``): the host keeps the URL's record, with what
+  its last fetch found (interval, short payload digest, an 18-character ETag),
+  until it is due (``frontier-revisit``; measured under the ``seen only``
+  column, since it replaces it).
 
 Layouts, each in its own server:
 
@@ -75,9 +80,13 @@ TARGET_QUEUED = 200.0
 URLS_PER_HOST = 20
 NAMESPACE = "frontier:broad"  # the crawl's default FRONTIER_NAMESPACE for the broad spider
 PARTITIONS, SEEN_BUCKETS = 16, 4096  # the crawl's defaults
-LAYOUTS = ("frontier", "frontier-min", "scrapy-redis")
+LAYOUTS = ("frontier", "frontier-min", "frontier-revisit", "scrapy-redis")
+#: What a done URL's record keeps for its revisit: 7 days, a payload digest, an ETag.
+REVISIT_STATE = ',"v":[604800,"QOLB63EVDSHB","E\\"5f3c2a9be01d4c77\\""]'
+TARGET_REVISIT = 60.0
 LONG_PATH = "/articles/2026/11/category-name/item-{page:05d}-a-descriptive-slug.html"
 LONG = "defaults, long paths"
+TUNED = "zset-max-listpack-value 256"
 
 
 @dataclass(frozen=True)
@@ -92,8 +101,13 @@ class Config:
 
 CONFIGS: dict[str, Config] = {
     # The minimal-record variant only explains the queue cost: one config is enough.
-    "defaults": Config("system", (), ("frontier", "scrapy-redis")),
+    "defaults": Config("system", (), ("frontier", "frontier-revisit", "scrapy-redis")),
     "embedded": Config("embedded", MEMORY_FLAGS),
+    # A shared Redis set up as docs/operations.md advises for recurring crawls
+    # (the embedded server's sorted-set setting): done URLs kept for their
+    # revisits stay in the compact encoding.
+    TUNED: Config("system", ("--zset-max-ziplist-value", "256"), ("frontier", "frontier-revisit"),
+                  ),
     # Real paths are often longer than /p/12: what such queues cost on a
     # stock Redis (members over 64 bytes leave the compact encoding).
     LONG: Config("system", (), ("frontier-long",), drain=False),
@@ -238,7 +252,9 @@ async def load(servers: list[Server], n_hosts: int) -> None:
 
 
 async def drain(server: Server) -> int:
-    """Claim and release every queued URL as done: the frontier's "seen only" state."""
+    """Claim and release every queued URL as done: the frontier's "seen only" state,
+    or (``frontier-revisit``) with a revisit due in a week and the state it keeps."""
+    revisit = server.layout == "frontier-revisit"
     client = Redis.from_url(server.url)
     frontier = frontier_of(client)
     done = 0
@@ -251,7 +267,10 @@ async def drain(server: Server) -> int:
             await asyncio.sleep(0.01)
             continue
         await frontier.release(
-            [Release(lease.host, lease.fingerprint, "done") for lease in result.leases], "bench")
+            [Release(lease.host, lease.fingerprint, "done",
+                     record=lease.record[:-1] + REVISIT_STATE + "}" if revisit else "",
+                     revisit_ms=604_800_000 if revisit else 0)
+             for lease in result.leases], "bench")
         done += len(result.leases)
     counts = await frontier.counts()
     assert counts["leased"] == 0 and counts["done"] == done, counts
@@ -335,7 +354,7 @@ def one_run(n_hosts: int) -> tuple[Servers, dict[str, dict[int, float]]]:
                 s.breakdown = breakdown(s.url)
         t = time.monotonic()
         drained = [s for s in servers.values()
-                   if s.layout == "frontier" and CONFIGS[s.config].drain]
+                   if s.layout in ("frontier", "frontier-revisit") and CONFIGS[s.config].drain]
 
         async def drain_all() -> None:
             await asyncio.gather(*(drain(s) for s in drained))
@@ -398,6 +417,8 @@ def main(argv: list[str] | None = None) -> Report:
         '(`{"u":"/p/7","d":1,"p":-1,"r":"/"}`, 33 bytes + a 16-byte fingerprint per queue '
         'entry); frontier-min = `{"u":"/p/7","d":1}`; frontier-long = the crawl record with a '
         "62-character path (95 bytes + 16: past the 64 bytes a stock Redis keeps compact); "
+        "frontier-revisit = the crawl records, done, each kept for a revisit with "
+        f"`{REVISIT_STATE[1:]}` added (its seen-only column is that state); "
         "scrapy-redis = SET of SHA1 hex + ZSET of pickled requests (270 bytes each)."))
 
     last, cliffs = runs[-1]
@@ -427,6 +448,13 @@ def main(argv: list[str] | None = None) -> Report:
     seen_ours = max(per_url(c, "frontier", "seen") for c in ("defaults", "embedded"))
     queued_ours = max(per_url(c, "frontier", "queued") for c in ("defaults", "embedded"))
     queued_min = per_url("embedded", "frontier-min", "queued")
+    # A done URL waiting for its revisit keeps the record it had in its queue,
+    # plus what its last fetch found: that addition is what revisits cost.
+    def revisit_extra(config: str) -> float:
+        return per_url(config, "frontier-revisit", "seen") - per_url(config, "frontier", "queued")
+
+    revisit_ours = max(revisit_extra(c) for c in ("embedded", TUNED))
+    revisit_total = max(per_url(c, "frontier-revisit", "seen") for c in ("embedded", TUNED))
     report.checks += [
         Check("frontier, seen-only (worse of defaults/embedded)", f"{seen_ours:.1f} B/URL",
               f"<= {TARGET_SEEN:.0f} B", seen_ours <= TARGET_SEEN),
@@ -437,6 +465,14 @@ def main(argv: list[str] | None = None) -> Report:
         Check("frontier, queued, 62-character paths (defaults)",
               f"{per_url(LONG, 'frontier-long', 'queued'):.1f} B/URL",
               f"<= {TARGET_QUEUED:.0f} B", None),
+        Check("frontier, done with a revisit due: bytes on top of its queued record "
+              "(worse of embedded / zset-max-listpack-value 256)", f"{revisit_ours:.1f} B/URL",
+              f"<= {TARGET_REVISIT:.0f} B", revisit_ours <= TARGET_REVISIT),
+        Check("frontier, done with a revisit due, in all (same)",
+              f"{revisit_total:.1f} B/URL", "seen-only + the record + its state", None),
+        Check("frontier, done with a revisit due: on top of its queued record, stock Redis "
+              "(sorted-set members over 64 bytes leave the compact encoding)",
+              f"{revisit_extra('defaults'):.1f} B/URL", "docs/operations.md: set 256", None),
         Check("scrapy-redis seen / queued (defaults)",
               f"{per_url('defaults', 'scrapy-redis', 'seen'):.0f} / "
               f"{per_url('defaults', 'scrapy-redis', 'queued'):.0f} B/URL", "baseline", None),

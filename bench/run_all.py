@@ -21,7 +21,7 @@ from pathlib import Path
 from bench.common import REPO, Report, machine_info
 
 BENCHMARKS = ("headofline", "ipscope", "adaptive", "claimcost", "memory", "throughput",
-              "faults", "warc", "linkparse")
+              "faults", "warc", "linkparse", "revisit")
 #: Seconds a benchmark may take before it is stopped (full run, quick run).
 #: Expected full runs on 2 cores (from the last full run and quick runs since
 #: the scrapy-redis sides came): headofline ~330 s, ipscope ~230 s, adaptive
@@ -30,7 +30,7 @@ BENCHMARKS = ("headofline", "ipscope", "adaptive", "claimcost", "memory", "throu
 TIMEOUTS = {"headofline": (900, 360), "ipscope": (1200, 400), "adaptive": (600, 240),
             "claimcost": (500, 240), "memory": (600, 240),
             "throughput": (1200, 400), "faults": (1200, 500), "warc": (600, 300),
-            "linkparse": (300, 120)}
+            "linkparse": (300, 120), "revisit": (1800, 400)}
 README = Path(__file__).resolve().parent / "README.md"
 
 NOISE = """\

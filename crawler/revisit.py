@@ -12,18 +12,23 @@ unchanged page (a ``304 Not Modified``, or the same payload digest) waits
 
 What a done URL keeps rides in its frontier record (:mod:`crawler.frontier.
 records`) as one short field, ``"v": [interval_s, digest, validator]``: the
-interval in seconds, the payload digest of the last fetch (base32 SHA-1, as
-WARC and CDXJ write it; the archive's revisit records refer to it), and one
-validator to send back: ``E`` + the ``ETag`` or ``M`` + the
-``Last-Modified`` value, verbatim. One validator is enough: a server that
-gets ``If-None-Match`` ignores ``If-Modified-Since`` (RFC 9110, 13.1.3), so
-keeping both would cost bytes for nothing.
+interval in seconds, the first :data:`DIGEST_CHARS` characters of the last
+payload's digest (base32 SHA-1 as WARC and CDXJ write it: 60 bits tell a
+change, and find the capture in the archive's digest index,
+:mod:`crawler.warc.digests`), and one validator to send back: ``E`` + the
+``ETag`` verbatim, ``T`` + the ``Last-Modified`` as Unix seconds (when that
+writes back to the very same IMF-fixdate), else ``M`` + it verbatim. One
+validator is enough: a server that gets ``If-None-Match`` ignores
+``If-Modified-Since`` (RFC 9110, 13.1.3). Every byte here is kept for every
+done URL of a recurring crawl: the field stays under 60 bytes for the usual
+ETags.
 
 Pure: no I/O, no Scrapy.
 """
 
 from __future__ import annotations
 
+import email.utils
 import re
 from dataclasses import dataclass, replace
 from typing import Any
@@ -32,6 +37,13 @@ from typing import Any
 FIELD = "v"
 #: The flag (``response.flags``) and meta key of a 304 answer to a revisit.
 NOT_MODIFIED = "not_modified"
+#: How much of a payload digest (base32 SHA-1, 32 characters) a URL keeps.
+DIGEST_CHARS = 12
+
+
+def short_digest(digest: str) -> str:
+    """What a URL keeps of a ``sha1:BASE32`` (or bare base32) payload digest."""
+    return digest.removeprefix("sha1:")[:DIGEST_CHARS]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DURATION = re.compile(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([smhdw]?)\s*", re.IGNORECASE)
@@ -58,8 +70,8 @@ class RevisitState:
     """What a URL remembers from its last fetch."""
 
     interval: int = 0  # seconds until the next fetch (0: not set yet)
-    digest: str = ""  # base32 SHA-1 of the last payload ("": none yet)
-    validator: str = ""  # "E" + ETag, "M" + Last-Modified, or ""
+    digest: str = ""  # the last payload's short digest ("": none yet)
+    validator: str = ""  # "E" + ETag, "T" + Last-Modified's Unix time, "M" + it verbatim
 
     @classmethod
     def of_record(cls, data: dict[str, Any]) -> RevisitState | None:
@@ -83,6 +95,9 @@ class RevisitState:
         """The header that asks the server for the page only if it changed."""
         if self.validator.startswith("E"):
             return {"If-None-Match": self.validator[1:]}
+        if self.validator.startswith("T"):
+            return {"If-Modified-Since": email.utils.formatdate(int(self.validator[1:]),
+                                                                 usegmt=True)}
         if self.validator.startswith("M"):
             return {"If-Modified-Since": self.validator[1:]}
         return {}
@@ -98,15 +113,24 @@ def validator_of(headers: Any) -> str:
         if isinstance(value, bytes):
             value = value.decode("latin-1")
         if value and value.strip():
-            return mark + value.strip()
+            return mark + value.strip() if mark == "E" else _date_validator(value.strip())
     return ""
+
+
+def _date_validator(value: str) -> str:
+    """``T`` + Unix seconds when they write back to exactly ``value``, else ``M`` + it."""
+    try:
+        seconds = int(email.utils.parsedate_to_datetime(value).timestamp())
+    except (TypeError, ValueError, OverflowError):
+        return "M" + value
+    return f"T{seconds}" if email.utils.formatdate(seconds, usegmt=True) == value else "M" + value
 
 
 @dataclass(frozen=True, slots=True)
 class Refetch:
     """What one fetch of a URL found, as the revisit schedule needs it."""
 
-    digest: str = ""  # the payload's digest ("" when the server said 304)
+    digest: str = ""  # the payload's short digest ("" when the server said 304)
     validator: str = ""  # the new answer's validator ("" on a 304: keep the old)
     not_modified: bool = False  # the server answered 304 to our conditional
 

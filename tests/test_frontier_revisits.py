@@ -133,8 +133,8 @@ def test_the_interval_lengthens_while_unchanged_and_shortens_on_change() -> None
     assert not_modified == RevisitState(4000, "D1", 'E"1"')  # keeps digest and validator
     capped = policy.next_state(RevisitState(7000, "D1"), Refetch("D1"))
     assert capped.interval == 8000
-    changed = policy.next_state(capped, Refetch("D2", "MTue, 01 Dec 2026 10:00:00 GMT"))
-    assert changed == RevisitState(4000, "D2", "MTue, 01 Dec 2026 10:00:00 GMT")
+    changed = policy.next_state(capped, Refetch("D2", "T1796119200"))
+    assert changed == RevisitState(4000, "D2", "T1796119200")
     floor = policy.next_state(RevisitState(300, "D2"), Refetch("D3"))
     assert floor.interval == 250
     # nothing downloaded (robots.txt said no): the URL keeps what it had
@@ -150,13 +150,17 @@ def test_seeds_start_with_their_own_interval() -> None:
 def test_one_validator_is_kept_and_sent_back_verbatim() -> None:
     both = Headers({"etag": 'W/"5f3c-1"', "Last-Modified": "Tue, 01 Dec 2026 10:00:00 GMT"})
     assert validator_of(both) == 'EW/"5f3c-1"'
+    # a date kept as Unix seconds when they write back to exactly the same text
     assert validator_of(Headers({"Last-Modified": "Tue, 01 Dec 2026 10:00:00 GMT"})) == (
-        "MTue, 01 Dec 2026 10:00:00 GMT")
+        "T1796119200")
+    assert validator_of(Headers({"Last-Modified": "Tuesday, 01-Dec-26 10:00:00 GMT"})) == (
+        "MTuesday, 01-Dec-26 10:00:00 GMT")  # RFC 850: verbatim
     assert validator_of(Headers({"ETag": "  "})) == validator_of(Headers()) == ""
     assert RevisitState(1, "", 'EW/"5f3c-1"').conditional_headers() == {
         "If-None-Match": 'W/"5f3c-1"'}
-    assert RevisitState(1, "", "MTue, 01 Dec 2026 10:00:00 GMT").conditional_headers() == {
-        "If-Modified-Since": "Tue, 01 Dec 2026 10:00:00 GMT"}
+    for kept in ("T1796119200", "MTue, 01 Dec 2026 10:00:00 GMT"):
+        assert RevisitState(1, "", kept).conditional_headers() == {
+            "If-Modified-Since": "Tue, 01 Dec 2026 10:00:00 GMT"}
     assert RevisitState(1).conditional_headers() == {}
 
 

@@ -99,7 +99,7 @@ def test_digest_index_is_shared_through_redis(redis_url: str, redis_prefix: str)
     try:
         assert a.first_capture("sha1:X", "http://a.test/", "2026-01-01T00:00:00Z") is None
         assert b.first_capture("sha1:X", "http://b.test/", "2026-01-02T00:00:00Z") == (
-            "http://a.test/", "2026-01-01T00:00:00Z")
+            "http://a.test/", "2026-01-01T00:00:00Z", "sha1:X")
         assert b.first_capture("sha1:Y", "http://b.test/", "2026-01-02T00:00:00Z") is None
     finally:
         a.close()
@@ -115,7 +115,13 @@ def test_a_look_up_finds_a_capture_but_never_records_one(redis_url: str, redis_p
         assert index.first_capture("sha1:N", "", "2026-01-01T00:00:00Z") is None
         assert index.first_capture("sha1:N", "http://a.test/", "2026-01-02T00:00:00Z") is None
         assert index.first_capture("sha1:N", "", "2026-01-03T00:00:00Z") == (
-            "http://a.test/", "2026-01-02T00:00:00Z")
+            "http://a.test/", "2026-01-02T00:00:00Z", "sha1:N")
+        # another payload sharing the short digest is never taken for this one
+        one, twin = "sha1:" + "Q" * 12 + "A" * 20, "sha1:" + "Q" * 12 + "B" * 20
+        assert index.first_capture(one, "http://b.test/", "2026-01-04T00:00:00Z") is None
+        assert index.first_capture(twin, "http://c.test/", "2026-01-05T00:00:00Z") is None
+        assert index.first_capture(one, "http://d.test/", "2026-01-06T00:00:00Z") == (
+            "http://b.test/", "2026-01-04T00:00:00Z", one)
     finally:
         index.close()
 
@@ -131,12 +137,14 @@ def test_the_digest_index_is_bounded_and_keeps_what_comes_back(redis_url: str,
             index.first_capture(f"sha1:{i}", f"http://a.test/{i}", date)
         # half the bound reached: those five are the old generation now
         assert client.hlen(key) == 0 and client.hlen(key + ":old") == 5
-        assert index.first_capture("sha1:0", "http://b.test/", date) == ("http://a.test/0", date)
+        assert index.first_capture("sha1:0", "http://b.test/", date)[:2] == (
+            "http://a.test/0", date)
         for i in range(5, 9):
             index.first_capture(f"sha1:{i}", f"http://a.test/{i}", date)
         # "0" came back, so it moved on with the young; 1..4 were forgotten
         assert client.hlen(key) + client.hlen(key + ":old") <= 10
-        assert index.first_capture("sha1:0", "http://c.test/", date) == ("http://a.test/0", date)
+        assert index.first_capture("sha1:0", "http://c.test/", date)[:2] == (
+            "http://a.test/0", date)
         assert index.first_capture("sha1:1", "http://c.test/", date) is None
     finally:
         index.close()
@@ -173,4 +181,5 @@ async def test_a_304_is_a_server_not_modified_revisit_of_the_capture(tmp_path: P
     # a capture the index no longer knows: the revisit names the URL, no date
     assert lost.get_header("WARC-Refers-To-Target-URI") == "http://a.test/other"
     assert lost.get_header("WARC-Refers-To-Date") is None
+    assert lost.get_header("WARC-Payload-Digest") is None
     assert stats.get_value("warc/revisits/not_modified") == 2

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from crawler.lease import ticket_of
-from crawler.revisit import NOT_MODIFIED, Refetch, validator_of
+from crawler.revisit import NOT_MODIFIED, Refetch, short_digest, validator_of
 from crawler.scheduling.scheduler import scheduler_of
 from crawler.warc.records import payload_digest
 
@@ -76,6 +76,6 @@ class RevisitMiddleware:
             request.meta[NOT_MODIFIED] = True
             response.flags.append(NOT_MODIFIED)
             return response
-        digest = payload_digest(response.body).removeprefix("sha1:")
+        digest = short_digest(payload_digest(response.body))
         ticket.fetched(Refetch(digest, validator_of(response.headers)))
         return response

@@ -83,11 +83,19 @@ class Revisits:
             self.stats.inc_value("revisit/changed")
 
 
-def revisits_for(crawler: Any, spider: Any, limits: Any) -> Revisits | None:
-    """The crawl's revisit schedule (None when revisits are off); logs the policy."""
+#: Sorted-set members up to this many bytes keep Redis's compact encoding
+#: (``zset-max-listpack-value``); a done URL kept for its revisit is ~100.
+COMPACT_VALUE = 128
+
+
+async def revisits_for(crawler: Any, spider: Any, limits: Any, client: Any
+                       ) -> Revisits | None:
+    """The crawl's revisit schedule (None when revisits are off); logs the policy,
+    and warns when the Redis would keep each done URL at twice the memory."""
     policy = policy_from_settings(crawler.settings, spider)
     if not policy.enabled:
         return None
+    await _warn_if_loose(client)
     limits.revisit_new_first = policy.new_first
     low, high = policy.bounds
     logger.info("Revisits: a done URL is fetched again after %ss (seeds %ss), "
@@ -96,6 +104,19 @@ def revisits_for(crawler: Any, spider: Any, limits: Any) -> Revisits | None:
                 round(high), policy.factor,
                 "new URLs first" if policy.new_first else "new URLs and revisits by priority")
     return Revisits(policy, crawler.stats)
+
+
+async def _warn_if_loose(client: Any) -> None:
+    try:
+        reply = await client.config_get("zset-max-*-value")
+        value = max(int(v) for v in reply.values())
+    except Exception:  # CONFIG refused (a managed Redis), a cluster's answer: say nothing
+        return
+    if value < COMPACT_VALUE:
+        logger.warning(
+            "Revisits keep every done URL's record in a sorted set, and this Redis keeps "
+            "members over %d bytes in its large encoding (zset-max-listpack-value): about "
+            "190 bytes more a URL. Set it to 256 (docs/operations.md).", value)
 
 
 def keep_state(old_record: str, new_record: str) -> str:

@@ -186,7 +186,8 @@ class FrontierScheduler:
         keys = Keys(namespace, self.partitions, self.seen_buckets)
         await wait_for_redis(self.client, url, self.connect_wait)
         await check_layout(self.client, keys)
-        self.leases.revisits = revisits_for(self.crawler, self.spider, self.limits)
+        self.leases.revisits = await revisits_for(self.crawler, self.spider, self.limits,
+                                                  self.client)
         self.frontier = Frontier(self.client, keys, self.limits)
         gates = IpGates(self.client, keys, self.limits)
         self.ips = IpScope(self, gates) if gates.on else None

@@ -8,6 +8,12 @@ Not Modified`` to a revisit's conditional request is looked up the same way,
 with the digest the frontier kept for the URL, but never recorded: it holds
 no payload.
 
+Keyed by the first characters of the digest (:func:`crawler.revisit.short_digest`,
+60 bits: what a URL of a recurring crawl keeps of its last payload, so that a
+304 finds its capture), with the whole digest in the value: a payload whose
+short digest is taken by another is archived in full, never as a revisit of
+the wrong bytes.
+
 Kept in the frontier's Redis (one slot: every key shares the hash tag), so
 that every worker and every run of a crawl id share it; on request
 (``WARC_DIGEST_INDEX``) several crawl ids of one spider share one. Bounded
@@ -22,13 +28,20 @@ frontier keeps it in memory.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
+
+from crawler.revisit import short_digest
 
 if TYPE_CHECKING:
     import redis
 
-#: A capture: (WARC-Target-URI, WARC-Date).
-Capture = tuple[str, str]
+
+class Capture(NamedTuple):
+    """Where a payload was archived first: its URI, WARC-Date and full digest."""
+
+    url: str
+    date: str
+    digest: str = ""  # "": an entry written before the index kept it
 
 # ARGV: half the bound (0: none), then (digest, capture JSON or "" to look up
 # only) pairs. For each: the earlier capture's JSON, or "" (and this capture
@@ -67,28 +80,40 @@ class DigestIndex:
         self._script = client.register_script(_FIRST_CAPTURES) if client is not None else None
 
     def first_captures(self, captures: list[tuple[str, str, str]]) -> list[Capture | None]:
-        """For each ``(digest, url, date)``: the earlier capture of the digest, or
-        ``None``; a capture not found is recorded, unless ``url`` is "" (a look-up)."""
+        """For each ``(digest, url, date)``: the earlier capture of the payload, or
+        ``None``; a capture not found is recorded, unless ``url`` is "" (a look-up
+        by a short digest: a 304's)."""
         if not captures:
             return []
         if self._script is None:
-            return [self._first_local(*capture) for capture in captures]
-        args: list[str | int] = [self.half]
-        for digest, url, date in captures:
-            args += [digest, json.dumps([url, date]) if url else ""]
-        answers = self._script(keys=self.keys, args=args)
-        return [tuple(json.loads(a)) if a else None for a in answers]  # type: ignore[misc]
+            answers = [self._first_local(*capture) for capture in captures]
+        else:
+            args: list[str | int] = [self.half]
+            for digest, url, date in captures:
+                args += [short_digest(digest), json.dumps([url, date, digest]) if url else ""]
+            answers = [Capture(*json.loads(a)) if a else None
+                       for a in self._script(keys=self.keys, args=args)]
+        return [_same_payload(answer, digest, url)
+                for answer, (digest, url, _) in zip(answers, captures, strict=True)]
 
     def first_capture(self, digest: str, url: str, date: str) -> Capture | None:
         """The earlier capture of ``digest``, or ``None`` (and this one is recorded)."""
         return self.first_captures([(digest, url, date)])[0]
 
     def _first_local(self, digest: str, url: str, date: str) -> Capture | None:
-        earlier = self._local.get(digest)
+        earlier = self._local.get(short_digest(digest))
         if earlier is None and url:
-            self._local[digest] = (url, date)
+            self._local[short_digest(digest)] = Capture(url, date, digest)
         return earlier
 
     def close(self) -> None:
         if self.client is not None:
             self.client.close()
+
+
+def _same_payload(found: Capture | None, digest: str, url: str) -> Capture | None:
+    """``found`` unless it is another payload that shares the short digest (a
+    capture looked up for a recorded one must hold these very bytes)."""
+    if found is None or not url or not found.digest or found.digest == digest:
+        return found
+    return None

@@ -42,7 +42,8 @@ class Exchange:
     truncated: str | None = None  # a TRUNCATED_* value when the body was cut
     kind: str = "page"  # "page" or "robots"
     #: A 304 to a revisit's conditional request: the payload digest of the
-    #: capture it stands for ("sha1:..."), as the frontier kept it.
+    #: capture it stands for, as short as the frontier kept it ("sha1:" + its
+    #: first characters; the digest index knows the whole).
     not_modified_of: str | None = None
 
     @property

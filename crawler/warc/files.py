@@ -154,13 +154,14 @@ class WarcFiles:
 
         ``revisit_of=(refers_to_uri, refers_to_date_iso)`` makes a revisit of
         that earlier capture, with payload digest ``digest`` (by default the
-        body's). For a response, a ``digest`` given must be the body's.
+        body's; "" for a 304 whose capture is not known: none). For a
+        response, a ``digest`` given must be the body's.
         The response comes first (as warcio and Heritrix write them): a kill
         between the two leaves a usable response, not a dangling request.
         """
         answer, request = exchange_records(self._writer, exchange, revisit_of, digest)
         recorded = answer.rec_headers.get_header("WARC-Payload-Digest")
-        if digest is not None and digest != recorded:
+        if digest and digest != recorded:
             raise ValueError(f"digest {digest} is not the payload's ({recorded}): {exchange.url}")
         data, answer_length = self._serialise(answer, request)
         current = self._current or self._open()

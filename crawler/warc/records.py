@@ -139,7 +139,8 @@ def revisit_record(writer: BaseWARCWriter, exchange: Exchange, refers_to_uri: st
     ``server-not-modified`` one, whose headers are the 304's and whose
     WARC-Payload-Digest is the capture's, so replay tools resolve it by
     digest like the other kind (pywb does). ``refers_to_date`` "" leaves
-    WARC-Refers-To-Date out (the capture is not known any more).
+    WARC-Refers-To-Date out, and ``digest`` "" WARC-Payload-Digest (the
+    capture is not known any more).
     No WARC-Truncated: the record holds no payload that could have been cut;
     its block digest (computed when written) covers the HTTP headers only.
     """
@@ -147,13 +148,15 @@ def revisit_record(writer: BaseWARCWriter, exchange: Exchange, refers_to_uri: st
     if exchange.ip_address:
         fields["WARC-IP-Address"] = exchange.ip_address
     record = writer.create_revisit_record(
-        exchange.url, digest, refers_to_uri, refers_to_date,
+        exchange.url, digest or "-", refers_to_uri, refers_to_date,
         http_headers=_response_headers(exchange), warc_headers_dict=fields)
     # warcio picks the profile by the writer's version; WARC/1.1 is what we write.
     record.rec_headers.replace_header(
         "WARC-Profile", NOT_MODIFIED_PROFILE if exchange.not_modified_of else REVISIT_PROFILE)
     if not refers_to_date:
         record.rec_headers.remove_header("WARC-Refers-To-Date")
+    if not digest:
+        record.rec_headers.remove_header("WARC-Payload-Digest")
     return record
 
 
@@ -171,7 +174,8 @@ def exchange_records(writer: BaseWARCWriter, exchange: Exchange,
     else:
         refers_to_uri, refers_to_date = revisit_of
         answer = revisit_record(writer, exchange, refers_to_uri, refers_to_date,
-                                digest or payload_digest(exchange.body), answer_id)
+                                (digest or "") if exchange.not_modified_of
+                                else digest or payload_digest(exchange.body), answer_id)
     return answer, request_record(writer, exchange, concurrent_to=answer_id)
 
 

@@ -162,11 +162,14 @@ class ArchiveWriter:
             logger.warning("WARC: digest index unavailable (%s); writing full records", exc)
             found = [None] * len(wanted)
         for i, capture in zip(wanted, found, strict=True):
-            earlier[i] = capture
+            if capture is not None:
+                earlier[i] = (capture.url, capture.date)
+                if exchanges[i].not_modified_of:  # the 304 kept a short digest only
+                    digests[i] = capture.digest
         for i, exchange in enumerate(exchanges):
             if exchange.not_modified_of and earlier[i] is None:
                 # the capture is not known (any more): the revisit names the URL only
-                earlier[i] = (exchange.url, "")
+                earlier[i], digests[i] = (exchange.url, ""), ""
         return [self._write(exchange, digest, capture)
                 for exchange, digest, capture in zip(exchanges, digests, earlier, strict=True)]
 
