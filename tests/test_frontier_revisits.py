@@ -204,3 +204,18 @@ def test_an_operator_makes_revisits_due_now(harness: Harness, redis_url: str) ->
             "http://a.test:80"}
         assert admin.revisit_now() == (1, 3)  # b: a's are queued, not waiting any more
     assert len(harness.run(f.claim(10, "w")).leases) == 3
+
+
+def test_status_says_how_many_wait_and_when_the_next_is_due(make_harness, redis_url: str
+                                                            ) -> None:
+    from crawler.commands.frontier_output import format_status
+
+    h = make_harness("rvs", concurrency=4, delay_ms=0, lease_ms=60_000)  # the server's clock
+    h.run(h.frontier.admit([admission("http://a.test/1"), admission("http://a.test/2")]))
+    leases = h.run(h.frontier.claim(10, "w")).leases
+    h.run(h.frontier.release([_done(leases[0], HOUR_MS), _done(leases[1], 2 * HOUR_MS)], "w"))
+    with redis.Redis.from_url(redis_url) as client:
+        status = FrontierAdmin(client, h.keys).status()
+    assert status.counts["revisit"] == 2
+    assert status.next_revisit_s is not None and 3590 < status.next_revisit_s <= 3600
+    assert "Revisits  2 done URL(s) waiting; the next is due in 60m" in format_status(status, "r")

@@ -98,6 +98,10 @@ def format_status(st: Status, url: str, max_workers: int = MAX_WORKER_ROWS) -> s
     ]
     if st.oldest_queued_s is not None:
         lines.append(f"Oldest queued URL waiting {_duration(st.oldest_queued_s)} (+-10 s)")
+    if st.next_revisit_s is not None:
+        lines.append(f"Revisits  {c.get(Count.REVISIT, 0):,} done URL(s) waiting; the next is "
+                     + ("due now" if st.next_revisit_s <= 0 else
+                        f"due in {_duration(st.next_revisit_s)}"))
     if st.capacity is not None and st.capacity.sites_with_work:
         lines += _capacity_lines(st.capacity)
     alive = [w for w in st.workers if w.state == "alive"]

@@ -357,6 +357,10 @@ class Keys:
     def dead(self, partition: int) -> str:
         return f"{self.prefix(partition)}:dead"
 
+    def revisits_due(self, partition: int) -> str:
+        """The hosts with done URLs to fetch again, by the earliest one's ms."""
+        return f"{self.prefix(partition)}:vdue"
+
     def marks(self, partition: int) -> str:
         """Admission time marks: epoch seconds by the first sequence number after them."""
         return f"{self.prefix(partition)}:e"

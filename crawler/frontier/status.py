@@ -72,6 +72,8 @@ class Status:
     #: The politeness-bound ceiling and the time to drain (read with the
     #: queue scan, when the reader knows the crawl's limits).
     capacity: Capacity | None = None
+    #: Seconds until the next done URL is due for its revisit (None: none is).
+    next_revisit_s: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -128,18 +130,22 @@ class FrontierStatus:
             pipe.hgetall(self.keys.counts(part))
             pipe.zcount(ready, "-inf", now_ms)
             pipe.zcount(ready, f"({now_ms}", "+inf")
+            pipe.zrange(self.keys.revisits_due(part), 0, 0, withscores=True)
         pipe.hgetall(self.keys.workers())
         replies = pipe.execute()
         counts: dict[str, int] = dict.fromkeys((*STATES, *EXTRA_COUNTS), 0)
-        for reply in replies[0:-1:3]:
+        for reply in replies[0:-1:4]:
             add_counts(counts, reply)
-        ready_now, paced = sum(replies[1:-1:3]), sum(replies[2:-1:3])
+        ready_now, paced = sum(replies[1:-1:4]), sum(replies[2:-1:4])
+        due = [first[0][1] for first in replies[3:-1:4] if first]
         total = counts[Count.HOSTS]
         hosts = {"total": total, "ready_now": ready_now, "paced": paced,
                  "other": max(0, total - ready_now - paced)}
         workers = workers_of(replies[-1], time.time(), self.lease_seconds)
         status = Status(self.keys.namespace, self.keys.partitions, self.layout_found, counts,
                         hosts, workers)
+        if due:
+            status.next_revisit_s = max(0.0, (min(due) - now_ms) / 1000)
         if oldest:
             queues = self._scan_queues() if counts[Count.QUEUED] else QueueScan()
             status.oldest_queued_s = self._split_hosts(hosts, counts, sec, queues)
