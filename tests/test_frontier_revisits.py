@@ -219,3 +219,21 @@ def test_status_says_how_many_wait_and_when_the_next_is_due(make_harness, redis_
     assert status.counts["revisit"] == 2
     assert status.next_revisit_s is not None and 3590 < status.next_revisit_s <= 3600
     assert "Revisits  2 done URL(s) waiting; the next is due in 60m" in format_status(status, "r")
+
+
+def test_the_metrics_export_the_revisits_waiting_and_the_next_one(make_harness,
+                                                                  redis_url: str) -> None:
+    from crawler.metrics.frontier import FrontierCollector
+
+    h = make_harness("rvm", concurrency=4, delay_ms=0, lease_ms=60_000)
+    h.run(h.frontier.admit([admission("http://a.test/1"), admission("http://a.test/2")]))
+    leases = h.run(h.frontier.claim(10, "w")).leases
+    h.run(h.frontier.release([_done(leases[0], HOUR_MS), _done(leases[1], 0)], "w"))
+    with redis.Redis.from_url(redis_url) as client:
+        collector = FrontierCollector(client, h.keys, "w")
+        status = collector.reader.read(oldest=False)
+        samples = {s.name: s.value for family in collector._families(status, "f")
+                   for s in family.samples}
+    assert samples["crawler_frontier_revisits_waiting"] == 1
+    assert samples["crawler_frontier_revisits_total"] == 0
+    assert 3590 < samples["crawler_frontier_next_revisit_seconds"] <= 3600

@@ -126,6 +126,18 @@ class FrontierCollector(Collector):
         breaker.add_metric([frontier, "open"], counts.get(Count.BREAKER_OPEN, 0))
         breaker.add_metric([frontier, "parked"], counts.get(Count.BREAKER_PARKED, 0))
         yield breaker
+        yield _gauge("crawler_frontier_revisits_waiting",
+                     "Done URLs kept for a revisit (FRONTIER_REVISIT_AFTER), not due yet.",
+                     frontier, counts.get(Count.REVISIT, 0))
+        revisited = CounterMetricFamily("crawler_frontier_revisits",
+                                        "Done URLs that came due and were queued again.",
+                                        labels=["frontier"])
+        revisited.add_metric([frontier], counts.get(Count.REVISITED, 0))
+        yield revisited
+        if status.next_revisit_s is not None:
+            yield _gauge("crawler_frontier_next_revisit_seconds",
+                         "Seconds until the next done URL is due for its revisit.",
+                         frontier, status.next_revisit_s)
         offers = CounterMetricFamily(
             "crawler_frontier_offers",
             "URLs offered to the frontier by every worker, by result.",
