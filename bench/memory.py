@@ -11,7 +11,7 @@ redis-servers started here (so ``INFO memory`` is only ours), and reports
 - *seen only*: every URL claimed and released as done (what stays for good);
 - *revisit*: every URL claimed and released as done with a revisit due
   (``FRONTIER_REVISIT_AFTER``): the host keeps the URL's record, with what
-  its last fetch found (interval, short payload digest, an 18-character ETag),
+  its last fetch found (interval, short payload digest, a 16-character ETag),
   until it is due (``frontier-revisit``; measured under the ``seen only``
   column, since it replaces it).
 
@@ -82,7 +82,7 @@ NAMESPACE = "frontier:broad"  # the crawl's default FRONTIER_NAMESPACE for the b
 PARTITIONS, SEEN_BUCKETS = 16, 4096  # the crawl's defaults
 LAYOUTS = ("frontier", "frontier-min", "frontier-revisit", "scrapy-redis")
 #: What a done URL's record keeps for its revisit: 7 days, a payload digest, an ETag.
-REVISIT_STATE = ',"v":[604800,"QOLB63EVDSHB","E\\"5f3c2a9be01d4c77\\""]'
+REVISIT_STATE = ',"v":[604800,"QOLB63EVDS","E5f3c2a9be01d4c77"]'
 TARGET_REVISIT = 60.0
 LONG_PATH = "/articles/2026/11/category-name/item-{page:05d}-a-descriptive-slug.html"
 LONG = "defaults, long paths"

@@ -13,11 +13,13 @@ unchanged page (a ``304 Not Modified``, or the same payload digest) waits
 What a done URL keeps rides in its frontier record (:mod:`crawler.frontier.
 records`) as one short field, ``"v": [interval_s, digest, validator]``: the
 interval in seconds, the first :data:`DIGEST_CHARS` characters of the last
-payload's digest (base32 SHA-1 as WARC and CDXJ write it: 60 bits tell a
+payload's digest (base32 SHA-1 as WARC and CDXJ write it: 50 bits tell a
 change, and find the capture in the archive's digest index,
-:mod:`crawler.warc.digests`), and one validator to send back: ``E`` + the
-``ETag`` verbatim, ``T`` + the ``Last-Modified`` as Unix seconds (when that
-writes back to the very same IMF-fixdate), else ``M`` + it verbatim. One
+:mod:`crawler.warc.digests`), and one validator to send back: an ``ETag``
+as ``E`` + its opaque part (``"x"``) or ``W`` + it (``W/"x"``: the quotes
+would cost four bytes of JSON escapes), ``U`` + one that is neither,
+verbatim; a ``Last-Modified`` as ``T`` + Unix seconds (when they write back
+to the very same IMF-fixdate), else ``M`` + it verbatim. One
 validator is enough: a server that gets ``If-None-Match`` ignores
 ``If-Modified-Since`` (RFC 9110, 13.1.3). Every byte here is kept for every
 done URL of a recurring crawl: the field stays under 60 bytes for the usual
@@ -38,7 +40,7 @@ FIELD = "v"
 #: The flag (``response.flags``) and meta key of a 304 answer to a revisit.
 NOT_MODIFIED = "not_modified"
 #: How much of a payload digest (base32 SHA-1, 32 characters) a URL keeps.
-DIGEST_CHARS = 12
+DIGEST_CHARS = 10
 
 
 def short_digest(digest: str) -> str:
@@ -71,7 +73,7 @@ class RevisitState:
 
     interval: int = 0  # seconds until the next fetch (0: not set yet)
     digest: str = ""  # the last payload's short digest ("": none yet)
-    validator: str = ""  # "E" + ETag, "T" + Last-Modified's Unix time, "M" + it verbatim
+    validator: str = ""  # "E"/"W"/"U" + an ETag, "T"/"M" + a Last-Modified (see above)
 
     @classmethod
     def of_record(cls, data: dict[str, Any]) -> RevisitState | None:
@@ -93,8 +95,10 @@ class RevisitState:
 
     def conditional_headers(self) -> dict[str, str]:
         """The header that asks the server for the page only if it changed."""
-        if self.validator.startswith("E"):
-            return {"If-None-Match": self.validator[1:]}
+        kind, value = self.validator[:1], self.validator[1:]
+        if kind in ("E", "W", "U"):
+            tag = {"E": f'"{value}"', "W": f'W/"{value}"', "U": value}[kind]
+            return {"If-None-Match": tag}
         if self.validator.startswith("T"):
             return {"If-Modified-Since": email.utils.formatdate(int(self.validator[1:]),
                                                                  usegmt=True)}
@@ -113,8 +117,18 @@ def validator_of(headers: Any) -> str:
         if isinstance(value, bytes):
             value = value.decode("latin-1")
         if value and value.strip():
-            return mark + value.strip() if mark == "E" else _date_validator(value.strip())
+            return _etag_validator(value.strip()) if mark == "E" else _date_validator(
+                value.strip())
     return ""
+
+
+def _etag_validator(tag: str) -> str:
+    """``E`` + the opaque part of ``"x"``, ``W`` + that of ``W/"x"``, else ``U`` + ``tag``."""
+    weak = tag.startswith("W/")
+    quoted = tag[2:] if weak else tag
+    if len(quoted) >= 2 and quoted[0] == quoted[-1] == '"' and '"' not in quoted[1:-1]:
+        return ("W" if weak else "E") + quoted[1:-1]
+    return "U" + tag
 
 
 def _date_validator(value: str) -> str:

@@ -33,7 +33,7 @@ def test_a_done_url_is_claimed_again_when_its_revisit_is_due(harness: Harness) -
     f = harness.frontier
     harness.run(f.admit([admission("http://a.test/page")]))
     lease = harness.run(f.claim(5, "w")).leases[0]
-    kept = json.dumps({"u": "/page", "d": 0, "v": [3600, "ABC", 'E"x"']}, separators=(",", ":"))
+    kept = json.dumps({"u": "/page", "d": 0, "v": [3600, "ABC", "Ex"]}, separators=(",", ":"))
     assert harness.run(f.release([_done(lease, HOUR_MS, kept)], "w")).released == 1
     counts = harness.run(f.counts())
     assert (counts["done"], counts["revisit"], counts["queued"]) == (1, 1, 0)
@@ -125,12 +125,12 @@ def test_durations_read_as_an_operator_writes_them() -> None:
 
 def test_the_interval_lengthens_while_unchanged_and_shortens_on_change() -> None:
     policy = RevisitPolicy(after=1000, factor=2)  # bounds 250 .. 8000
-    first = policy.next_state(None, Refetch("D1", 'E"1"'))
-    assert first == RevisitState(1000, "D1", 'E"1"')
-    same = policy.next_state(first, Refetch("D1", 'E"1"'))
+    first = policy.next_state(None, Refetch("D1", "E1"))
+    assert first == RevisitState(1000, "D1", "E1")
+    same = policy.next_state(first, Refetch("D1", "E1"))
     assert same.interval == 2000
     not_modified = policy.next_state(same, Refetch(validator="", not_modified=True))
-    assert not_modified == RevisitState(4000, "D1", 'E"1"')  # keeps digest and validator
+    assert not_modified == RevisitState(4000, "D1", "E1")  # keeps digest and validator
     capped = policy.next_state(RevisitState(7000, "D1"), Refetch("D1"))
     assert capped.interval == 8000
     changed = policy.next_state(capped, Refetch("D2", "T1796119200"))
@@ -149,15 +149,17 @@ def test_seeds_start_with_their_own_interval() -> None:
 
 def test_one_validator_is_kept_and_sent_back_verbatim() -> None:
     both = Headers({"etag": 'W/"5f3c-1"', "Last-Modified": "Tue, 01 Dec 2026 10:00:00 GMT"})
-    assert validator_of(both) == 'EW/"5f3c-1"'
+    assert validator_of(both) == "W5f3c-1"  # weak: W/ and the quotes put back when sent
+    assert validator_of(Headers({"ETag": '"abc"'})) == "Eabc"
+    assert validator_of(Headers({"ETag": "abc"})) == "Uabc"  # not quoted: kept as it came
     # a date kept as Unix seconds when they write back to exactly the same text
     assert validator_of(Headers({"Last-Modified": "Tue, 01 Dec 2026 10:00:00 GMT"})) == (
         "T1796119200")
     assert validator_of(Headers({"Last-Modified": "Tuesday, 01-Dec-26 10:00:00 GMT"})) == (
         "MTuesday, 01-Dec-26 10:00:00 GMT")  # RFC 850: verbatim
     assert validator_of(Headers({"ETag": "  "})) == validator_of(Headers()) == ""
-    assert RevisitState(1, "", 'EW/"5f3c-1"').conditional_headers() == {
-        "If-None-Match": 'W/"5f3c-1"'}
+    for kept, sent in (("W5f3c-1", 'W/"5f3c-1"'), ("Eabc", '"abc"'), ("Uabc", "abc")):
+        assert RevisitState(1, "", kept).conditional_headers() == {"If-None-Match": sent}
     for kept in ("T1796119200", "MTue, 01 Dec 2026 10:00:00 GMT"):
         assert RevisitState(1, "", kept).conditional_headers() == {
             "If-Modified-Since": "Tue, 01 Dec 2026 10:00:00 GMT"}
@@ -176,18 +178,18 @@ def test_a_done_urls_record_keeps_its_state_and_a_retry_keeps_it_too() -> None:
     revisits = Revisits(RevisitPolicy(after=3600, factor=2), stats)
     record = '{"u":"/a","d":1,"p":-1}'
     ticket = Ticket("t")
-    ticket.fetched(Refetch("D1", 'E"1"'))
+    ticket.fetched(Refetch("D1", "E1"))
     kept, ms = revisits.release(record, ticket)
-    assert (kept, ms) == ('{"u":"/a","d":1,"p":-1,"v":[3600,"D1","E\\"1\\""]}', 3_600_000)
+    assert (kept, ms) == ('{"u":"/a","d":1,"p":-1,"v":[3600,"D1","E1"]}', 3_600_000)
 
     again = Ticket("t", revisit=Revisits.state_of(kept))
     again.fetched(Refetch(not_modified=True))
     kept2, ms2 = revisits.release(kept, again)
-    assert ms2 == 7_200_000 and json.loads(kept2)["v"] == [7200, "D1", 'E"1"']
+    assert ms2 == 7_200_000 and json.loads(kept2)["v"] == [7200, "D1", "E1"]
     assert stats.values == {"revisit/not_modified": 1}
     # a retried request's record is rebuilt from the request: the state stays
     assert json.loads(keep_state(kept2, '{"u":"/a","d":1,"p":-1,"m":{"retry_times":1}}'))[
-        "v"] == [7200, "D1", 'E"1"']
+        "v"] == [7200, "D1", "E1"]
     assert keep_state('{"u":"/a","d":1}', '{"u":"/a","d":1,"m":{}}') == '{"u":"/a","d":1,"m":{}}'
 
 

@@ -9,7 +9,7 @@ with the digest the frontier kept for the URL, but never recorded: it holds
 no payload.
 
 Keyed by the first characters of the digest (:func:`crawler.revisit.short_digest`,
-60 bits: what a URL of a recurring crawl keeps of its last payload, so that a
+50 bits: what a URL of a recurring crawl keeps of its last payload, so that a
 304 finds its capture), with the whole digest in the value: a payload whose
 short digest is taken by another is archived in full, never as a revisit of
 the wrong bytes.

@@ -56,6 +56,10 @@ def add_web_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epoch", type=int, default=0,
                         help="the web N changes later (each page changes with --change-rate)")
     parser.add_argument("--change-rate", type=float, default=0.1)
+    parser.add_argument("--validator-share", type=float, default=0.8,
+                        help="share of hosts that send a validator (with --validators)")
+    parser.add_argument("--page-bytes", type=int, default=0,
+                        help="pad HTML pages to about this many bytes (0: as generated)")
     parser.add_argument("--pin", type=parse_pin, action="append", default=[],
                         help="INDEX=SPEC: pin a host, e.g. 0=slow or "
                              "0=robots:rules,crawl-delay:2; repeatable")
@@ -71,7 +75,8 @@ def parse_pin(text: str) -> tuple[int, str]:
 
 def web_from_args(args: argparse.Namespace) -> Web:
     return Web(seed=args.seed, n_hosts=args.hosts, mix=args.mix, pinned=dict(args.pin),
-               validators=args.validators, epoch=args.epoch, change_rate=args.change_rate)
+               validators=args.validators, epoch=args.epoch, change_rate=args.change_rate,
+               validator_share=args.validator_share, page_bytes=args.page_bytes)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

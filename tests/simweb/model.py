@@ -419,6 +419,8 @@ class Web:
         validators: bool = False,
         epoch: int = 0,
         change_rate: float = 0.1,
+        validator_share: float = 0.8,
+        page_bytes: int = 0,
     ) -> None:
         """``pinned`` sets attributes of chosen hosts (index -> spec), the rest
         are drawn: a page mode (``{0: "slow"}`` for a head-of-line scenario),
@@ -428,9 +430,13 @@ class Web:
         The web as it is in ``epoch`` (0, 1, 2...: the same web a week later,
         and the week after): between two epochs each HTML page changes with
         probability ``change_rate`` (its body gets a new revision). With
-        ``validators``, half the hosts send an ``ETag`` (of the body), three
-        in ten a ``Last-Modified`` (of the revision), the rest neither, and
-        the server answers 304 to a request whose validator matches."""
+        ``validators``, a share ``validator_share`` of the hosts (0.8) send a
+        validator with every answer, five in eight of them an ``ETag`` (of the
+        body), the others a ``Last-Modified`` (of the revision), and the
+        server answers 304 to a request whose validator matches.
+        ``page_bytes`` pads each HTML page to about that size (half to one and
+        a half times it) with text that compresses like text, where real
+        pages weigh tens of kilobytes and the default ones one."""
         if n_hosts < 1:
             raise ValueError("n_hosts must be >= 1")
         self.seed = seed
@@ -438,6 +444,8 @@ class Web:
         self.validators = validators
         self.epoch = epoch
         self.change_rate = change_rate
+        self.validator_share = validator_share
+        self.page_bytes = page_bytes
         self.mix: str | dict[str, float] = mix if isinstance(mix, str) else dict(mix)
         robots_w, page_w = _normalise_mix(mix)
         self.pinned = dict(pinned or {})
@@ -812,14 +820,20 @@ class Web:
         if spec is None or not self.validators:
             return "none"
         draw = _rng(self.seed, spec.index, "validators").random()
-        return "etag" if draw < 0.5 else "last-modified" if draw < 0.8 else "none"
+        if draw >= self.validator_share:
+            return "none"
+        return "etag" if draw < self.validator_share * 5 / 8 else "last-modified"
 
     def _revised(self, spec: HostSpec, ident: str, res: Resource) -> Resource:
-        """An HTML page as it is in this epoch, with its host's validator."""
-        if res.status != 200 or res.content_type != HTML_TYPE or res.stream is not None:
+        """An answer as it is in this epoch (HTML pages change, and are padded),
+        with its host's validator."""
+        if res.status != 200 or res.stream is not None or not res.body:
             return res
-        rev = self.revision(spec.name, ident) if self.epoch else 0
-        body = res.body + f"<!-- revision {rev} -->\n".encode() if rev else res.body
+        html = res.content_type == HTML_TYPE
+        rev = self.revision(spec.name, ident) if self.epoch and html else 0
+        body = self._padded(spec, ident, res.body) if html and self.page_bytes else res.body
+        if rev:
+            body += f"<!-- revision {rev} -->\n".encode()
         kind = self.validator_kind(spec.name)
         headers = res.headers
         if kind == "etag":
@@ -828,6 +842,16 @@ class Web:
             moment = REVISION_EPOCH + rev * 86400
             headers += (("Last-Modified", email.utils.formatdate(moment, usegmt=True)),)
         return replace(res, body=body, headers=headers)
+
+    def _padded(self, spec: HostSpec, ident: str, page: bytes) -> bytes:
+        """``page`` grown to about ``page_bytes`` by paragraphs of random hex: it
+        gzips to about half, as page text does (a repeated block would vanish)."""
+        rng = _rng(self.seed, spec.index, "pad", ident)
+        size = int(self.page_bytes * (0.5 + rng.random()))
+        lines = [b'<p class="filler">%s</p>\n' % rng.randbytes(24).hex().encode()
+                 for _ in range(max(0, size - len(page)) // 66)]
+        tail = bodies.HTML_TAIL
+        return page[:-len(tail)] + b"".join(lines) + tail
 
     def _static(self, spec: HostSpec, ident: str, route: _Route) -> Resource:
         """The plain answer for a non-robots route."""

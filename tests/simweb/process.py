@@ -45,6 +45,8 @@ class SimWebProcess:
         validators: bool = False,
         epoch: int = 0,
         change_rate: float = 0.1,
+        validator_share: float = 0.8,
+        page_bytes: int = 0,
     ) -> None:
         self.seed = seed
         self.n_hosts = n_hosts
@@ -54,7 +56,8 @@ class SimWebProcess:
         self.startup_timeout = startup_timeout
         self.pinned = dict(pinned or {})
         self.web = Web(seed=seed, n_hosts=n_hosts, mix=mix, pinned=self.pinned,
-                       validators=validators, epoch=epoch, change_rate=change_rate)
+                       validators=validators, epoch=epoch, change_rate=change_rate,
+                       validator_share=validator_share, page_bytes=page_bytes)
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
         self._port: int | None = None
@@ -83,6 +86,8 @@ class SimWebProcess:
             *[f"--pin={i}={mode}" for i, mode in self.pinned.items()],
             *(["--validators"] if self.web.validators else []),
             "--epoch", str(self.web.epoch), "--change-rate", str(self.web.change_rate),
+            "--validator-share", str(self.web.validator_share),
+            "--page-bytes", str(self.web.page_bytes),
         ]
 
     def start(self) -> Self:
