@@ -82,7 +82,7 @@ NAMESPACE = "frontier:broad"  # the crawl's default FRONTIER_NAMESPACE for the b
 PARTITIONS, SEEN_BUCKETS = 16, 4096  # the crawl's defaults
 LAYOUTS = ("frontier", "frontier-min", "frontier-revisit", "scrapy-redis")
 #: What a done URL's record keeps for its revisit: 7 days, a payload digest, an ETag.
-REVISIT_STATE = ',"v":[604800,"QOLB63EVDS","E5f3c2a9be01d4c77"]'
+REVISIT_STATE = ',"v":"cyo0 QOLB63EVDS E5f3c2a9be01d4c77"'
 TARGET_REVISIT = 60.0
 LONG_PATH = "/articles/2026/11/category-name/item-{page:05d}-a-descriptive-slug.html"
 LONG = "defaults, long paths"

@@ -11,8 +11,8 @@ unchanged page (a ``304 Not Modified``, or the same payload digest) waits
 ``Date`` or cookie on every answer has not changed its page.
 
 What a done URL keeps rides in its frontier record (:mod:`crawler.frontier.
-records`) as one short field, ``"v": [interval_s, digest, validator]``: the
-interval in seconds, the first :data:`DIGEST_CHARS` characters of the last
+records`) as one short string, ``"v": "INTERVAL DIGEST VALIDATOR"``: the
+interval in seconds written in base 36, the first :data:`DIGEST_CHARS` characters of the last
 payload's digest (base32 SHA-1 as WARC and CDXJ write it: 50 bits tell a
 change, and find the capture in the archive's digest index,
 :mod:`crawler.warc.digests`), and one validator to send back: an ``ETag``
@@ -77,21 +77,21 @@ class RevisitState:
 
     @classmethod
     def of_record(cls, data: dict[str, Any]) -> RevisitState | None:
-        """The state stored in a decoded record (None: fetched once at most)."""
+        """The state stored in a decoded record (None: fetched once at most, or a
+        field this version cannot read)."""
         raw = data.get(FIELD)
-        if not isinstance(raw, list) or not raw:
+        if not isinstance(raw, str) or not raw:
             return None
-        interval = raw[0] if isinstance(raw[0], int) else 0
-        digest = raw[1] if len(raw) > 1 and isinstance(raw[1], str) else ""
-        validator = raw[2] if len(raw) > 2 and isinstance(raw[2], str) else ""
-        return cls(interval, digest, validator)
+        interval, digest, validator = [*raw.split(" ", 2), "", ""][:3]
+        try:
+            return cls(int(interval, 36), digest, validator)
+        except ValueError:
+            return None
 
-    def field(self) -> list[int | str]:
-        """The record field's value, trailing empties left out."""
-        out: list[int | str] = [self.interval, self.digest, self.validator]
-        while len(out) > 1 and out[-1] == "":
-            out.pop()
-        return out
+    def field(self) -> str:
+        """The record field's value (validators hold no space before their own:
+        an ETag has none, a date is last)."""
+        return f"{_base36(self.interval)} {self.digest} {self.validator}".rstrip()
 
     def conditional_headers(self) -> dict[str, str]:
         """The header that asks the server for the page only if it changed."""
@@ -105,6 +105,16 @@ class RevisitState:
         if self.validator.startswith("M"):
             return {"If-Modified-Since": self.validator[1:]}
         return {}
+
+
+def _base36(n: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+        if not n:
+            return out
 
 
 def validator_of(headers: Any) -> str:
