@@ -117,6 +117,21 @@ def _base36(n: int) -> str:
             return out
 
 
+#: The request headers that make a revisit conditional.
+CONDITIONAL_HEADERS = ("If-None-Match", "If-Modified-Since")
+
+
+def unchanged(old: RevisitState, fetch: Refetch) -> bool:
+    """Whether a refetch found the page as it was: a 304, or the same payload digest."""
+    return fetch.not_modified or (bool(fetch.digest) and fetch.digest == old.digest)
+
+
+def not_modified(status: int, request_headers: Any) -> bool:
+    """Whether an answer is a 304 to a request made conditional (a 304 to a
+    request that asked for nothing of the kind is the server's own affair)."""
+    return status == 304 and any(request_headers.get(name) for name in CONDITIONAL_HEADERS)
+
+
 def validator_of(headers: Any) -> str:
     """The validator to keep from a response's headers (``Headers`` or a dict of
     bytes/str): its ``ETag``, else its ``Last-Modified``, else ""."""
@@ -196,8 +211,8 @@ class RevisitPolicy:
         if fetch is None:
             return old
         low, high = self.bounds
-        unchanged = fetch.not_modified or (bool(fetch.digest) and fetch.digest == old.digest)
-        scaled = old.interval * self.factor if unchanged else old.interval / self.factor
+        same = unchanged(old, fetch)
+        scaled = old.interval * self.factor if same else old.interval / self.factor
         interval = max(1, round(min(max(scaled, low), high)))
         if fetch.not_modified:
             return RevisitState(interval, old.digest, fetch.validator or old.validator)

@@ -90,7 +90,18 @@ def to_record(
         record["r"] = _relative(meta.pop("referrer"), origin)
     if meta:
         record["m"] = {k: _jsonable(f"meta[{k!r}]", v) for k, v in meta.items()}
+    return _dumps(record)
+
+
+def _dumps(record: dict[str, Any]) -> str:
     return json.dumps(record, separators=(",", ":"), ensure_ascii=False)
+
+
+def with_field(record: str, key: str, value: Any) -> str:
+    """``record`` with ``key`` set to ``value`` (JSON), written as records are."""
+    data = json.loads(record)
+    data[key] = value
+    return _dumps(data)
 
 
 def _relative(url: str, origin: str | None) -> str:

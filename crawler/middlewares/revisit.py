@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from crawler.lease import ticket_of
-from crawler.revisit import NOT_MODIFIED, Refetch, short_digest, validator_of
+from crawler.revisit import NOT_MODIFIED, Refetch, not_modified, short_digest, validator_of
 from crawler.scheduling.scheduler import scheduler_of
 from crawler.warc.records import payload_digest
 
@@ -30,9 +30,6 @@ if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
     from scrapy.http import Response
-
-_CONDITIONAL = (b"If-None-Match", b"If-Modified-Since")
-
 
 class RevisitMiddleware:
     """Conditional requests for revisits; each answer's digest and validator."""
@@ -70,8 +67,7 @@ class RevisitMiddleware:
         ticket = ticket_of(request.meta)
         if ticket is None or not self._on():
             return response
-        asked = any(request.headers.get(name) for name in _CONDITIONAL)
-        if response.status == 304 and asked:
+        if not_modified(response.status, request.headers):
             ticket.fetched(Refetch(validator=validator_of(response.headers), not_modified=True))
             request.meta[NOT_MODIFIED] = True
             response.flags.append(NOT_MODIFIED)

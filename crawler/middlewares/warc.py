@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from scrapy.utils.httpobj import urlparse_cached
 
 from crawler.lease import ticket_of
+from crawler.revisit import not_modified
 from crawler.robots.fetch import ROBOTS_FETCH_META
 from crawler.warc.exchange import TRUNCATED_DISCONNECT, TRUNCATED_LENGTH, Exchange
 
@@ -91,12 +92,10 @@ def capture(request: Request, response: Response) -> Exchange:
 def _not_modified_of(request: Request, response: Response) -> str | None:
     """The digest of the capture a 304 stands for: the one the frontier kept for
     the URL, when the request was made conditional on it."""
-    if response.status != 304:
+    if not not_modified(response.status, request.headers):
         return None
     ticket = ticket_of(request.meta)
     if ticket is None or ticket.revisit is None or not ticket.revisit.digest:
-        return None
-    if not (request.headers.get("If-None-Match") or request.headers.get("If-Modified-Since")):
         return None
     return f"sha1:{ticket.revisit.digest}"
 

@@ -20,8 +20,9 @@ import json
 import logging
 from typing import Any
 
+from crawler.frontier.records import with_field
 from crawler.lease import Ticket
-from crawler.revisit import FIELD, RevisitPolicy, RevisitState, parse_duration
+from crawler.revisit import FIELD, RevisitPolicy, RevisitState, parse_duration, unchanged
 
 logger = logging.getLogger(__name__)
 
@@ -64,12 +65,10 @@ class Revisits:
     def release(self, record: str, ticket: Ticket) -> tuple[str, int]:
         """The record a done URL keeps (with its new state) and the ms until its
         next fetch."""
-        data = json.loads(record)
-        seed = data.get("d", 0) == 0
+        seed = json.loads(record).get("d", 0) == 0
         state = self.policy.next_state(ticket.revisit, ticket.refetch, seed)
         self._count(ticket)
-        data[FIELD] = state.field()
-        return json.dumps(data, separators=(",", ":"), ensure_ascii=False), state.interval * 1000
+        return with_field(record, FIELD, state.field()), state.interval * 1000
 
     def _count(self, ticket: Ticket) -> None:
         old, fetch = ticket.revisit, ticket.refetch
@@ -77,7 +76,7 @@ class Revisits:
             return
         if fetch.not_modified:
             self.stats.inc_value("revisit/not_modified")
-        elif fetch.digest == old.digest:
+        elif unchanged(old, fetch):
             self.stats.inc_value("revisit/unchanged")
         else:
             self.stats.inc_value("revisit/changed")
@@ -116,7 +115,7 @@ async def _warn_if_loose(client: Any) -> None:
         logger.warning(
             "Revisits keep every done URL's record in a sorted set, and this Redis keeps "
             "members over %d bytes in its large encoding (zset-max-listpack-value): about "
-            "190 bytes more a URL. Set it to 256 (docs/operations.md).", value)
+            "170 bytes more a URL. Set it to 256 (docs/operations.md).", value)
 
 
 def keep_state(old_record: str, new_record: str) -> str:
@@ -125,8 +124,4 @@ def keep_state(old_record: str, new_record: str) -> str:
     if not new_record or f'"{FIELD}":' not in old_record:
         return new_record
     state = json.loads(old_record).get(FIELD)
-    if state is None:
-        return new_record
-    data = json.loads(new_record)
-    data[FIELD] = state
-    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return new_record if state is None else with_field(new_record, FIELD, state)
