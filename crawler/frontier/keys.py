@@ -77,8 +77,10 @@ key                 type       holds
 ``PP:s:BUCKET``     set        seen fingerprints (64-bit integers: intsets)
 ``PP:e``            zset       time marks: admission time (s) by first seq
 ``PP:v:HOST``       zset       the host's done URLs to fetch again (entries,
-                               as in its queue, by when each is due, ms)
+                               as in its queue, by when each is due, s)
 ``PP:vdue``         zset       hosts with revisits, by the earliest one's ms
+``PP:k:HOST``       hash       what the host's pages taught: noise parameters,
+                               trap patterns, the evidence (``lua/learn.lua``)
 ==================  =========  ===============================================
 
 An IP address ``ADDR`` that names point at has a gate in a slot of its own,
@@ -220,6 +222,10 @@ class Count:
     #: revisits came due so far (FRONTIER_REVISIT_AFTER).
     REVISIT: Final = "revisit"
     REVISITED: Final = "revisited"
+    #: Noise parameters learned and URL patterns refused as traps, so far
+    #: (``lua/learn.lua``, :mod:`crawler.frontier.sitefacts`).
+    RULES: Final = "rules"
+    TRAPS: Final = "traps"
     #: The partition's last admission number: kept in the hash, but not a count.
     SEQ: Final = "seq"
 
@@ -356,6 +362,10 @@ class Keys:
 
     def dead(self, partition: int) -> str:
         return f"{self.prefix(partition)}:dead"
+
+    def facts(self, partition: int, host: str) -> str:
+        """What a host's pages taught: noise parameters, trap patterns, evidence."""
+        return f"{self.prefix(partition)}:k:{host}"
 
     def revisits_due(self, partition: int) -> str:
         """The hosts with done URLs to fetch again, by the earliest one's ms."""

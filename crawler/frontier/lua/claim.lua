@@ -89,7 +89,8 @@ end
 
 -- 2b. Done URLs whose revisit is due go back to their hosts' queues
 -- (FRONTIER_REVISIT_AFTER): PP:vdue holds the hosts with revisits by the
--- earliest one, PP:v:HOST the host's done URLs by when each is due. Behind
+-- earliest one's ms, PP:v:HOST the host's done URLs by when each is due, in
+-- seconds (release.lua). Behind
 -- the host's new URLs when ARGV[15] is 1 (their priority lowered by 2^16),
 -- else in their own priority's order; either way first come, first served.
 local revisit_back = tonumber(ARGV[15] or '1') == 1 and 65536 * 4294967296 or 0
@@ -102,7 +103,7 @@ local vbudget = move_max
 for _, host in ipairs(vhosts) do
   if vbudget <= 0 then break end
   local vk = p .. ':v:' .. host
-  local entries = redis.call('ZRANGEBYSCORE', vk, '-inf', now, 'LIMIT', 0, vbudget)
+  local entries = redis.call('ZRANGEBYSCORE', vk, '-inf', math.floor(now / 1000), 'LIMIT', 0, vbudget)
   vbudget = vbudget - #entries
   local b = redis.call('HGET', p .. ':h:' .. host, 'b')
   local reason = b == 'p' and redis.call('HGET', p .. ':h:' .. host, 'pr')
@@ -125,7 +126,7 @@ for _, host in ipairs(vhosts) do
   if #first == 0 then
     redis.call('ZREM', p .. ':vdue', host)
   else
-    redis.call('ZADD', p .. ':vdue', first[2], host)
+    redis.call('ZADD', p .. ':vdue', tonumber(first[2]) * 1000, host)
   end
 end
 if revisited + revisits_dead > 0 then
