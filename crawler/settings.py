@@ -210,6 +210,32 @@ FRONTIER_REVISIT_CONDITIONAL = True
 # A worker that starts while Redis does not answer (restarting, failing over)
 # waits this many seconds for it before giving up.
 FRONTIER_CONNECT_WAIT = 60.0
+
+# Learning from the pages (crawler/learning/, middlewares/learning.py): which
+# query parameters are noise on a host, and which URL patterns are traps.
+# A parameter is noise on a host once LEARN_MIN_EVIDENCE observations agree
+# (a page whose canonical link drops it, a payload equal to the page's without
+# it; canonical links alone must come from that many different pages) and
+# none says otherwise (a canonical link that keeps it, a different payload).
+# Then URLs of the host that differ only in it are one page: new links lose
+# it, queued ones end as done "duplicate-variant" without a request. A host
+# whose canonical links all point to one page teaches nothing by them.
+# LEARN_MAX_FIELDS bounds the evidence kept per host; each worker reads a
+# host's rules again after LEARN_RULES_TTL seconds.
+LEARN_ENABLED = True
+LEARN_MIN_EVIDENCE = 2
+LEARN_MAX_FIELDS = 512
+LEARN_RULES_TTL = 5.0
+# Traps: a URL pattern of a host (the path with its numbers and ids as
+# placeholders, any query as "?*") is refused ("trap-pattern") once
+# LEARN_TRAP_ALIKE_PAGES of its pages, and LEARN_TRAP_ALIKE_SHARE of them,
+# were near-duplicates of an earlier one (text sketches at most
+# LEARN_TRAP_DISTANCE bits of 64 apart). A catalogue whose pages differ is
+# crawled in full. The static rules (ADMISSION_TRAP_*) stay the first line.
+LEARN_TRAPS = True
+LEARN_TRAP_ALIKE_PAGES = 15
+LEARN_TRAP_ALIKE_SHARE = 0.5
+LEARN_TRAP_DISTANCE = 8
 # This worker's name in the frontier (heartbeats, leases, status, metrics,
 # WARC file names); "" means hostname:pid, unique per live process.
 FRONTIER_WORKER_ID = ""
@@ -227,6 +253,9 @@ DOWNLOADER_MIDDLEWARES = {
     # The crawler's robots policy replaces Scrapy's middleware (same place).
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "crawler.middlewares.robots.RobotsPolicyMiddleware": 100,
+    # Learned rules (a URL that is another spelling, a trap pattern) before
+    # the robots check; the pages' evidence after decompression (590).
+    "crawler.middlewares.learning.SiteLearningMiddleware": 90,
     # Retries wait in the frontier, honouring Retry-After (replaces Scrapy's).
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "crawler.middlewares.retry.RetryPolicyMiddleware": 550,

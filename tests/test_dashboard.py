@@ -30,7 +30,8 @@ REPO = Path(__file__).resolve().parent.parent
 DASHBOARD = REPO / "dashboards" / "broadcrawl.json"
 DOCS = REPO / "docs" / "metrics.md"
 FRONTIER_SOURCE = REPO / "crawler" / "metrics" / "frontier.py"
-SOURCES = (FRONTIER_SOURCE, REPO / "crawler" / "extensions" / "prometheus.py")
+SOURCES = (FRONTIER_SOURCE, REPO / "crawler" / "extensions" / "prometheus.py",
+           REPO / "crawler" / "metrics" / "stats.py")
 
 #: Constructors of metric families in the sources, and the kind each makes.
 CONSTRUCTORS = {
@@ -69,6 +70,8 @@ def _source_families(path: Path) -> dict[str, str]:
             continue
         func = node.func
         called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        if called == "Rule":  # the stats mapping, read from COUNTERS and GAUGES
+            continue
         found[node.args[0].value] = CONSTRUCTORS.get(called, f"unknown ({called})")
     return found
 

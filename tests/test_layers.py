@@ -20,6 +20,8 @@ PURE = frozenset({
     "crawler.deadletter", "crawler.domains", "crawler.revisit", "crawler.warc",
     "crawler.warc.exchange",
     "crawler.warc.records", "crawler.warc.cdxj", "crawler.warc.files",
+    "crawler.learning", "crawler.learning.variants", "crawler.learning.traps",
+    "crawler.learning.rules",
 })
 
 

@@ -12,6 +12,7 @@ without a Redis shell or knowledge of the key layout::
     scrapy frontier hosts [--top N] [--by queued|errors|latency|dead] [--json]
     scrapy frontier host NAME [--domain | --ip] [--delay S] [--concurrency N]
                               [--pause | --resume] [--reset] [--json]
+                              [--forget-param P | --forget-pattern PATTERN | --forget-learned]
     scrapy frontier crawls [--json]
     scrapy frontier delete (--crawl-id ID | --idle-days N) [--yes] [--force]
 
@@ -70,6 +71,7 @@ SUBCOMMANDS = ("status", "hosts", "dead", "requeue", "drop-host", "revisit-now",
                "delete")
 #: The options that change a host (or domain) rather than show it.
 _CHANGES = ("delay", "concurrency", "pause", "resume", "reset")
+_FORGETS = ("forget_param", "forget_pattern", "forget_learned")
 
 
 class Command(ScrapyCommand):
@@ -152,6 +154,13 @@ class Command(ScrapyCommand):
         group.add_argument("--resume", action="store_true", help="host: undo --pause")
         group.add_argument("--reset", action="store_true",
                            help="host: every override off (back to settings and robots.txt)")
+        group.add_argument("--forget-param", metavar="P",
+                           help="host: remove the learned rule that P is noise (and its "
+                                "evidence)")
+        group.add_argument("--forget-pattern", metavar="PATTERN",
+                           help="host: accept URLs of a refused trap pattern again")
+        group.add_argument("--forget-learned", action="store_true",
+                           help="host: remove everything the host's pages taught")
         group.add_argument("--idle-days", type=float, metavar="N",
                            help="delete: every crawl of the spider idle for N days or more")
         group.add_argument("--yes", action="store_true", help="delete: really delete")
@@ -203,9 +212,9 @@ class Command(ScrapyCommand):
             raise UsageError("drop-host takes one HOST (example.com or https://example.com:8443)")
         if sub == "host":
             _check_host_options(rest, opts)
-        elif any(getattr(opts, name) for name in (*_CHANGES, "domain", "ip")):
-            raise UsageError("--delay, --concurrency, --pause, --resume, --reset, --domain "
-                             "and --ip apply to host only")
+        elif any(getattr(opts, name) for name in (*_CHANGES, *_FORGETS, "domain", "ip")):
+            raise UsageError("--delay, --concurrency, --pause, --resume, --reset, --domain, "
+                             "--ip and --forget-* apply to host only")
         if sub not in ("drop-host", "host") and rest:
             raise UsageError(f"unexpected argument(s): {' '.join(rest)}")
         if opts.watch is not None and (sub != "status" or opts.watch <= 0):
@@ -303,6 +312,7 @@ class Command(ScrapyCommand):
                 what = {"site": "site", "domain": "domain", "ip": "server address"}[scope]
                 note(f"{what} {target}: {change.words()}, for every worker from its next "
                      "request")
+            self._forget(control, site, opts)
             view = control.view(site)
             address = control.address_of(site) if view is None else None
             if view is None and address is None:
@@ -314,6 +324,20 @@ class Command(ScrapyCommand):
         else:
             assert address is not None
             print_address(control.view_address(address), opts.json)
+
+    @staticmethod
+    def _forget(control: HostControl, site: str, opts: argparse.Namespace) -> None:
+        """--forget-param / --forget-pattern / --forget-learned, before the view."""
+        if not any(getattr(opts, name) for name in _FORGETS):
+            return
+        hosts = control.forget_learned(site, param=opts.forget_param,
+                                       pattern=opts.forget_pattern)
+        what = (f"rule {opts.forget_param!r}" if opts.forget_param else
+                f"pattern {opts.forget_pattern}" if opts.forget_pattern else "what it learned")
+        if not hosts:
+            raise UnknownTarget(f"site {site} has no {what} to forget")
+        note(f"site {site}: {what} forgotten ({', '.join(hosts)}), for every worker within "
+             "LEARN_RULES_TTL")
 
     def _crawls(self, conn: Connection, spider: str) -> list[CrawlInfo]:
         return list_crawls(conn.client, self._namespace(spider, None), self._lease_seconds())

@@ -253,6 +253,7 @@ def print_host(view: HostView, as_json: bool) -> None:
         blocked = f", {a.blocked}" if a.blocked else ""
         print(f"  {a.host}: {a.queued:,} queued; robots.txt {a.robots}{fetched}, "
               f"version {a.robots_version}{blocked}")
+        _print_learned(a.learned)
     print(f"  in flight {view.site_gate.in_flight:,}, delayed {view.delayed:,}, "
           f"dead {view.dead:,}")
     _print_gate("site", view.site_gate)
@@ -272,6 +273,22 @@ def print_host(view: HostView, as_json: bool) -> None:
         print("server address: not known yet (learned at its robots.txt fetch, or when its "
               "server first has no room for it)")
     _print_log(view.log)
+
+
+def _print_learned(learned: dict[str, Any]) -> None:
+    """What a host's pages taught (crawler/frontier/sitefacts.py), if anything."""
+    noise, patterns = learned.get("noise") or [], learned.get("patterns") or []
+    if noise:
+        print(f"    noise parameters (learned): {', '.join(noise)}")
+    for pattern in patterns:
+        print(f"    trap pattern refused: {pattern}")
+    others = {k: v for k, v in (learned.get("evidence") or {}).items() if k not in noise}
+    if others:
+        print("    parameters with evidence: " + ", ".join(
+            f"{k} ({agree} for noise, {against} against)"
+            for k, (agree, against) in others.items()))
+    if learned.get("canonical_unreliable"):
+        print("    canonical links unreliable (many pages name one other page): ignored")
 
 
 def print_address(view: AddressView, as_json: bool) -> None:

@@ -26,6 +26,7 @@ import redis
 from crawler.addressguard import parse_ip
 from crawler.frontier.ipgates import end_args, gate_keys, missed, parse_wakes, wake_calls
 from crawler.frontier.keys import Keys, domain_of, partition_of, site_of
+from crawler.frontier.sitefacts import facts_of, forget
 from crawler.frontier.store import Limits, script_source
 
 #: Entries kept in the control log.
@@ -75,6 +76,9 @@ class Authority:
     robots_fetched_ago_s: float | None
     robots_version: int
     blocked: str | None  # "dropped", "parked: REASON" or None
+    #: What its pages taught (:mod:`crawler.frontier.sitefacts`): noise
+    #: parameters, trap patterns, the evidence per parameter.
+    learned: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -248,6 +252,17 @@ class HostControl:
                           ("ip", address.address if address else "")),
         )
 
+    def forget_learned(self, name: str, *, param: str | None = None,
+                       pattern: str | None = None) -> list[str]:
+        """Remove what site ``name``'s pages taught (a noise parameter, a trap
+        pattern, or everything) from each of its schemes and ports; the host
+        keys it was removed from."""
+        site = site_of(name)
+        part = partition_of(site, self.keys.partitions)
+        hosts = sorted(h.decode() for h in self.client.smembers(self.keys.site_hosts(part, site)))
+        return [host for host in hosts
+                if forget(self.client, self.keys, host, param=param, pattern=pattern)]
+
     def view_address(self, address: str) -> AddressView:
         """What the frontier holds about one server address's gate."""
         secs, micros = self.client.time()
@@ -287,7 +302,8 @@ class HostControl:
             robots_fetched_ago_s=(now - int(fetched)) / 1000 if fetched else None,
             robots_version=int(_num(raw, "rv")),
             blocked=("dropped" if blocked == "1" else
-                     f"parked: {_text(raw, 'pr') or '?'}" if blocked == "p" else None))
+                     f"parked: {_text(raw, 'pr') or '?'}" if blocked == "p" else None),
+            learned=facts_of(self.client, self.keys, host).as_dict())
 
     def _site_gate(self, raw: dict[bytes, bytes], now: int) -> Gate:
         conc, delay = int(_num(raw, "c", 1)), int(_num(raw, "dl"))

@@ -93,6 +93,17 @@ COUNTERS: tuple[Rule, ...] = (
          "URLs this worker offered to the frontier."),
     Rule("crawler_links_admitted", "frontier/admitted",
          "URLs this worker's offers added to the frontier (not seen before)."),
+    Rule("crawler_duplicates", "dedup/",
+         "Links to a page already known: exact (the same identity) or variant (another "
+         "spelling, by a learned noise parameter), by kind.", "kind"),
+    Rule("crawler_requests_dropped", "learned/dropped/",
+         "Requests not sent, by stage and reason.", "reason", (("stage", "learned"),)),
+    Rule("crawler_learning", "learning/",
+         "What learning did: noise parameters learned or withdrawn, links rewritten, "
+         "observation batches lost, by event.", "event"),
+    Rule("crawler_learning", "traps/patterns",
+         "What learning did: noise parameters learned or withdrawn, links rewritten, "
+         "observation batches lost, by event.", None, (("event", "trap_patterns"),)),
     Rule("crawler_redis_errors", "frontier/redis_errors",
          "Frontier operations that failed on a Redis error."),
     Rule("crawler_reactor_stalls", "reactor/stalls",
@@ -139,6 +150,23 @@ def families(values: Mapping[str, Any]) -> Iterator[Metric]:
                 family.add_metric([*label_values][: len(labels)], value)
     yield from counters.values()
     yield from gauges.values()
+    yield duplicate_ratio(values)
+
+
+def duplicate_ratio(values: Mapping[str, Any]) -> GaugeMetricFamily:
+    """Duplicates of each kind / every link this worker offered or dropped as a
+    variant: the share of links that named a page already known."""
+    family = GaugeMetricFamily(
+        "crawler_duplicate_ratio",
+        "Links to a page already known / links offered (exact: the same identity; "
+        "variant: another spelling, by a learned noise parameter), by kind.",
+        labels=["kind"])
+    links = sum(float(values.get(key, 0) or 0)
+                for key in ("frontier/offered", "learned/dropped/duplicate-variant"))
+    for kind in ("exact", "variant"):
+        family.add_metric([kind], float(values.get(f"dedup/{kind}", 0) or 0) / links
+                          if links else 0.0)
+    return family
 
 
 def _label_names(rule: Rule, rules: tuple[Rule, ...]) -> list[str]:

@@ -10,7 +10,7 @@ counts in ``frontier/refused/<reason>``.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, Spider
 from scrapy.utils.httpobj import urlparse_cached
@@ -19,8 +19,13 @@ from crawler.addressguard import BLOCKED_REASON, AddressPolicy
 from crawler.admission import TrapRules
 from crawler.frontier.records import RecordError, to_record
 from crawler.frontier.store import Admission, Limits
+from crawler.learning.rules import TRAP, VARIANT
+from crawler.learning.variants import without
 from crawler.seedrefusals import SeedRefusals, is_seed
 from crawler.urls import canonical_host_key, canonical_url, url_fingerprint
+
+if TYPE_CHECKING:
+    from crawler.learning.worker import SiteLearning
 
 logger = logging.getLogger("crawler.scheduling.scheduler")
 
@@ -40,6 +45,8 @@ class Intake:
         # Refused when queued (links, redirects, seeds): no robots fetch for them either.
         self.address_policy = AddressPolicy.from_settings(s)
         self.slot_settings: dict[str, dict[str, Any]] = s.getdict("DOWNLOAD_SLOTS")
+        #: The hosts' learned rules, once the frontier is open (None: off).
+        self.learning: SiteLearning | None = None
         self._dont_filter_said = False
 
     def admission(self, request: Request, sent: str | None, canon: str | None,
@@ -58,6 +65,18 @@ class Intake:
             self.stats.inc_value(f"guard/blocked/{blocked}")
             return self.refuse(request, BLOCKED_REASON, blocked)
         host = canonical_host_key(canon)
+        rules = self.learning.cached(host) if self.learning is not None else None
+        if rules:
+            if rules.trap(canon) is not None:
+                return self.refuse(request, TRAP)
+            if rules.fetched_as_variant(canon):
+                self.stats.inc_value("dedup/variant")
+                return self.refuse(request, VARIANT)
+            plain = rules.variant_of(canon)
+            if plain is not None:  # another spelling: offered as the page's own URL
+                self.stats.inc_value("dedup/variant")
+                self.stats.inc_value("learning/variants_rewritten")
+                sent, canon = without(sent, rules.noise), plain
         try:
             record = to_record(request, sent, spider, self.meta_keys, host)
         except RecordError as exc:

@@ -39,6 +39,7 @@ from crawler.frontier.keys import Count, Keys, crawl_namespace
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, to_record
 from crawler.frontier.seedfeed import SeedFeed
 from crawler.frontier.store import Breaker, Frontier, Lease, Limits
+from crawler.learning.worker import SiteLearning, learning_for
 from crawler.lease import TICKET_META, Ticket, ticket_of
 from crawler.redaction import safe_url
 from crawler.robots.policy import RobotsPolicy
@@ -149,6 +150,7 @@ class FrontierScheduler:
         self.url: str | None = None
         self.frontier: Frontier | None = None
         self.ips: IpScope | None = None
+        self.learning: SiteLearning | None = None
         self.seed_feed: SeedFeed | None = None
         self.spider: Spider | None = None
         self.counts: dict[str, int] | None = None
@@ -189,6 +191,8 @@ class FrontierScheduler:
         self.leases.revisits = await revisits_for(self.crawler, self.spider, self.limits,
                                                   self.client)
         self.frontier = Frontier(self.client, keys, self.limits)
+        self.learning = self.intake.learning = learning_for(
+            self.crawler.settings, self.stats, self.client, keys)
         gates = IpGates(self.client, keys, self.limits)
         self.ips = IpScope(self, gates) if gates.on else None
         if self.robots is not None:
@@ -259,6 +263,8 @@ class FrontierScheduler:
         assert self.frontier is not None
         try:
             await asyncio.wait_for(self.sync.flush_all(), timeout=30)
+            if self.learning is not None:
+                await self.learning.flush()
             if self.seed_feed is not None and self.seed_feed.holding:
                 await self.seed_feed.give_back()
             await self.client.hdel(self.frontier.keys.workers(), self.worker)

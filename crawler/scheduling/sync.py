@@ -100,6 +100,7 @@ class Sync:
         inc = self.stats.inc_value
         inc("frontier/admitted", admitted.added)
         inc("frontier/duplicates", admitted.duplicates)
+        inc("dedup/exact", admitted.duplicates)
         if admitted.refused:
             inc("frontier/refused/host-budget", admitted.refused)
         if admitted.blocked:
