@@ -53,6 +53,26 @@ def test_a_done_url_is_claimed_again_when_its_revisit_is_due(harness: Harness) -
         0, 0, 1, 1)
 
 
+def test_revisits_kept_with_due_times_in_ms_still_come_due(harness: Harness,
+                                                            redis_url: str) -> None:
+    """A build before 2026-12-03 kept due times in ms: they are not read as seconds."""
+    f = harness.frontier
+    harness.run(f.admit([admission("http://a.test/page")]))
+    lease = harness.run(f.claim(5, "w")).leases[0]
+    harness.run(f.release([_done(lease, HOUR_MS)], "w"))
+    part = f.partition(lease.host)
+    due_ms = harness.clock.now_ms() + HOUR_MS
+    with redis.Redis.from_url(redis_url) as client:
+        key = f"{harness.keys.prefix(part)}:v:{lease.host}"
+        (entry,) = client.zrange(key, 0, -1)
+        client.zadd(key, {entry: due_ms})  # as the older build wrote it
+        client.zadd(harness.keys.revisits_due(part), {lease.host: due_ms})
+    harness.clock.advance(HOUR_MS - 1000)
+    assert harness.run(f.claim(5, "w")).leases == []
+    harness.clock.advance(1000)
+    assert [x.fingerprint for x in harness.run(f.claim(5, "w")).leases] == [lease.fingerprint]
+
+
 def test_without_a_revisit_a_done_url_is_never_claimed_again(harness: Harness) -> None:
     f = harness.frontier
     harness.run(f.admit([admission("http://a.test/page")]))

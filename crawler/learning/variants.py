@@ -54,13 +54,16 @@ class PageEvidence:
 
 
 def identity_key(canon: str) -> str:
-    """A short, stable name for an identity (12 hex characters of its SHA-1)."""
-    return hashlib.sha1(canon.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    """A short, stable name for an identity within its host (8 hex characters:
+    a host keeps at most ``LEARN_MAX_FIELDS`` of them, where two of 2^32 meet
+    once in thousands of hosts, and then only blur one comparison)."""
+    return hashlib.blake2b(canon.encode("utf-8", "surrogatepass"), digest_size=4).hexdigest()
 
 
 def payload_digest(body: bytes) -> str:
-    """The payload's digest for comparing two answers (16 hex characters)."""
-    return hashlib.blake2b(body, digest_size=8).hexdigest()
+    """The payload's digest for comparing two answers (8 hex characters: the
+    frontier keeps one per page, and a false match is one in 2^32)."""
+    return hashlib.blake2b(body, digest_size=4).hexdigest()
 
 
 def param_names(canon: str) -> tuple[str, ...]:

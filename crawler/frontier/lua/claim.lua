@@ -104,6 +104,9 @@ for _, host in ipairs(vhosts) do
   if vbudget <= 0 then break end
   local vk = p .. ':v:' .. host
   local entries = redis.call('ZRANGEBYSCORE', vk, '-inf', math.floor(now / 1000), 'LIMIT', 0, vbudget)
+  if #entries == 0 then  -- due times in ms: kept by a build before 2026-12-03
+    entries = redis.call('ZRANGEBYSCORE', vk, '(100000000000', now, 'LIMIT', 0, vbudget)
+  end
   vbudget = vbudget - #entries
   local b = redis.call('HGET', p .. ':h:' .. host, 'b')
   local reason = b == 'p' and redis.call('HGET', p .. ':h:' .. host, 'pr')
@@ -126,7 +129,8 @@ for _, host in ipairs(vhosts) do
   if #first == 0 then
     redis.call('ZREM', p .. ':vdue', host)
   else
-    redis.call('ZADD', p .. ':vdue', tonumber(first[2]) * 1000, host)
+    local due = tonumber(first[2])
+    redis.call('ZADD', p .. ':vdue', due > 100000000000 and due or due * 1000, host)
   end
 end
 if revisited + revisits_dead > 0 then
