@@ -1,4 +1,4 @@
-"""A real crawl learns which URLs are one page, and which pages are a trap.
+"""Two real workers learn which URLs are one page, and which pages are a trap.
 
 The web (``tests/trapweb``) has hosts whose links carry a noise parameter
 that no static list knows, hosts where the same parameter names select
@@ -6,7 +6,9 @@ different pages, hosts whose canonical links all point to ``/``, endless
 calendars inside the static year window, session-id loops, faceted search
 and a 300-page catalogue whose pages really differ. Assertions are on what
 the server received (its ledger), checked against the web's ground truth,
-then on what the frontier kept (``scrapy frontier host``), and on the log.
+then on what the frontier kept (``scrapy frontier host``), and on the logs.
+Two workers share one Redis: a rule one worker's pages taught holds for the
+other's requests too.
 """
 
 from __future__ import annotations
@@ -14,19 +16,27 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections import Counter, defaultdict
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
+import redis
 
-from tests.crawl_runner import REPO, CrawlResult, run_crawl
+from tests.crawl_runner import REPO, CrawlResult, finish_crawl, start_crawl
 from tests.trapweb import TrapWeb, TrapWebProcess
 
 pytestmark = pytest.mark.crawl
 
-SETTINGS = {"DOWNLOAD_DELAY": 0.1, "ROBOTS_MAX_CRAWL_DELAY": 0.1, "DEPTH_LIMIT": 0,
-            "CONCURRENT_REQUESTS": 32}
+# Fast, for the test's time: the trap hosts and the catalogue are fetched 20
+# times a second. The hosts with noise parameters get a quarter of a second
+# between requests (four a second, where a crawl's default is one): learning
+# needs two pages, and a request started while they are weighed is one more.
+SETTINGS = {"DOWNLOAD_DELAY": 0.05, "ROBOTS_MAX_CRAWL_DELAY": 0.05,
+            "FRONTIER_DOMAIN_DELAY": 0.05, "DEPTH_LIMIT": 0, "CONCURRENT_REQUESTS": 32,
+            "FRONTIER_PARTITIONS": 4, "FRONTIER_SEEN_BUCKETS": 64}
+NOISE_DELAY = 0.25
+WORKERS = 2
 #: The issue's bound on a trap host's requests.
 TRAP_MAX = 100
 
@@ -38,15 +48,41 @@ def trapweb() -> Iterator[TrapWebProcess]:
 
 
 @pytest.fixture(scope="module")
-def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("learning")
+def frontier(redis_url: str) -> Iterator[tuple[str, str]]:
+    """The shared frontier's Redis and namespace; its keys are deleted after."""
+    namespace = f"test:learning:{time.time_ns()}"
+    yield redis_url, namespace
+    with redis.Redis.from_url(redis_url) as client:
+        stale = list(client.scan_iter(match=f"*{namespace}*", count=1000))
+        if stale:
+            client.delete(*stale)
 
 
 @pytest.fixture(scope="module")
-def crawl(trapweb: TrapWebProcess, workdir: Path) -> CrawlResult:
+def crawls(trapweb: TrapWebProcess, frontier: tuple[str, str],
+           tmp_path_factory: pytest.TempPathFactory) -> list[CrawlResult]:
     trapweb.reset()
-    # It must end by itself, well before the timeout: traps included.
-    return run_crawl(trapweb.proxy_url, trapweb.web.seed_urls(), workdir, SETTINGS, timeout=240)
+    tmp = tmp_path_factory.mktemp("learning")
+    url, namespace = frontier
+    slots = {host: {"delay": NOISE_DELAY} for host in trapweb.web.hosts("noise")}
+    settings = {**SETTINGS, "REDIS_URL": url, "FRONTIER_NAMESPACE": namespace,
+                "DOWNLOAD_SLOTS": slots}
+    started = time.monotonic()
+    procs = [start_crawl(trapweb.proxy_url, trapweb.web.seed_urls(), tmp / f"w{i}",
+                         {**settings, "FRONTIER_WORKER_ID": f"w{i}"}) for i in range(WORKERS)]
+    # They must end by themselves, well before the timeout: traps included.
+    return [finish_crawl(p, tmp / f"w{i}", started, timeout=240) for i, p in enumerate(procs)]
+
+
+@pytest.fixture(scope="module")
+def crawl(crawls: list[CrawlResult]) -> CrawlResult:
+    """The workers' logs as one (their stats are each its own)."""
+    return CrawlResult(max(c.returncode for c in crawls), "\n".join(c.log for c in crawls),
+                       [i for c in crawls for i in c.items], max(c.seconds for c in crawls))
+
+
+def _stat(crawls: list[CrawlResult], name: str) -> int:
+    return sum(int(c.stat(name) or 0) for c in crawls)
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +101,12 @@ def _fetched(web: TrapWeb, host: str, targets: list[str]) -> Counter[str]:
                    if p in web.required_pages(host))
 
 
-def test_the_crawl_ends_on_its_own(crawl: CrawlResult) -> None:
-    assert crawl.returncode == 0, crawl.log[-3000:]
-    assert "Spider closed (finished)" in crawl.log
+def test_the_crawl_ends_on_its_own(crawls: list[CrawlResult]) -> None:
+    for result in crawls:
+        assert result.returncode == 0, result.log[-3000:]
+        assert "'finish_reason': 'finished'" in result.log
+    # and both workers did some of the work
+    assert all(int(c.stat("downloader/response_count") or 0) > 20 for c in crawls)
 
 
 def test_no_page_is_lost(trapweb: TrapWebProcess, requests: dict[str, list[str]]) -> None:
@@ -105,7 +144,8 @@ def test_trap_hosts_stay_under_the_bound(trapweb: TrapWebProcess,
 
 
 def test_what_was_learned_is_logged_once_and_counted(trapweb: TrapWebProcess,
-                                                      crawl: CrawlResult) -> None:
+                                                      crawl: CrawlResult,
+                                                      crawls: list[CrawlResult]) -> None:
     web = trapweb.web
     learned = [line for line in crawl.log.splitlines() if "Learned: query parameter" in line]
     for host in web.hosts("noise"):
@@ -119,21 +159,25 @@ def test_what_was_learned_is_logged_once_and_counted(trapweb: TrapWebProcess,
     for host in trap_hosts:
         assert sum(f"on http://{host}:80 " in line for line in traps) == 1, traps
     assert all(any(f"http://{h}:80" in line for h in trap_hosts) for line in traps), traps
-    assert int(crawl.stat("traps/patterns")) == len(trap_hosts)
-    assert int(crawl.stat("learning/params_learned")) == len(web.hosts("noise"))
-    assert int(crawl.stat("dedup/variant")) > 0
-    assert int(crawl.stat("learned/dropped/trap-pattern")) > 0
+    assert _stat(crawls, "traps/patterns") == len(trap_hosts)
+    assert _stat(crawls, "learning/params_learned") == len(web.hosts("noise"))
+    assert _stat(crawls, "dedup/variant") > 0
+    assert _stat(crawls, "learned/dropped/trap-pattern") > 0
 
 
 def test_the_frontier_keeps_the_rules_for_the_operator(trapweb: TrapWebProcess,
                                                        crawl: CrawlResult,
-                                                       workdir: Path) -> None:
+                                                       frontier: tuple[str, str]) -> None:
     web = trapweb.web
+    url, namespace = frontier
+    options = [f"--redis-url={url}", "-s", f"FRONTIER_NAMESPACE={namespace}",
+               "-s", f"FRONTIER_PARTITIONS={SETTINGS['FRONTIER_PARTITIONS']}",
+               "-s", f"FRONTIER_SEEN_BUCKETS={SETTINGS['FRONTIER_SEEN_BUCKETS']}"]
 
     def host(name: str, *extra: str) -> dict:
         done = subprocess.run(
             [sys.executable, "-m", "scrapy.cmdline", "frontier", "host", name, "--json",
-             *extra, "-s", f"JOBDIR={workdir / 'job'}"],
+             *extra, *options],
             cwd=REPO, capture_output=True, text=True, timeout=60, check=True)
         return json.loads(done.stdout.splitlines()[-1])
 

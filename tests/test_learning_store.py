@@ -89,7 +89,12 @@ class Worker:
         return self.send({host: ops})
 
     def send(self, batch: dict[str, list[Observation]]) -> list[News]:
-        return self.h.run(self.facts.observe(batch))
+        news, current = self.h.run(self.facts.observe(batch))
+        # every batch answers with its hosts' rules as they stand
+        assert set(current) == {host for host, ops in batch.items() if ops}
+        for host, stored in current.items():
+            assert SiteRules.parse(*stored) == self.rules(host)
+        return news
 
     def rules(self, host: str = HOST) -> SiteRules:
         return SiteRules.parse(*self.h.run(self.facts.rules([host]))[host])

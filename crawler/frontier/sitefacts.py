@@ -58,20 +58,26 @@ class SiteFacts:
         self.limits = limits
         self._learn = client.register_script(script_source("learn"))
 
-    async def observe(self, observations: Mapping[str, Iterable[Observation]]) -> list[News]:
-        """Weigh observations by host; one script call per partition."""
+    async def observe(self, observations: Mapping[str, Iterable[Observation]]
+                      ) -> tuple[list[News], dict[str, tuple[str, str, str]]]:
+        """Weigh observations by host; one script call per partition. The news,
+        and each host's rules as they stand (noise, patterns, fetched)."""
         groups: dict[int, list[str | int]] = defaultdict(list)
         for host, items in observations.items():
             flat = [value for item in items for value in item]
             if flat:
                 groups[partition_of(host, self.keys.partitions)] += [host, len(flat) // 3, *flat]
         news: list[News] = []
+        rules: dict[str, tuple[str, str, str]] = {}
         for part, args in groups.items():
-            reply = await self._learn(keys=[self.keys.counts(part)],
-                                      args=[self.keys.prefix(part), *self.limits.args(), *args])
-            values = [v.decode() if isinstance(v, bytes) else str(v) for v in reply]
+            said, now = await self._learn(keys=[self.keys.counts(part)],
+                                          args=[self.keys.prefix(part), *self.limits.args(),
+                                                *args])
+            values, current = _texts(said), _texts(now)
             news += [News(*values[i:i + 4]) for i in range(0, len(values), 4)]
-        return news
+            rules |= {current[i]: (current[i + 1], current[i + 2], current[i + 3])
+                      for i in range(0, len(current), 4)}
+        return news, rules
 
     async def rules(self, hosts: Iterable[str]) -> dict[str, tuple[Any, Any, Any]]:
         """Each host's stored rules: (noise parameters, refused patterns,
@@ -83,6 +89,10 @@ class SiteFacts:
                            "r", "x", "f")
             replies = await pipe.execute()
         return {host: tuple(reply) for host, reply in zip(hosts, replies, strict=True)}
+
+
+def _texts(values: list[Any]) -> list[str]:
+    return [v.decode() if isinstance(v, bytes) else str(v) for v in values]
 
 
 @dataclass(frozen=True, slots=True)

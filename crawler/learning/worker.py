@@ -1,10 +1,11 @@
 """A worker's side of learning: a copy of the hosts' rules, and the pages' observations.
 
 Rules are asked for on every request and every link, so each worker keeps a
-copy per host, read from the frontier at most every ``LEARN_RULES_TTL``
-seconds; a rule this worker's own pages taught is in its copy at once. What
-pages show is sent in small batches (a tenth of a second), so that two
-workers' pages of one host add up within moments.
+copy per host. What pages show is sent in small batches (a tenth of a
+second), and each batch's answer carries the current rules of its hosts:
+a worker crawling a host has the rules any worker's pages taught within a
+batch. A host this worker sends nothing about is read again after
+``LEARN_RULES_TTL`` seconds.
 """
 
 from __future__ import annotations
@@ -98,8 +99,8 @@ class SiteLearning:
             self._reading.pop(host, None)
         return rules
 
-    def _keep(self, host: str, rules: SiteRules, ttl: float | None = None) -> None:
-        self._rules[host] = (rules, time.monotonic() + (self.ttl if ttl is None else ttl))
+    def _keep(self, host: str, rules: SiteRules) -> None:
+        self._rules[host] = (rules, time.monotonic() + self.ttl)
         self._rules.move_to_end(host)
         while len(self._rules) > CACHE_HOSTS:
             self._rules.popitem(last=False)
@@ -127,37 +128,31 @@ class SiteLearning:
         if not pending:
             return
         try:
-            news = await self.facts.observe(pending)
+            news, rules = await self.facts.observe(pending)
         except (RedisError, OSError) as exc:
             # Evidence is not work: a batch lost to a Redis outage only delays a rule.
             self.stats.inc_value("learning/batches_lost")
             logger.warning("Learning: lost %d host(s)' observations: %s", len(pending), exc)
             return
+        for host, stored in rules.items():
+            self._keep(host, SiteRules.parse(*stored))
         for item in news:
-            self._apply(item)
+            self._say(item)
 
-    def _apply(self, news: News) -> None:
-        rules = self.cached(news.host) or SiteRules()
-        ttl = self.ttl
+    def _say(self, news: News) -> None:
+        """Log and count one decision (its rules are in the copy already)."""
         if news.kind == "learned":
-            # In force at once; read again at the next request, for the pages
-            # the rule says were fetched already (SiteRules.fetched).
-            rules, ttl = SiteRules(rules.noise | {news.name}, rules.patterns, rules.fetched), 0
-
             self.stats.inc_value("learning/params_learned")
             logger.info("Learned: query parameter %r is noise on %s (%s); URLs that differ "
                         "only in it are one page", news.name, news.host, news.detail)
         elif news.kind == "withdrawn":
-            rules = SiteRules(rules.noise - {news.name}, rules.patterns)
             self.stats.inc_value("learning/params_withdrawn")
             logger.warning("Learned rule withdrawn: query parameter %r on %s matters (%s)",
                            news.name, news.host, news.detail)
         elif news.kind == "trap":
-            rules = SiteRules(rules.noise, rules.patterns | {news.name}, rules.fetched)
             self.stats.inc_value("traps/patterns")
             logger.warning("Trap: refusing URLs of the pattern %s on %s (%s)",
                            news.name, news.host, news.detail)
-        self._keep(news.host, rules, ttl)
 
 
 def learning_for(settings: Any, stats: Any, client: Any, keys: Any) -> SiteLearning | None:

@@ -38,13 +38,15 @@
 --   K P -          its canonical link kept P
 --   V P "BASE DIGEST"  the page is BASE plus P, and its payload digest
 --   T pattern sketch  the page's URL pattern and text sketch
--- Returns news, 4 values each: host, "learned" | "withdrawn" | "trap", the
--- parameter or pattern, a detail for the log.
+-- Returns {news, rules}: news, 4 values each: host, "learned" | "withdrawn" |
+-- "trap", the parameter or pattern, a detail for the log; and each host's
+-- rules as they stand now, 4 values each: host, r, x, f (so that every worker
+-- crawling a host has its rules within a batch, whoever learned them).
 local p = ARGV[1]
 local learn_min, max_fields = tonumber(ARGV[2]), tonumber(ARGV[3])
 local alike_pages, alike_share = tonumber(ARGV[4]), tonumber(ARGV[5])
 local max_distance = tonumber(ARGV[6])
-local news = {}
+local news, current = {}, {}
 
 local function words(s)
   local out = {}
@@ -237,6 +239,9 @@ local function learn_host(host, items)
     table.sort(rules)
     redis.call('HSET', fk, 'r', table.concat(rules, ' '))
   end
+  local now = redis.call('HMGET', fk, 'r', 'x', 'f')
+  current[#current + 1] = host
+  for j = 1, 3 do current[#current + 1] = now[j] or '' end
 end
 
 local i = 7
@@ -258,4 +263,4 @@ if #news > 0 then
   if learned > 0 then redis.call('HINCRBY', KEYS[1], 'rules', learned) end
   if traps > 0 then redis.call('HINCRBY', KEYS[1], 'traps', traps) end
 end
-return news
+return {news, current}
