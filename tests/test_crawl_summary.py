@@ -61,6 +61,17 @@ def test_the_summary_says_what_the_crawl_did_in_at_most_ten_lines() -> None:
     assert "  archive: 3 WARC file(s) in /job/warc" in lines
 
 
+def test_what_learning_ended_and_learned_is_in_the_summary() -> None:
+    stats = {**STATS, "learned/dropped/duplicate-variant": 7, "learned/dropped/trap-pattern": 40,
+             "learning/params_learned": 2, "traps/patterns": 3}
+    lines = crawl_summary(stats, feeds=[("output/broad.jsonl", 1847)], archive="/job/warc")
+    text = "\n".join(lines)
+    assert "47 ended by a learned rule (trap-pattern 40, duplicate-variant 7)" in text
+    assert "  learned: 2 noise parameter(s), 3 trap pattern(s)" in text
+    assert "  archive: 3 WARC file(s) in /job/warc" in lines  # nothing cut
+    assert "learned" not in "\n".join(crawl_summary(STATS, feeds=[("o.jsonl", 1847)]))
+
+
 def test_a_quiet_crawl_has_a_short_summary_and_names_a_missing_feed() -> None:
     lines = crawl_summary({"finish_reason": "finished", "elapsed_time_seconds": 2.2,
                            "pages/fetched": 3, "pages/hosts": 1, "item_scraped_count": 2},

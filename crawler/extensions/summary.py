@@ -3,12 +3,13 @@
 Scrapy ends a crawl with its stats dump: a hundred keys, useful to an
 operator who knows them, opaque to everyone else ("Crawled 2106 pages" next
 to "Stored 1847 items": which is what?). After it (the last thing logged,
-where the eye lands), this extension logs a block of at most ten lines that
+where the eye lands), this extension logs a block of at most eleven lines that
 says what the crawl did, in words::
 
     Crawl summary (finished, 2 min 4 s):
       pages fetched: 1847 from 97 hosts (and 103 robots.txt fetches)
       not fetched: 310 denied by robots.txt, 5120 duplicate links skipped, 12 refused (...)
+      learned: 3 noise parameter(s), 2 trap pattern(s) (see the log; scrapy frontier host NAME)
       dead letters: 40 URLs (gave up retrying: http-503 31, timeout 9); 2 hosts parked (...)
       items: 1847 in output/broad-2026-01-01T10-00-00.jsonl
       archive: 3 WARC file(s) in job/warc
@@ -138,8 +139,15 @@ def crawl_summary(stats: Mapping[str, Any], *, feeds: Sequence[tuple[str, int]] 
     refused = by_prefix("frontier/refused/")
     if refused:
         skipped.append(f"{sum(refused.values())} refused ({_reasons(refused)})")
+    learned = by_prefix("learned/dropped/")
+    if learned:
+        skipped.append(f"{sum(learned.values())} ended by a learned rule ({_reasons(learned)})")
     if skipped:
         lines.append("  not fetched: " + ", ".join(skipped))
+    if n("learning/params_learned") or n("traps/patterns"):
+        lines.append(f"  learned: {n('learning/params_learned')} noise parameter(s), "
+                     f"{n('traps/patterns')} trap pattern(s) (see the log; scrapy frontier "
+                     "host NAME)")
 
     dead = _dead_letters(stats, n("frontier/leases/dead"), by_prefix)
     if dead:
@@ -159,7 +167,7 @@ def crawl_summary(stats: Mapping[str, Any], *, feeds: Sequence[tuple[str, int]] 
         lines.append(f"  items: {items}, written to no feed (FEEDS is empty)")
     if archive is not None:
         lines.append(f"  archive: {n('warc/files')} WARC file(s) in {archive}")
-    return lines[:10]
+    return lines[:11]
 
 
 def _dead_letters(stats: Mapping[str, Any], dead: int, by_prefix: Any) -> str:
