@@ -23,9 +23,9 @@ from urllib.parse import urljoin, urlsplit
 import pytest
 
 from crawler.urls import DEFAULT_STRIP_PARAMS
+from tests.simweb.process import REPO_ROOT
 from tests.trapweb import KINDS, PARAM_POOL, TRAP_KINDS, TrapWeb, TrapWebProcess
 from tests.trapweb.model import CATALOGUE_SIZE, FACETS, SID, vocabulary
-from tests.simweb.process import REPO_ROOT
 
 TODAY = dt.date(2026, 3, 15)
 HTML = "text/html; charset=utf-8"
