@@ -10,7 +10,7 @@ import re
 import pytest
 
 from crawler.learning.rules import SiteRules
-from crawler.learning.traps import MAX_WORDS, distance, page_text, sketch, url_pattern
+from crawler.learning.traps import MAX_WORDS, distance, page_sketch, page_text, sketch, url_pattern
 from crawler.learning.variants import (
     DROPS,
     OTHER,
@@ -348,3 +348,10 @@ def test_every_observation_is_three_strings() -> None:
                        url_pattern(page), sketch("b"))
     assert all(len(op) == 3 and all(isinstance(v, str) for v in op) for op in ops)
     assert all(" " not in op[1] for op in ops)  # the Lua side splits values on spaces
+
+
+def test_a_page_of_few_words_has_no_sketch() -> None:
+    # a script's shell or a page of links: alike whatever it is, so no trap evidence
+    assert page_sketch(b"<html><title>page 7</title><a href='/8'>next</a></html>") is None
+    body = ("<p>" + " ".join(words(3, 60)) + "</p>").encode()
+    assert page_sketch(body) == sketch(page_text(body))

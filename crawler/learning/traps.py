@@ -31,6 +31,9 @@ _TAG = re.compile(rb"<(script|style)\b.*?</\1\s*>|<[^>]*>", re.S | re.I)
 _WORD = re.compile(r"\w+")
 #: Words of a page that go into its sketch: enough for any template.
 MAX_WORDS = 2000
+#: A page with fewer words has no sketch: near-empty pages (a script's shell,
+#: a page of links) look alike whatever they are, so they prove no trap.
+MIN_WORDS = 50
 
 
 def url_pattern(canon: str) -> str | None:
@@ -60,6 +63,12 @@ def page_text(body: bytes) -> str:
     """The words of an HTML page, tags, scripts and styles left out."""
     text = _TAG.sub(b" ", body).decode("utf-8", "replace")
     return " ".join(_WORD.findall(text)[:MAX_WORDS])
+
+
+def page_sketch(body: bytes) -> str | None:
+    """:func:`sketch` of an HTML page's text; None under :data:`MIN_WORDS` words."""
+    text = page_text(body)
+    return sketch(text) if len(text.split()) >= MIN_WORDS else None
 
 
 def sketch(text: str) -> str:

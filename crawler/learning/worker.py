@@ -20,7 +20,7 @@ from redis.exceptions import RedisError
 
 from crawler.frontier.sitefacts import LearnLimits, News, Observation, SiteFacts
 from crawler.learning.rules import SiteRules
-from crawler.learning.traps import page_text, sketch, url_pattern
+from crawler.learning.traps import page_sketch, url_pattern
 from crawler.learning.variants import DROPS, OTHER, SELF, PageEvidence, page_evidence
 
 logger = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ class SiteLearning:
         """Note what a fetched HTML page at ``canon`` shows (its canonical link
         ``declared``, already canonical); sent with the next batch."""
         pattern = url_pattern(canon) if self.traps else None
-        text_sketch = sketch(page_text(body)) if pattern is not None else None
+        text_sketch = page_sketch(body) if pattern is not None else None
         self._pending[host] += observations(page_evidence(canon, body, declared),
                                             pattern, text_sketch)
         if self._flushing is None:
