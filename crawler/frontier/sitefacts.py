@@ -140,14 +140,14 @@ def forget(client: Any, keys: Keys, host: str, *, param: str | None = None,
     key = keys.facts(partition_of(host, keys.partitions), host)
     if param is None and pattern is None:
         return bool(client.delete(key))
-    client.hdel(key, "f")  # what the rules covered may be fetched again
     raw = client.hmget(key, "r", "x")
     noise = (raw[0] or b"").decode().split()
     patterns = [p for p in (raw[1] or b"").decode().split("\n") if p]
     if param is not None and param in noise:
         noise.remove(param)
         client.hset(key, "r", " ".join(noise))
-        client.hdel(key, f"n:{param}", f"m:{param}", f"k:{param}")
+        # its evidence goes, and what the rules covered may be fetched again
+        client.hdel(key, f"n:{param}", f"m:{param}", f"k:{param}", "f")
         return True
     if pattern is not None and pattern in patterns:
         patterns.remove(pattern)
