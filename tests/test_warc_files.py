@@ -212,11 +212,17 @@ def test_lookup_finds_captures_newest_first(tmp_path: Path) -> None:
     assert lookup(tmp_path, "http://example.com/missing") == []
 
 
-def test_a_wrong_digest_for_a_response_is_refused_before_writing(tmp_path: Path) -> None:
+def test_a_response_digest_given_is_written_once_and_checks(tmp_path: Path) -> None:
     files = WarcFiles(tmp_path, "TEST", "w1", 10_000_000, INFO)
-    with pytest.raises(ValueError, match="is not the payload's"):
-        files.write(exchange("http://example.com/"), digest=payload_digest(b"other"))
-    assert files.current is None and files.close() == []
+    page = exchange("http://example.com/", b"<html>page</html>")
+    written = files.write(page, digest=payload_digest(page.body))
+    assert written.digest == payload_digest(b"<html>page</html>")
+    (closed,) = files.close()
+    with closed.open("rb") as stream:  # warcio's own check of both digests
+        digests = [rec.rec_headers.get_header("WARC-Payload-Digest")
+                   for rec in ArchiveIterator(stream, check_digests="raise")
+                   if rec.content_stream().read() is not None and rec.rec_type == "response"]
+    assert digests == [written.digest]
 
 
 def test_open_file_is_locked_and_named_open_until_closed(tmp_path: Path) -> None:

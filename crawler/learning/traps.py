@@ -8,18 +8,20 @@ pages differ: so the shape alone proves nothing, and :func:`url_pattern` only
 groups pages whose text :func:`sketch` then compares (``lua/learn.lua``
 counts the alike ones per host and pattern).
 
-The sketch is a 64-bit SimHash (the ``simhash`` package) of the page's word
-pairs: near-duplicate texts are a few bits apart, unrelated ones about 32.
+The sketch is a 64-bit SimHash of the page's word pairs: near-duplicate
+texts are a few bits apart, unrelated ones about 32. It is computed here with
+numpy rather than by the ``simhash`` package, whose loop over features (a
+hash call and a conversion each, in Python) cost more than parsing the page:
+the words are hashed together as one array, a pair's hash mixes its two
+words' (splitmix64's finaliser), and the bit counts are one array sum.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
-from itertools import pairwise
 from urllib.parse import urlsplit
 
-from simhash import Simhash
+import numpy as np
 
 #: Placeholders a pattern puts where a URL's variable parts were.
 NUMBER, ID = "{n}", "{id}"
@@ -67,8 +69,8 @@ def page_text(body: bytes) -> str:
 
 def page_sketch(body: bytes) -> str | None:
     """:func:`sketch` of an HTML page's text; None under :data:`MIN_WORDS` words."""
-    text = page_text(body)
-    return sketch(text) if len(text.split()) >= MIN_WORDS else None
+    words = page_text(body).split()
+    return _sketch(words) if len(words) >= MIN_WORDS else None
 
 
 def sketch(text: str) -> str:
@@ -77,9 +79,17 @@ def sketch(text: str) -> str:
     Numbers count as one word: the pages a generator makes differ in their
     numbers (a calendar's dates, a listing's counts), a catalogue's in their
     words."""
-    words = _DIGITS.sub("#", text.lower()).split()
-    features = [f"{a} {b}" for a, b in pairwise(words)] or words
-    return f"{Simhash(features, hashfunc=_hash64).value:016x}"
+    return _sketch(text.split())
+
+
+def _sketch(words: list[str]) -> str:
+    if not words:
+        return "0" * 16
+    hashes = _word_hashes(words)
+    features = _finalise(hashes[:-1] * _GOLDEN ^ hashes[1:]) if len(words) > 1 else hashes
+    bits = np.unpackbits(features.astype(">u8").view(np.uint8)).reshape(-1, 64)
+    majority = bits.sum(axis=0, dtype=np.int64) * 2 > len(features)
+    return np.packbits(majority).tobytes().hex()
 
 
 def distance(a: str, b: str) -> int:
@@ -87,5 +97,41 @@ def distance(a: str, b: str) -> int:
     return (int(a, 16) ^ int(b, 16)).bit_count()
 
 
-def _hash64(feature: bytes) -> int:
-    return int.from_bytes(hashlib.blake2b(feature, digest_size=8).digest(), "big")
+def _word_hashes(words: list[str]) -> np.ndarray:
+    """A 64-bit hash of each word, lower-cased, every run of digits one mark.
+
+    All at once, on the words' bytes: a polynomial hash of each word's bytes
+    (``np.add.reduceat``), spread by the finaliser. A Python call per word
+    cost more than parsing the page."""
+    blob = " ".join(words).lower().translate(_DIGIT_TO_MARK).encode()
+    data = np.frombuffer(blob, dtype=np.uint8)
+    mark = data == _MARK
+    data = data[np.concatenate(([True], ~(mark[1:] & mark[:-1])))]  # "###" is "#"
+    space = data == _SPACE
+    letters = data[~space].astype(np.uint64)
+    word_of = np.cumsum(space)[~space]  # which word each byte is in
+    starts = np.flatnonzero(np.concatenate(([True], word_of[1:] != word_of[:-1])))
+    position = np.arange(len(letters)) - np.repeat(starts, np.diff(np.append(starts,
+                                                                             len(letters))))
+    with np.errstate(over="ignore"):
+        powers = np.cumprod(np.full(int(position.max()) + 1, _PRIME, dtype=np.uint64))
+        return _finalise(np.add.reduceat(letters * powers[position], starts))
+
+
+_GOLDEN, _M1, _M2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), \
+    np.uint64(0x94D049BB133111EB)
+
+
+_PRIME = np.uint64(0x100000001B3)  # FNV's 64-bit prime
+_MARK, _SPACE = ord("#"), ord(" ")
+_DIGIT_TO_MARK = str.maketrans("0123456789", "#" * 10)
+
+
+def _finalise(z: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: every input bit moves about half the output bits.
+    A pair of words is hashed as ``finalise(first * golden ^ second)``, so "a b"
+    and "b a" differ."""
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * _M1
+        z = (z ^ (z >> np.uint64(27))) * _M2
+        return z ^ (z >> np.uint64(31))

@@ -2,8 +2,8 @@
 
 Pure functions: they build records and write nothing, so
 :mod:`crawler.warc.files` decides where the bytes go and can measure them.
-The writer they take is a ``warcio.WARCWriter(..., gzip=True,
-warc_version="1.1")``; only its record-building half is used here.
+The writer they take is a ``warcio.WARCWriter(..., warc_version="1.1")``;
+only its record-building half is used here.
 
 Two things warcio does not do the way an archive of the wire needs:
 
@@ -112,13 +112,17 @@ def request_record(writer: BaseWARCWriter, exchange: Exchange,
 
 
 def response_record(writer: BaseWARCWriter, exchange: Exchange,
-                    record_id: str | None = None) -> ArcWarcRecord:
+                    record_id: str | None = None, digest: str | None = None) -> ArcWarcRecord:
     """A ``response`` record: status line, headers and payload as received.
 
-    warcio computes WARC-Payload-Digest here and WARC-Block-Digest when the
-    record is written. ``WARC-Truncated`` is set when the body was cut.
+    ``digest``, the body's :func:`payload_digest` when the caller has it
+    already, is written as WARC-Payload-Digest as it is; without it warcio
+    computes it here. warcio computes WARC-Block-Digest when the record is
+    written. ``WARC-Truncated`` is set when the body was cut.
     """
     fields = _warc_fields("response", exchange, record_id)
+    if digest:
+        fields["WARC-Payload-Digest"] = digest
     if exchange.ip_address:
         fields["WARC-IP-Address"] = exchange.ip_address
     if exchange.truncated:
@@ -166,11 +170,13 @@ def exchange_records(writer: BaseWARCWriter, exchange: Exchange,
     """``(response or revisit, request)`` of one exchange, linked by WARC-Concurrent-To.
 
     A revisit is made when ``revisit_of`` names the earlier capture; its
-    digest is ``digest``, else the body's (identical by definition).
+    digest is ``digest``, else the body's (identical by definition). A
+    response's ``digest``, when given, must be its body's: it is not computed
+    again.
     """
     answer_id = new_record_id()
     if revisit_of is None:
-        answer = response_record(writer, exchange, answer_id)
+        answer = response_record(writer, exchange, answer_id, digest)
     else:
         refers_to_uri, refers_to_date = revisit_of
         answer = revisit_record(writer, exchange, refers_to_uri, refers_to_date,

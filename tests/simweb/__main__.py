@@ -60,6 +60,8 @@ def add_web_arguments(parser: argparse.ArgumentParser) -> None:
                         help="share of hosts that send a validator (with --validators)")
     parser.add_argument("--page-bytes", type=int, default=0,
                         help="pad HTML pages to about this many bytes (0: as generated)")
+    parser.add_argument("--page-links", type=int, default=0,
+                        help="links to pages of the same host in each padded page")
     parser.add_argument("--pin", type=parse_pin, action="append", default=[],
                         help="INDEX=SPEC: pin a host, e.g. 0=slow or "
                              "0=robots:rules,crawl-delay:2; repeatable")
@@ -76,7 +78,8 @@ def parse_pin(text: str) -> tuple[int, str]:
 def web_from_args(args: argparse.Namespace) -> Web:
     return Web(seed=args.seed, n_hosts=args.hosts, mix=args.mix, pinned=dict(args.pin),
                validators=args.validators, epoch=args.epoch, change_rate=args.change_rate,
-               validator_share=args.validator_share, page_bytes=args.page_bytes)
+               validator_share=args.validator_share, page_bytes=args.page_bytes,
+               page_links=args.page_links)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -421,6 +421,7 @@ class Web:
         change_rate: float = 0.1,
         validator_share: float = 0.8,
         page_bytes: int = 0,
+        page_links: int = 0,
     ) -> None:
         """``pinned`` sets attributes of chosen hosts (index -> spec), the rest
         are drawn: a page mode (``{0: "slow"}`` for a head-of-line scenario),
@@ -436,7 +437,10 @@ class Web:
         server answers 304 to a request whose validator matches.
         ``page_bytes`` pads each HTML page to about that size (half to one and
         a half times it) with text that compresses like text, where real
-        pages weigh tens of kilobytes and the default ones one."""
+        pages weigh tens of kilobytes and the default ones one; with
+        ``page_links`` the padding also links that many pages of the same
+        host (pages it has: the set of reachable pages stays the same), the
+        way real pages carry dozens of navigation links."""
         if n_hosts < 1:
             raise ValueError("n_hosts must be >= 1")
         self.seed = seed
@@ -446,6 +450,7 @@ class Web:
         self.change_rate = change_rate
         self.validator_share = validator_share
         self.page_bytes = page_bytes
+        self.page_links = page_links
         self.mix: str | dict[str, float] = mix if isinstance(mix, str) else dict(mix)
         robots_w, page_w = _normalise_mix(mix)
         self.pinned = dict(pinned or {})
@@ -850,6 +855,11 @@ class Web:
         size = int(self.page_bytes * (0.5 + rng.random()))
         lines = [b'<p class="filler">%s</p>\n' % rng.randbytes(24).hex().encode()
                  for _ in range(max(0, size - len(page)) // 66)]
+        for _ in range(self.page_links):
+            where = _below(rng, len(lines) + 1)
+            k = _below(rng, spec.n_pages)
+            lines.insert(where, b'<p><a href="%s">%s</a></p>\n' % (
+                page_path(k).encode(), _words(rng, 3).encode()))
         tail = bodies.HTML_TAIL
         return page[:-len(tail)] + b"".join(lines) + tail
 

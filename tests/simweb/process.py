@@ -47,6 +47,7 @@ class SimWebProcess:
         change_rate: float = 0.1,
         validator_share: float = 0.8,
         page_bytes: int = 0,
+        page_links: int = 0,
     ) -> None:
         self.seed = seed
         self.n_hosts = n_hosts
@@ -57,7 +58,8 @@ class SimWebProcess:
         self.pinned = dict(pinned or {})
         self.web = Web(seed=seed, n_hosts=n_hosts, mix=mix, pinned=self.pinned,
                        validators=validators, epoch=epoch, change_rate=change_rate,
-                       validator_share=validator_share, page_bytes=page_bytes)
+                       validator_share=validator_share, page_bytes=page_bytes,
+                       page_links=page_links)
         self._proc: subprocess.Popen[bytes] | None = None
         self._stderr: IO[bytes] | None = None
         self._port: int | None = None
@@ -88,6 +90,7 @@ class SimWebProcess:
             "--epoch", str(self.web.epoch), "--change-rate", str(self.web.change_rate),
             "--validator-share", str(self.web.validator_share),
             "--page-bytes", str(self.web.page_bytes),
+            "--page-links", str(self.web.page_links),
         ]
 
     def start(self) -> Self:

@@ -1,0 +1,249 @@
+"""Every default feature on, against a bare Scrapy spider: CPU per page and pages/s.
+
+What a user compares before adopting the project: this crawler as installed
+(frontier on its embedded Redis, robots policy, address guard, archive,
+metrics, learning: every default on) against the spider they would write
+themselves (``bench/vanilla_spider.py``: stock ``LinkExtractor``, Scrapy's
+own scheduler and ``RobotsTxtMiddleware``, no project code). Both crawl the
+same simulated web with ``CONCURRENT_REQUESTS=64``, 4 per host,
+``DOWNLOAD_DELAY=1`` (the project's default; the vanilla spider is given the
+same, as a polite user would), ``DEPTH_LIMIT=2`` and ``ROBOTSTXT_OBEY``.
+
+Each crawl and everything it starts (the embedded Redis, which the bench
+starts for the project's crawl exactly as the crawl would, then reads INFO
+from) is pinned to one core, the web's server to the other: CPU per page is
+the cost of one worker core. A third side, ``project-noarchive``, is the
+project with ``WARC_ENABLED=False``: the difference prices the archive.
+
+Two webs (``--quick``: a third of the hosts):
+
+- ``small``: 300 hosts, pages of about 3 KB (the simulated web's own links);
+- ``large``: 200 hosts, pages of about 60 KB carrying 34 more links each
+  (about 45 per page), as real pages do.
+
+CPU = the crawl process (``getrusage(RUSAGE_CHILDREN)``) plus its Redis
+(``INFO cpu``), over pages served (robots.txt included, from the web's
+ledger). pages/s = pages served / time from the first request to the last
+answer. Reactor lag: a 10 ms timer in both crawls (``bench/lagprobe.py``),
+its lateness p99. Redis commands per page: ``INFO commandstats`` (commands
+run inside scripts included).
+
+    python -m bench.vanilla [--quick] [--runs N] [--web small|large]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bench.common import (
+    Check,
+    Col,
+    Report,
+    Table,
+    child_cpu_seconds,
+    finish,
+    measured_crawl,
+    median_of,
+    median_row,
+    parse_args,
+    rotated,
+)
+from tests.crawl_runner import proxy_env
+from tests.simweb import SimWebProcess
+
+REPO = Path(__file__).resolve().parent.parent
+#: Core 0 serves the web; the crawl and its Redis get core 1.
+WEB_CORE, CRAWL_CORE = 0, 1
+
+COMMON: dict[str, Any] = {
+    "CONCURRENT_REQUESTS": 64,
+    "CONCURRENT_REQUESTS_PER_DOMAIN": 4,
+    "DOWNLOAD_DELAY": 1.0,
+    "DEPTH_LIMIT": 2,
+    "ROBOTSTXT_OBEY": True,
+    "LOG_LEVEL": "INFO",
+}
+WEBS: dict[str, dict[str, Any]] = {
+    "small": {"n_hosts": 300, "page_bytes": 3_000, "page_links": 0},
+    "large": {"n_hosts": 200, "page_bytes": 60_000, "page_links": 34},
+}
+SIDES = ("scrapy", "project", "project-noarchive")
+LAG = "bench.lagprobe.LagProbe"
+
+
+def _project_extensions() -> dict[str, Any]:
+    from crawler import settings as project
+
+    return {**project.EXTENSIONS, LAG: 0}
+
+
+def _vanilla_crawl(sim: SimWebProcess, workdir: Path, lag_file: Path) -> tuple[int, float]:
+    """``scrapy runspider`` of the bare spider outside the project; (exit code, CPU s)."""
+    seeds = workdir / "seeds.txt"
+    seeds.write_text("".join(f"{url}\n" for url in sim.web.seed_urls()))
+    settings = {
+        **COMMON,
+        # Safety net only (the proxy carries every request): never the machine's DNS.
+        "DNS_RESOLVER": "tests.loopback_resolver.LoopbackOnlyResolver",
+        "TWISTED_DNS_RESOLVER": "tests.loopback_resolver.LoopbackOnlyResolver",
+        "FEEDS": json.dumps({str(workdir / "items.jsonl"): {"format": "jsonlines"}}),
+        "EXTENSIONS": json.dumps({LAG: 0}),
+        "BENCH_LAG_FILE": str(lag_file),
+    }
+    command = [os.environ.get("PYTHON", _python()), "-m", "scrapy", "runspider",
+               str(REPO / "bench" / "vanilla_spider.py"), "-a", f"seeds={seeds}"]
+    for name, value in settings.items():
+        command += ["-s", f"{name}={value}"]
+    env = {k: v for k, v in proxy_env(sim.proxy_url).items() if k != "SCRAPY_SETTINGS_MODULE"}
+    sim.reset()
+    before = child_cpu_seconds()
+    with (workdir / "crawl.log").open("w") as log:
+        code = subprocess.run(command, cwd=workdir, env=env, stdout=subprocess.DEVNULL,
+                              stderr=log, timeout=900, check=False).returncode
+    return code, child_cpu_seconds() - before
+
+
+def _python() -> str:
+    import sys
+
+    return sys.executable
+
+
+def one_crawl(side: str, sim: SimWebProcess, root: Path) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix=f"{side}-", dir=root))
+    lag_file = workdir / "lag.json"
+    redis_cpu, commands = 0.0, 0.0
+    if side == "scrapy":
+        code, cpu = _vanilla_crawl(sim, workdir, lag_file)
+        log = (workdir / "crawl.log").read_text()
+    else:
+        wanted = {**COMMON, "JOBDIR": str(workdir / "job"),
+                  "EXTENSIONS": _project_extensions(), "BENCH_LAG_FILE": str(lag_file),
+                  **({"WARC_ENABLED": False} if side == "project-noarchive" else {})}
+        measured = measured_crawl(sim, wanted, workdir, side, timeout=900)
+        code, cpu, log = measured.result.returncode, measured.crawl_cpu_s, measured.result.log
+        redis_cpu, commands = measured.usage.cpu_s, measured.usage.commands
+    entries = sim.ledger().entries
+    if code != 0 or not entries:
+        raise RuntimeError(f"{side} crawl failed ({code}):\n{log[-3000:]}")
+    lag = json.loads(lag_file.read_text())
+    shutil.rmtree(workdir, ignore_errors=True)
+    pages = len(entries)
+    distinct = len({sim.web.page_identity(e["host"], e["path"]) for e in entries})
+    start = min(e["arrival"] for e in entries)
+    end = max(e["done"] or e["arrival"] for e in entries)
+    return {
+        "requests": pages,
+        "span_s": end - start,
+        "pages_per_s": pages / (end - start),
+        "distinct": distinct,
+        "cpu_s": cpu + redis_cpu,
+        "cpu_ms_per_page": (cpu + redis_cpu) * 1000 / pages,
+        "cpu_ms_per_distinct": (cpu + redis_cpu) * 1000 / distinct,
+        "redis_cpu_ms_per_page": redis_cpu * 1000 / pages,
+        "commands_per_page": commands / pages,
+        "lag_p99_ms": lag["p99"] * 1000,
+        "lag_max_ms": lag["max"] * 1000,
+        "kb_per_page": sum(e["bytes"] or 0 for e in entries) / pages / 1024,
+    }
+
+
+@contextmanager
+def pinned_web(spec: dict[str, Any]) -> Any:
+    with SimWebProcess(seed=7, mix="clean", **spec) as sim:
+        if sim._proc is not None:
+            os.sched_setaffinity(sim._proc.pid, {WEB_CORE})
+        yield sim
+
+
+def crawl_web(name: str, spec: dict[str, Any], runs: int, root: Path
+              ) -> dict[str, list[dict[str, Any]]]:
+    results: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
+    with pinned_web(spec) as sim:
+        for run in range(runs):
+            for side in rotated(SIDES, run):
+                r = one_crawl(side, sim, root)
+                results[side].append(r)
+                print(f"{name} run {run + 1}/{runs} {side:18} {r['requests']} requests, "
+                      f"{r['pages_per_s']:.0f} pages/s, {r['cpu_ms_per_page']:.2f} ms CPU/page "
+                      f"(Redis {r['redis_cpu_ms_per_page']:.2f}), lag p99 "
+                      f"{r['lag_p99_ms']:.0f} ms, {r['commands_per_page']:.1f} Redis "
+                      "commands/page", flush=True)
+    return results
+
+
+def main(argv: list[str] | None = None) -> Report:
+    def options(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--web", choices=sorted(WEBS), action="append",
+                            help="crawl only this web (repeatable; default both)")
+
+    args = parse_args(__doc__.splitlines()[0], argv, options=options)
+    started = time.monotonic()
+    if len(os.sched_getaffinity(0)) < 2:
+        raise SystemExit("bench.vanilla needs two cores: one for the web, one for the crawl")
+    os.sched_setaffinity(0, {CRAWL_CORE})  # the crawls and their Redis inherit it
+    webs = {name: {**spec, "n_hosts": spec["n_hosts"] // 3 if args.quick else spec["n_hosts"]}
+            for name, spec in WEBS.items() if not args.web or name in args.web}
+    root = Path(tempfile.mkdtemp(prefix="bench-vanilla-"))
+    try:
+        results = {name: crawl_web(name, spec, args.runs, root) for name, spec in webs.items()}
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return _report(args, webs, results, started)
+
+
+def _report(args: argparse.Namespace, webs: dict[str, dict[str, Any]],
+            results: dict[str, dict[str, list[dict[str, Any]]]], started: float) -> Report:
+    report = Report("vanilla", "python -m bench.vanilla", args.runs, args.quick, raw=results)
+    cols = [Col("requests", ".0f"), Col("kb_per_page", ".1f"),
+            Col("pages_per_s", ".0f", spread=True), Col("cpu_ms_per_page", ".2f", spread=True),
+            Col("redis_cpu_ms_per_page", ".2f"), Col("commands_per_page", ".1f"),
+            Col("lag_p99_ms", ".0f", spread=True), Col("lag_max_ms", ".0f")]
+    for name, runs in results.items():
+        spec = webs[name]
+
+        def med(side: str, key: str, runs: dict[str, list[dict[str, Any]]] = runs) -> float:
+            return median_of(runs[side], key)
+
+        report.tables.append(Table(
+            f"{name}: {spec['n_hosts']} hosts, pages of ~{spec['page_bytes'] // 1000} KB "
+            f"(medians, min-max)",
+            ["side", "requests served", "KB/page", "pages/s", "CPU ms/page (crawl + Redis)",
+             "of which Redis", "Redis commands/page", "reactor lag p99 ms", "lag max ms"],
+            [median_row(side, runs[side], cols) for side in SIDES],
+            "One core for the crawl and its Redis, one for the web."))
+        cpu_ratio = med("project", "cpu_ms_per_page") / med("scrapy", "cpu_ms_per_page")
+        pps_ratio = med("project", "pages_per_s") / med("scrapy", "pages_per_s")
+        archive = 1 - med("project-noarchive", "cpu_ms_per_page") / med("project",
+                                                                        "cpu_ms_per_page")
+        report.checks += [
+            Check(f"{name}: project / vanilla Scrapy, CPU per page", f"{cpu_ratio:.2f}x",
+                  "<= 1.0x (stretch 0.8x)", cpu_ratio <= 1.0),
+            Check(f"{name}: project / vanilla Scrapy, pages/s", f"{pps_ratio:.2f}x",
+                  ">= 1.0x", pps_ratio >= 1.0),
+            Check(f"{name}: archive's share of the project's CPU per page", f"{archive:.0%}",
+                  "<= 10%", archive <= 0.10),
+            Check(f"{name}: Redis commands per page", f"{med('project', 'commands_per_page'):.1f}",
+                  "<= 15", med("project", "commands_per_page") <= 15),
+            Check(f"{name}: project reactor lag p99", f"{med('project', 'lag_p99_ms'):.0f} ms",
+                  "<= 100 ms", med("project", "lag_p99_ms") <= 100),
+        ]
+    report.notes.append(
+        "Settings on both sides: " + ", ".join(f"{k}={v}" for k, v in COMMON.items())
+        + "; the project's other settings are its defaults (archive, metrics, guard, learning "
+        "on), the vanilla spider's Scrapy's.")
+    finish(report, args, started)
+    return report
+
+
+if __name__ == "__main__":
+    main()
