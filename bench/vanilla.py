@@ -121,7 +121,7 @@ def _python() -> str:
 def one_crawl(side: str, sim: SimWebProcess, root: Path) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix=f"{side}-", dir=root))
     lag_file = workdir / "lag.json"
-    redis_cpu, commands = 0.0, 0.0
+    redis_cpu, commands, scripts, by_command = 0.0, 0.0, 0.0, {}
     if side == "scrapy":
         code, cpu = _vanilla_crawl(sim, workdir, lag_file)
         log = (workdir / "crawl.log").read_text()
@@ -131,7 +131,9 @@ def one_crawl(side: str, sim: SimWebProcess, root: Path) -> dict[str, Any]:
                   **({"WARC_ENABLED": False} if side == "project-noarchive" else {})}
         measured = measured_crawl(sim, wanted, workdir, side, timeout=900)
         code, cpu, log = measured.result.returncode, measured.crawl_cpu_s, measured.result.log
-        redis_cpu, commands = measured.usage.cpu_s, measured.usage.commands
+        usage = measured.usage
+        redis_cpu, commands, scripts = usage.cpu_s, usage.commands, usage.scripts
+        by_command = usage.by_command
     entries = sim.ledger().entries
     if code != 0 or not entries:
         raise RuntimeError(f"{side} crawl failed ({code}):\n{log[-3000:]}")
@@ -151,6 +153,9 @@ def one_crawl(side: str, sim: SimWebProcess, root: Path) -> dict[str, Any]:
         "cpu_ms_per_distinct": (cpu + redis_cpu) * 1000 / distinct,
         "redis_cpu_ms_per_page": redis_cpu * 1000 / pages,
         "commands_per_page": commands / pages,
+        "scripts_per_page": scripts / pages,
+        "top_commands": {c: round(n / pages, 2) for c, n in
+                         sorted(by_command.items(), key=lambda kv: -kv[1])[:6]},
         "lag_p99_ms": lag["p99"] * 1000,
         "lag_max_ms": lag["max"] * 1000,
         "kb_per_page": sum(e["bytes"] or 0 for e in entries) / pages / 1024,
