@@ -255,6 +255,18 @@ def test_unrelated_pages_are_far_apart() -> None:
     assert min(distance(a, b) for a, b in itertools.combinations(sketches, 2)) > 16
 
 
+def test_word_order_and_every_word_count() -> None:
+    # Word pairs, not a bag of words: the same words in another order differ...
+    assert sketch("alpha beta gamma delta") != sketch("delta gamma beta alpha")
+    # ...and a word repeated far apart hashes alike wherever it stands.
+    assert sketch("x1 alpha beta") == sketch("x22 alpha beta")
+    assert sketch("alpha 7 beta") != sketch("alpha beta 7")
+    # Long and non-ASCII words are words like any other.
+    long_word = "w" * 3000
+    assert sketch(f"{long_word} é2026 ünïcode") == sketch(f"{long_word} É7 ÜNÏCODE")
+    assert sketch(f"{long_word} a") != sketch(f"{long_word}w a")
+
+
 def test_distance() -> None:
     assert distance("0" * 16, "0" * 16) == 0
     assert distance("0" * 16, "f" * 16) == 64
