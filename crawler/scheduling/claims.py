@@ -3,10 +3,7 @@
 The buffer is sized to the free download slots: a URL claimed but not
 started holds its host's slot in Redis for every worker, so a worker claims
 only what it can start now. When no host is due, the claim says when the
-next one is and a timer wakes the worker then. A claim that found fewer
-URLs due than it had room for waits :data:`COALESCE_S` before the next: a
-claim visits every partition, and hosts fall due one by one, so claiming on
-every freed slot would cost a round of scripts per page.
+next one is and a timer wakes the worker then.
 """
 
 from __future__ import annotations
@@ -24,10 +21,6 @@ from crawler.urls import canonical_url
 
 if TYPE_CHECKING:
     from crawler.scheduling.scheduler import FrontierScheduler
-
-#: Seconds between a claim that left slots free and the next claim: far
-#: below any politeness delay (a URL starts at most this late, never early).
-COALESCE_S = 0.02
 
 
 class Claims:
@@ -99,9 +92,6 @@ class Claims:
         if result.leases or result.robots_jobs:
             scheduler.idle_since = None  # work came: FRONTIER_IDLE_WAIT counts from its end
             scheduler.stats.inc_value("frontier/leases/claimed", len(result.leases))
-            if len(result.leases) + len(result.robots_jobs) < n:
-                self.claimable = False  # the rest falls due host by host: gather it
-                self.wake_in(COALESCE_S)
             scheduler.wake()
         elif result.next_ready_ms is not None:
             # Nothing due: no claim until then (or until something is admitted,
