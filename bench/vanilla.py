@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import (
+    REPO,
     Check,
     Col,
     Report,
@@ -55,12 +56,12 @@ from bench.common import (
     median_of,
     median_row,
     parse_args,
+    python,
     rotated,
 )
 from tests.crawl_runner import proxy_env
 from tests.simweb import SimWebProcess
 
-REPO = Path(__file__).resolve().parent.parent
 #: Core 0 serves the web; the crawl and its Redis get core 1.
 WEB_CORE, CRAWL_CORE = 0, 1
 
@@ -99,7 +100,7 @@ def _vanilla_crawl(sim: SimWebProcess, workdir: Path, lag_file: Path) -> tuple[i
         "EXTENSIONS": json.dumps({LAG: 0}),
         "BENCH_LAG_FILE": str(lag_file),
     }
-    command = [os.environ.get("PYTHON", _python()), "-m", "scrapy", "runspider",
+    command = [python(), "-m", "scrapy", "runspider",
                str(REPO / "bench" / "vanilla_spider.py"), "-a", f"seeds={seeds}"]
     for name, value in settings.items():
         command += ["-s", f"{name}={value}"]
@@ -110,12 +111,6 @@ def _vanilla_crawl(sim: SimWebProcess, workdir: Path, lag_file: Path) -> tuple[i
         code = subprocess.run(command, cwd=workdir, env=env, stdout=subprocess.DEVNULL,
                               stderr=log, timeout=900, check=False).returncode
     return code, child_cpu_seconds() - before
-
-
-def _python() -> str:
-    import sys
-
-    return sys.executable
 
 
 def one_crawl(side: str, sim: SimWebProcess, root: Path) -> dict[str, Any]:
@@ -166,8 +161,7 @@ def one_crawl(side: str, sim: SimWebProcess, root: Path) -> dict[str, Any]:
 @contextmanager
 def pinned_web(spec: dict[str, Any]) -> Any:
     with SimWebProcess(seed=7, mix="clean", **spec) as sim:
-        if sim._proc is not None:
-            os.sched_setaffinity(sim._proc.pid, {WEB_CORE})
+        os.sched_setaffinity(sim.pid, {WEB_CORE})
         yield sim
 
 
