@@ -46,6 +46,7 @@ class Watch:
     def __init__(self, url: str) -> None:
         self.top: Counter[str] = Counter()
         self.inside: Counter[str] = Counter()
+        self.inside_by_name: Counter[tuple[str, str]] = Counter()
         self._script = "?"
         self._client = redis.Redis.from_url(url)
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -74,6 +75,7 @@ class Watch:
         name = words[0].upper()
         if event.get("client_type") == "lua":
             self.inside[self._script] += 1
+            self.inside_by_name[self._script, name] += 1
         elif name == "EVALSHA" and len(words) > 1:
             self._script = words[1][:8]
             self.top[f"EVALSHA {self._script}"] += 1
@@ -110,6 +112,11 @@ def main() -> None:
     print("\ncommands run inside scripts, per page")
     for sha, n in watch.inside.most_common(12):
         print(f"{n / pages:8.2f}  {names.get(sha, sha)}")
+    print("\nthe commands of the three busiest scripts, per page")
+    for sha, _ in watch.inside.most_common(3):
+        mine = [(name, n) for (script, name), n in watch.inside_by_name.items() if script == sha]
+        line = ", ".join(f"{name} {n / pages:.2f}" for name, n in sorted(mine, key=lambda x: -x[1]))
+        print(f"  {names.get(sha, sha)}: {line}")
 
 
 if __name__ == "__main__":

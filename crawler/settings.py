@@ -178,6 +178,11 @@ FRONTIER_NAMESPACE = "frontier:%(spider)s"
 # Hosts are spread over this many partitions (hash-tagged for Redis Cluster).
 # All workers of a frontier must use the same value.
 FRONTIER_PARTITIONS = 16
+# A worker asks a partition for URLs only when the last claim there said
+# something is due, or after it changed something there; every partition is
+# asked again at least this often (seconds), for what other workers did. 0:
+# every partition at every claim.
+FRONTIER_CLAIM_SWEEP = 1.0
 # A claimed URL is leased for this long; the worker renews it while it works.
 # After a crash the URL returns to its queue within this time.
 FRONTIER_LEASE_SECONDS = 60

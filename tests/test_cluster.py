@@ -161,7 +161,7 @@ def test_an_address_shared_by_names_of_many_partitions_is_gated_in_its_own_slot(
         try:
             limits = Limits(delay_ms=0, ip_concurrency=1)
             frontier = Frontier(client, keys, limits)
-            gates = IpGates(client, keys, limits)
+            gates = IpGates(client, keys, limits, frontier.due)
             await frontier.admit([admission(f"http://n{i}.test/") for i in range(12)])
             hosts = (await frontier.claim(50, "w1")).dns_jobs
             assert len(hosts) == 12

@@ -123,7 +123,7 @@ def test_pause_and_resume_a_server_address(make_harness: Callable[..., Harness],
     h = make_harness("ci", concurrency=4, delay_ms=0, ip_concurrency=1)
     f = h.frontier
     control = control_of(h, ip_concurrency=1)
-    gates = IpGates(h.client, h.keys, f.limits)
+    gates = IpGates(h.client, h.keys, f.limits, f.due)
     addr = "127.0.6.1"
     h.run(f.admit([admission(f"http://n{i}.test/") for i in range(3)]))
     hosts = sorted(h.run(f.claim(10, "w")).dns_jobs)  # their names are looked up first

@@ -20,7 +20,7 @@ ADDR = "127.0.5.1"
 
 
 def _gates(h: Harness) -> IpGates:
-    return IpGates(h.client, h.keys, h.frontier.limits)
+    return IpGates(h.client, h.keys, h.frontier.limits, h.frontier.due)
 
 
 def _take(h: Harness, member: str, host: str = "http://n.test:80", **kw: int) -> int:

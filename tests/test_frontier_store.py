@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib.resources import files
 
 import pytest
@@ -11,6 +11,7 @@ import redis
 
 from crawler.frontier.store import Release, script_source
 from tests.frontier_harness import Harness, admission, clocked_source
+from tests.redis_server import started_redis
 
 
 @pytest.fixture
@@ -189,3 +190,62 @@ def test_the_workers_client_waits_for_a_connection_instead_of_failing(
             await client.aclose()
 
     assert sorted(asyncio.run(main())) == list(range(1, 301))
+
+
+def _sorted_set_reads(h: Harness) -> tuple[int, int]:
+    """Script calls and sorted-set reads the server has run so far (all clients)."""
+    stats = h.run(h.client.info("commandstats"))
+
+    def calls(name: str) -> int:
+        return int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
+
+    return calls("evalsha"), calls("zrange") + calls("zrangebyscore")
+
+
+@pytest.fixture
+def private_harness() -> Iterator[Harness]:
+    """A harness on a redis-server of its own: its command counts are ours alone."""
+    with started_redis() as server:
+        h = Harness(server.url, "private", clock=True, concurrency=2, delay_ms=0,
+                    lease_ms=60_000)
+        try:
+            yield h
+        finally:
+            h.close()
+
+
+def test_a_claim_with_nothing_due_skips_the_timed_sets(private_harness: Harness) -> None:
+    """A partition whose leases, delayed URLs, revisits and wakes are not due
+    costs a claim two sorted-set reads (its ready set, and its head for the
+    next time), not one for each timed set: the partition keeps their
+    earliest time, and the claim looks at them only when it has come."""
+    harness = private_harness
+    f = harness.frontier
+    harness.run(f.admit([admission("http://a.test/1"), admission("http://a.test/2"),
+                         admission("http://a.test/3")]))
+    assert len(harness.run(f.claim(2, "w")).leases) == 2  # host a at its concurrency
+    for _ in range(f.keys.partitions):  # every partition looked at once (no timers yet)
+        assert harness.run(f.claim(1, "w")).leases == []
+    scripts, reads = _sorted_set_reads(harness)
+    for _ in range(5):
+        assert harness.run(f.claim(1, "w")).leases == []
+    scripts, reads = (n - before for n, before in zip(_sorted_set_reads(harness),
+                                                      (scripts, reads), strict=True))
+    assert scripts >= 5 and reads <= 2 * scripts
+    # the timers still fire: the leases run out and their URLs come back
+    harness.clock.advance(60_000)
+    assert len(harness.run(f.claim(3, "w")).leases) == 2
+
+
+def test_scripts_the_server_lost_are_loaded_again(private_harness: Harness) -> None:
+    """The pipelines send EVALSHA without asking first whether the server has
+    the scripts: after a SCRIPT FLUSH (or a restart) the calls that met
+    NOSCRIPT run again, loaded, and nothing runs twice."""
+    h = private_harness
+    f = h.frontier
+    assert h.run(f.admit([admission("http://a.test/1")])).added == 1
+    h.run(h.client.script_flush())
+    assert h.run(f.admit([admission("http://a.test/1"), admission("http://b.test/1")])).added == 1
+    h.run(h.client.script_flush())
+    assert len(h.run(f.claim(4, "w")).leases) == 2
+    assert h.run(f.counts())["leased"] == 2

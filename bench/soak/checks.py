@@ -29,7 +29,7 @@ from warcio.archiveiterator import ArchiveIterator
 from bench.soak.chaos import Event
 from bench.soak.scenario import USER_AGENT
 from crawler.frontier.admin import FrontierAdmin
-from crawler.frontier.keys import Keys
+from crawler.frontier.keys import Keys, add_counts
 from crawler.warc.files import RecoverError, recover
 from tests.simweb import Web
 from tests.simweb.ledger import Entry, Ledger, is_robots_path
@@ -127,8 +127,7 @@ def frontier_rows(client: redis.Redis, keys: Keys) -> list[Row]:
     counts: Counter[str] = Counter()
     seen = 0
     for part in range(keys.partitions):
-        counts.update({k.decode(): int(v) for k, v in client.hgetall(keys.counts(part)).items()
-                       if k != b"seq"})
+        add_counts(counts, client.hgetall(keys.counts(part)))
         for key in client.scan_iter(match=f"{_glob(keys.prefix(part))}:s:*", count=1000):
             seen += client.scard(key)
     left = {s: counts[s] for s in ("queued", "leased", "delayed") if counts[s]}

@@ -28,6 +28,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from crawler.frontier.keys import Keys
+from crawler.frontier.partitiondue import PartitionDue
 from crawler.frontier.store import Limits, script_source
 
 #: What the gate answers for an address with as many requests in flight as
@@ -118,10 +119,14 @@ def parse_wakes(reply: list[Any]) -> list[Wake]:
 class IpGates:
     """The gates of the server addresses of one frontier (namespace)."""
 
-    def __init__(self, client: Redis | RedisCluster, keys: Keys, limits: Limits) -> None:
+    def __init__(self, client: Redis | RedisCluster, keys: Keys, limits: Limits,
+                 due: PartitionDue | None = None) -> None:
         self.client = client
         self.keys = keys
         self.limits = limits
+        #: The worker's frontier's: a woken host, a noted address may make a
+        #: partition's host ready.
+        self.due = due
         self._gate = client.register_script(script_source("ipgate"))
         self._end = client.register_script(script_source("ipend"))
         self._wake = client.register_script(script_source("ipwake"))
@@ -158,7 +163,12 @@ class IpGates:
         out = []
         for group, keys, args in wake_calls(self.keys, address, wakes):
             out += missed(group, await self._wake(keys=keys, args=args))
+            self._touch(group[0].partition)
         return out
+
+    def _touch(self, partition: int) -> None:
+        if self.due is not None:
+            self.due.touch(partition)
 
     async def park_robots_job(self, partition: int, host: str, address: str, wake_ms: int,
                               known_ms: int) -> bool:
@@ -183,4 +193,6 @@ class IpGates:
         args: list[Any] = [self.keys.prefix(partition)]
         for n in notes:
             args += [n.host, n.address, n.known_ms, int(n.go), n.wake_ms]
-        return int(await self._note(keys=[self.keys.counts(partition)], args=args))
+        parked = int(await self._note(keys=[self.keys.counts(partition)], args=args))
+        self._touch(partition)
+        return parked

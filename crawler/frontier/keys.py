@@ -26,7 +26,10 @@ key                 type       holds
 ==================  =========  ===============================================
 ``PP:n``            hash       counts: queued, leased, delayed, done, dead,
                                dup, refused, expired, hosts, revisit (done
-                               URLs waiting for a revisit), revisited
+                               URLs waiting for a revisit), revisited;
+                               seq, the last admission number; mt, when a
+                               claim next looks at the timed sets (leased,
+                               delayed, vdue, dwake, iwake; common.lua)
 ``PP:ready``        zset       hosts that may be claimed, by next-allowed ms
 ``PP:h:HOST``       hash       host: n queued, iwk woken from an IP park,
                                b blocked (dropped) or parked,
@@ -228,17 +231,23 @@ class Count:
     TRAPS: Final = "traps"
     #: The partition's last admission number: kept in the hash, but not a count.
     SEQ: Final = "seq"
+    #: When a claim next looks at the partition's timed sets: not a count either.
+    TIMERS: Final = "mt"
 
 
 #: Where a URL is: every admitted URL is counted in exactly one of these.
 STATES: Final = (Count.QUEUED, Count.LEASED, Count.DELAYED, Count.DONE, Count.DEAD)
 
 
+NOT_COUNTS: Final = frozenset((Count.SEQ, Count.TIMERS))
+
+
 def add_counts(total: dict[str, int], raw: Mapping[bytes, bytes]) -> None:
-    """Add one partition's ``PP:n`` hash to ``total`` (its sequence number is no count)."""
+    """Add one partition's ``PP:n`` hash to ``total`` (its sequence number and
+    timers field are no counts)."""
     for key, value in raw.items():
         name = key.decode()
-        if name != Count.SEQ:
+        if name not in NOT_COUNTS:
             total[name] = total.get(name, 0) + int(value)
 
 

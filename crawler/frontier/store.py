@@ -19,8 +19,10 @@ from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import NoScriptError
 
 from crawler.frontier.keys import STATES, Keys, add_counts, domain_of, partition_of
+from crawler.frontier.partitiondue import PartitionDue
 
 
 def _lua(name: str) -> str:
@@ -183,6 +185,9 @@ class Limits:
     dns_job_max: int = 32
     #: A host's new URLs are claimed before its revisits (FRONTIER_REVISIT_NEW_FIRST).
     revisit_new_first: bool = True
+    #: Every partition is asked again at least this often, whatever the last
+    #: claims said (partitiondue.py; FRONTIER_CLAIM_SWEEP). 0: at every claim.
+    claim_sweep_ms: int = 1000
     breaker: Breaker = field(default_factory=Breaker)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -208,6 +213,7 @@ class Frontier:
         self._robots = client.register_script(script_source("robots"))
         self._drop = client.register_script(script_source("drop_host"))
         self._next_partition = random.randrange(keys.partitions)
+        self.due = PartitionDue(keys.partitions, limits.claim_sweep_ms)
 
     def partition(self, host: str) -> int:
         return partition_of(host, self.keys.partitions)
@@ -234,22 +240,24 @@ class Frontier:
             result.refused += refused
             result.blocked += blocked
             result.parked += parked
+        self.due.touch(*groups)
         return result
 
     async def claim(self, n: int, worker: str) -> ClaimResult:
         """Lease up to ``n`` URLs whose hosts may be contacted now.
 
-        The claim is spread over the partitions (starting at a rotating one)
-        in one pipelined round trip; what is missing is asked again of the
-        partitions that gave all they were asked for and of those not asked
-        yet (at most four rounds), so a crawl whose ready hosts sit in one
-        partition is not starved, and never more than ``n`` are leased.
+        The claim is spread over the partitions with something due (starting
+        at a rotating one; see partitiondue.py) in one pipelined round trip;
+        what is missing is asked again of the partitions that gave all they
+        were asked for and of those not asked yet (at most four rounds), so a
+        crawl whose ready hosts sit in one partition is not starved, and never
+        more than ``n`` are leased.
         """
         parts = self.keys.partitions
         start = self._next_partition
         self._next_partition = (start + 1) % parts
-        candidates = [(start + i) % parts for i in range(parts)]
-        result = ClaimResult([], 0, None)
+        candidates = self.due.due([(start + i) % parts for i in range(parts)])
+        result = ClaimResult([], self.due.now(), None)
         for _ in range(4):
             missing = n - len(result.leases)
             if missing <= 0 or not candidates:
@@ -260,6 +268,7 @@ class Frontier:
             asks = [(part, q + (i < r)) for i, part in enumerate(candidates)]
             full = await self._claim_round([a for a in asks if a[1] > 0], worker, result)
             candidates = full + [part for part, want in asks if want == 0]
+        result.next_ready_ms = self.due.next_ms()
         return result
 
     async def _claim_round(
@@ -274,13 +283,13 @@ class Frontier:
                    self.limits.ip_fallback_ms, self.limits.dns_job_ms,
                    self.limits.dns_job_max, int(self.limits.revisit_new_first)])
                  for part, want in asks]
+        stamps = [self.due.stamp(part) for part, _ in asks]
         full = []
-        for (part, want), reply in zip(asks, await self._per_partition(calls), strict=True):
-            result.server_ms = max(result.server_ms, int(reply[0]))
+        replies = await self._per_partition(calls)
+        for (part, want), stamp, reply in zip(asks, stamps, replies, strict=True):
+            self.due.heard(int(reply[0]))
+            result.server_ms = int(reply[0])
             nxt = int(reply[1])
-            if nxt >= 0:
-                result.next_ready_ms = nxt if result.next_ready_ms is None else min(
-                    result.next_ready_ms, nxt)
             claimed = 0
             for i in range(2, len(reply), 3):
                 host, entry = reply[i].decode(), reply[i + 1]
@@ -296,6 +305,7 @@ class Frontier:
                 else:
                     result.leases.append(Lease(host, entry[:16], entry[16:].decode("utf-8"),
                                                int(reply[i + 2])))
+            self.due.answered(part, stamp, nxt, claimed == want)
             if claimed == want:
                 full.append(part)
         return full
@@ -323,6 +333,7 @@ class Frontier:
             stale += reply[1]
             events += [BreakerEvent(reply[i].decode(), reply[i + 1].decode(), int(reply[i + 2]))
                        for i in range(2, len(reply), 3)]
+        self.due.touch(*groups)
         return ReleaseResult(released, stale, tuple(events))
 
     async def renew(self, leases: Iterable[Lease], worker: str) -> int:
@@ -345,12 +356,21 @@ class Frontier:
         when several commands to it start at once)."""
         if self.cluster:
             return await self._per_node(calls)
-        # "async with": a pipeline that fails before it sends (Redis down while
-        # it loads its scripts) must still give its connection back to the pool.
+        # EVALSHA by hand: a pipeline of Script calls first asks the server
+        # whether it has the scripts (SCRIPT EXISTS, a round trip of its own,
+        # on every call). A server that lost them (restarted, flushed) answers
+        # NOSCRIPT, which ran nothing: those calls run again as Script calls,
+        # which load the script. "async with": a pipeline that fails before
+        # it sends (Redis down) must still give its connection back.
         async with self.client.pipeline(transaction=False) as pipe:
             for script, keys, args in calls:
-                await script(keys=keys, args=args, client=pipe)
-            return await pipe.execute()
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
+            replies = await pipe.execute(raise_on_error=False)
+        for reply in replies:
+            if isinstance(reply, Exception) and not isinstance(reply, NoScriptError):
+                raise reply
+        return [await script(keys=keys, args=args) if isinstance(reply, NoScriptError)
+                else reply for (script, keys, args), reply in zip(calls, replies, strict=True)]
 
     async def _per_node(self, calls: list[tuple[Any, list[Any], list[Any]]]) -> list[Any]:
         await self.client.initialize()  # the slot map (a no-op once loaded)
@@ -407,6 +427,7 @@ class Frontier:
                 blob or b"", concurrency, delay_ms, floor_ms, first_gap_ms, retry.base_ms,
                 retry.cap_ms, retry.max_attempts, retry.stale_max_ms, wait_ms]
         state, attempts, version = await self._robots(keys=[self.keys.counts(part)], args=args)
+        self.due.touch(part)
         return RobotsOutcome(state.decode(), int(attempts), int(version))
 
     async def robots_blob(self, host: str) -> bytes | None:

@@ -66,6 +66,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: Seconds between two reads of the frontier's counts (refresh_counts).
+COUNTS_INTERVAL = 0.5
+
 
 def scheduler_of(crawler: Crawler) -> FrontierScheduler | None:
     """The frontier scheduler of a crawl (for its middlewares), if it uses one and
@@ -101,6 +104,7 @@ def limits_from_settings(s: Any) -> Limits:
         adaptive_max_ms=round(s.getfloat("FRONTIER_ADAPTIVE_MAX_DELAY", 30.0) * 1000),
         ip_concurrency=s.getint("FRONTIER_IP_CONCURRENCY", 0),
         ip_delay_ms=round(s.getfloat("FRONTIER_IP_DELAY", 0) * 1000),
+        claim_sweep_ms=round(s.getfloat("FRONTIER_CLAIM_SWEEP", 1.0) * 1000),
         breaker=Breaker(
             threshold=s.getint("BREAKER_THRESHOLD", 5),
             base_ms=round(s.getfloat("BREAKER_COOLDOWN", 30.0) * 1000),
@@ -156,6 +160,7 @@ class FrontierScheduler:
         self.counts: dict[str, int] | None = None
         self._counts_epoch = -1
         self._counting = False
+        self._counted_at = 0.0
         #: When the frontier was last seen with nothing to do (FRONTIER_IDLE_WAIT).
         self.idle_since: float | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -193,7 +198,7 @@ class FrontierScheduler:
         self.frontier = Frontier(self.client, keys, self.limits)
         self.learning = self.intake.learning = learning_for(
             self.crawler.settings, self.stats, self.client, keys)
-        gates = IpGates(self.client, keys, self.limits)
+        gates = IpGates(self.client, keys, self.limits, self.frontier.due)
         self.ips = IpScope(self, gates) if gates.on else None
         if self.robots is not None:
             self.robots.frontier = self.frontier
@@ -406,9 +411,23 @@ class FrontierScheduler:
             self._wake_engine()
 
     def refresh_counts(self) -> None:
+        """Read the frontier's counts again, at most every COUNTS_INTERVAL
+        seconds: a read is one HGETALL per partition, and the engine asks
+        whether anything is pending many times a second."""
         if self.closing or self.frontier is None or self._counting:
             return
         self._counting = True
+        wait = self._counted_at + COUNTS_INTERVAL - time.monotonic()
+        if wait > 0:
+            asyncio.get_event_loop().call_later(wait, self._count_now)
+        else:
+            self._count_now()
+
+    def _count_now(self) -> None:
+        if self.closing:
+            self._counting = False
+            return
+        self._counted_at = time.monotonic()
         self.spawn(self._count())
 
     async def _count(self) -> None:

@@ -48,9 +48,16 @@ local dns_job_ms, dns_job_max = tonumber(ARGV[13] or '0'), tonumber(ARGV[14] or 
 local dns_jobs = 0
 local now = now_ms()
 local ready = p .. ':ready'
+-- The timed sets' earliest time (common.lua, timer_at): steps 1, 2, 2b, 4
+-- and 5 run only when it has come, or when the IP scope was turned off
+-- while hosts are parked (step 5 lets them all go).
+local timers = tonumber(redis.call('HGET', KEYS[1], 'mt') or '0')
+local maintain = now >= math.abs(timers)
+  or (not ipscope and redis.call('EXISTS', p .. ':iwake') == 1)
 
 
 -- 1. Expired leases go back to their queues.
+if maintain then
 local expired = redis.call('ZRANGEBYSCORE', p .. ':leased', '-inf', now, 'LIMIT', 0, move_max)
 for _, fp in ipairs(expired) do
   local data = redis.call('HGET', p .. ':ld', fp)
@@ -141,6 +148,7 @@ if revisited + revisits_dead > 0 then
   redis.call('HINCRBY', KEYS[1], 'dead', revisits_dead)
   redis.call('HINCRBY', KEYS[1], 'revisited', revisited)
 end
+end  -- maintain (steps 1 to 2b)
 
 -- 3. Claim: the helpers, the domains to wake, then one URL at a time.
 local out = {}
@@ -240,6 +248,7 @@ end
 -- of its leases ends (domain_lease_ended), or after a delay at the latest,
 -- so a woken host that cannot go after all never strands the others. A
 -- paused domain is woken by its resume (control.lua).
+if maintain then
 local wakes = redis.call('ZRANGEBYSCORE', p .. ':dwake', '-inf', now, 'LIMIT', 0, move_max)
 for _, dom in ipairs(wakes) do
   redis.call('ZREM', p .. ':dwake', dom)
@@ -284,6 +293,18 @@ for _, addr in ipairs(iwakes) do
     redis.call('ZADD', p .. ':iwake', math.max(tonumber(first[2]), now + 1), addr)
   end
 end
+
+-- The timed sets' earliest time again, for the claims to come (the claim
+-- below lowers it when it leases or wakes a domain).
+timers = nil
+for _, key in ipairs({p .. ':delayed', p .. ':leased', p .. ':dwake', p .. ':iwake',
+                      p .. ':vdue'}) do
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  if #first > 0 then timers = math.min(timers or math.huge, tonumber(first[2])) end
+end
+timers = timers or -(now + 60000)
+redis.call('HSET', KEYS[1], 'mt', timers)
+end  -- maintain (steps 4 and 5)
 
 -- Does the host's server address have hosts parked here? Then it joins them
 -- (unless it was just woken), rather than be claimed, refused at the
@@ -354,18 +375,19 @@ end
 if leased > 0 then
   redis.call('HINCRBY', KEYS[1], 'leased', leased)
   redis.call('HINCRBY', KEYS[1], 'queued', -leased)
+  timer_at(p, now + lease_ms)
 end
 
 -- 6. When is the next thing due here? (ready host, delayed URL, lease
--- expiry, a domain or an address's parked hosts to look at, a revisit)
+-- expiry, a domain or an address's parked hosts to look at, a revisit).
+-- Not asked when this claim got all it wanted: the worker claims again as
+-- soon as it has room, whatever is due.
 local next_ms = -1
-for _, key in ipairs({ready, p .. ':delayed', p .. ':leased', p .. ':dwake', p .. ':iwake',
-                      p .. ':vdue'}) do
-  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  if #first > 0 then
-    local s = tonumber(first[2])
-    if next_ms < 0 or s < next_ms then next_ms = s end
-  end
+if got < want then
+  local first = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
+  if #first > 0 then next_ms = tonumber(first[2]) end
+  timers = tonumber(redis.call('HGET', KEYS[1], 'mt') or '0')
+  if timers > 0 and (next_ms < 0 or timers < next_ms) then next_ms = timers end
 end
 
 local result = {now, next_ms}

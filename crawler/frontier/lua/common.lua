@@ -7,6 +7,23 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- A partition's timed sets (PP:leased, PP:delayed, PP:vdue, PP:dwake,
+-- PP:iwake) need a claim's look only once the earliest time in any of them
+-- has come: the claim keeps that time in PP:n's "mt" field and looks at the
+-- sets only then, so a claim in a partition with nothing due costs three
+-- commands, not a dozen. Every write of an earlier time lowers the field
+-- (timer_at). A claim that finds the sets empty stores the negative of a
+-- time a minute away: a sweep that finds a write that went around
+-- timer_at, and no time to report as due. No field: look now.
+local function timer_at(p, at)
+  local k = p .. ':n'
+  local cur = redis.call('HGET', k, 'mt')
+  if not cur then return end
+  local t = tonumber(cur)
+  if t > 0 and t <= at then return end
+  redis.call('HSET', k, 'mt', at)
+end
+
 -- Politeness belongs to the server a name points at, not to one scheme or
 -- port of it: a host key "scheme://name:port" (an authority: queue, robots)
 -- shares one site record PP:g:NAME (concurrency, delays, holds, breaker,
@@ -153,7 +170,10 @@ end
 local function wake_domain(p, dom, at_ms)
   if redis.call('EXISTS', p .. ':dw:' .. dom) == 0 then return end
   local cur = redis.call('ZSCORE', p .. ':dwake', dom)
-  if not cur or at_ms < tonumber(cur) then redis.call('ZADD', p .. ':dwake', at_ms, dom) end
+  if not cur or at_ms < tonumber(cur) then
+    redis.call('ZADD', p .. ':dwake', at_ms, dom)
+    timer_at(p, at_ms)
+  end
 end
 
 -- A lease (member: a fingerprint, or "R" .. host for a robots job) of the
@@ -179,7 +199,10 @@ local function park_for_ip(p, host, addr, at)
   local parked = p .. ':iw:' .. addr
   if not redis.call('ZSCORE', parked, host) then redis.call('ZADD', parked, at, host) end
   local cur = redis.call('ZSCORE', p .. ':iwake', addr)
-  if not cur or at < tonumber(cur) then redis.call('ZADD', p .. ':iwake', at, addr) end
+  if not cur or at < tonumber(cur) then
+    redis.call('ZADD', p .. ':iwake', at, addr)
+    timer_at(p, at)
+  end
 end
 
 -- An address unused this long is forgotten: its gate's keys expire (not the

@@ -126,7 +126,10 @@ local function schedule_revisit(host, entry, revisit_ms)
   local due = due_s * 1000
   redis.call('ZADD', p .. ':v:' .. host, due_s, entry)
   local cur = redis.call('ZSCORE', p .. ':vdue', host)
-  if not cur or due < tonumber(cur) then redis.call('ZADD', p .. ':vdue', due, host) end
+  if not cur or due < tonumber(cur) then
+    redis.call('ZADD', p .. ':vdue', due, host)
+    timer_at(p, due)
+  end
   counts.revisit = counts.revisit + 1
 end
 
@@ -154,6 +157,7 @@ for i = 9, #ARGV, 8 do
       counts.queued = counts.queued + 1
     elseif op == 'retry' then
       redis.call('ZADD', p .. ':delayed', now + tonumber(arg), fp)
+      timer_at(p, now + tonumber(arg))
       redis.call('HSET', p .. ':dd', fp, host .. '\n' .. score .. '\n' .. entry)
       counts.delayed = counts.delayed + 1
     else

@@ -1,0 +1,139 @@
+"""A worker asks a partition for URLs only when something may be due there
+(crawler/frontier/partitiondue.py): its rules as units, then on a real Redis."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from crawler.frontier.partitiondue import PartitionDue
+from crawler.frontier.store import Release
+from tests.frontier_harness import Harness, admission
+from tests.redis_server import started_redis
+
+
+def _due(sweep_ms: int = 60_000) -> PartitionDue:
+    due = PartitionDue(4, sweep_ms)
+    due.heard(1_000_000)  # the server's clock reads 1,000,000 ms now
+    return due
+
+
+def test_unknown_partitions_are_asked_and_answers_put_them_off() -> None:
+    due = _due()
+    assert due.due([0, 1, 2, 3]) == [0, 1, 2, 3]  # no word of any yet
+    now = due.now()
+    due.answered(0, due.stamp(0), now + 5_000, full=False)  # next host in 5 s
+    due.answered(1, due.stamp(1), -1, full=False)  # nothing timed at all
+    due.answered(2, due.stamp(2), now + 5_000, full=True)  # gave all it was asked
+    assert due.due([0, 1, 2, 3]) == [2, 3]
+    assert due.next_ms() == now  # 2 and 3 are to be asked: now
+    due.answered(2, due.stamp(2), now + 7_000, full=False)
+    due.answered(3, due.stamp(3), -1, full=False)
+    assert due.due([0, 1, 2, 3]) == []
+    assert due.next_ms() == now + 5_000
+    due.touch(0, 1)  # this worker admitted or released there
+    assert due.due([3, 2, 1, 0]) == [1, 0]
+
+
+def test_an_answer_to_a_claim_sent_before_a_touch_does_not_count() -> None:
+    """The claim may have run before the change: its word is stale."""
+    due = _due()
+    stamp = due.stamp(0)
+    due.touch(0)
+    due.answered(0, stamp, due.now() + 60_000, full=False)
+    assert due.due([0]) == [0]
+    due.answered(0, due.stamp(0), due.now() + 60_000, full=False)
+    assert due.due([0]) == []
+
+
+def test_a_sweep_asks_every_partition_again() -> None:
+    due = _due(sweep_ms=50)
+    due.due([0, 1, 2, 3])
+    for part in range(4):
+        due.answered(part, due.stamp(part), -1, full=False)
+    assert due.due([0, 1, 2, 3]) == []
+    assert due.next_ms() is not None and due.next_ms() <= due.now() + 50
+    time.sleep(0.06)
+    assert due.due([0, 1, 2, 3]) == [0, 1, 2, 3]
+
+
+def test_without_sweeps_every_claim_asks_every_partition() -> None:
+    due = _due(sweep_ms=0)
+    due.due([0, 1])
+    due.answered(0, due.stamp(0), -1, full=False)
+    at = due.now() + 5_000
+    due.answered(1, due.stamp(1), at, full=False)
+    assert due.next_ms() == at
+    assert due.due([0, 1]) == [0, 1]
+    due.answered(0, due.stamp(0), -1, full=False)
+    due.answered(1, due.stamp(1), -1, full=False)
+    assert due.next_ms() is None  # nothing timed anywhere: no wake-up
+
+
+@pytest.fixture
+def paced() -> Iterator[Harness]:
+    """A lone worker on a redis-server of its own, on the server's clock, one
+    request to a host a second, partitions swept every minute."""
+    with started_redis() as server:
+        h = Harness(server.url, "due", concurrency=1, delay_ms=1000, jitter=0,
+                    claim_sweep_ms=60_000)
+        try:
+            yield h
+        finally:
+            h.close()
+
+
+def _scripts_run(h: Harness) -> int:
+    stats = h.run(h.client.info("commandstats"))
+    return int(stats.get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def test_a_claim_asks_only_partitions_with_something_due(paced: Harness) -> None:
+    h, f = paced, paced.frontier
+    h.run(f.admit([admission("http://a.test/1"), admission("http://a.test/2")]))
+    (first,) = h.run(f.claim(1, "w")).leases
+    assert h.run(f.claim(1, "w")).leases == []  # every partition said when: nothing now
+    before = _scripts_run(h)
+    for _ in range(10):
+        result = h.run(f.claim(1, "w"))
+        assert result.leases == [] and result.next_ready_ms is not None
+    assert _scripts_run(h) == before  # no partition asked: none has anything due
+    # The release makes the host's partition worth asking (one script), and
+    # its next URL is due a second after the first was claimed.
+    h.run(f.release([Release(first.host, first.fingerprint, "done")], "w"))
+    before = _scripts_run(h)
+    assert h.run(f.claim(1, "w")).leases == []
+    assert _scripts_run(h) == before + 1
+    time.sleep(max(0.0, (f.due.next_ms() - f.due.now()) / 1000) + 0.05)
+    (second,) = h.run(f.claim(1, "w")).leases
+    assert second.host == first.host and second.fingerprint != first.fingerprint
+
+
+def test_what_another_worker_admits_is_found_at_the_next_sweep() -> None:
+    with started_redis() as server:
+        mine = Harness(server.url, "sweep", delay_ms=0, claim_sweep_ms=300)
+        other = Harness(server.url, "sweep", delay_ms=0)
+        try:
+            assert mine.run(mine.frontier.claim(4, "w1")).leases == []
+            other.run(other.frontier.admit([admission("http://b.test/1")]))
+            assert mine.run(mine.frontier.claim(4, "w1")).leases == []  # not known yet
+            time.sleep(0.35)
+            assert len(mine.run(mine.frontier.claim(4, "w1")).leases) == 1
+        finally:
+            mine.close()
+            other.close()
+
+
+def test_a_partition_touched_while_its_claim_ran_is_asked_at_once() -> None:
+    """The release that touched it came while the claim was under way (the
+    worker's next claim waits for this one): the worker claims again now,
+    not at the next sweep."""
+    due = _due()
+    due.due([0, 1])
+    stamp = due.stamp(0)
+    due.answered(1, due.stamp(1), -1, full=False)
+    due.touch(0)
+    due.answered(0, stamp, due.now() + 30_000, full=False)
+    assert due.next_ms() is not None and due.next_ms() <= due.now()
