@@ -38,6 +38,8 @@ TIMEOUTS = {"vanilla": (2400, 900), "headofline": (900, 360), "ipscope": (1200, 
             "throughput": (1200, 400), "faults": (1200, 500), "warc": (600, 300),
             "linkparse": (300, 120), "revisit": (2700, 400), "learning": (3000, 900)}
 README = Path(__file__).resolve().parent / "README.md"
+RUN_ONE = (".venv/bin/python -m bench.NAME [--quick] [--runs N]   # one of: "
+           + ", ".join(BENCHMARKS))
 
 NOISE = """\
 - **Noise.** Everything runs on one machine: the crawl, the web it crawls and
@@ -158,8 +160,10 @@ def scaling(reports: list[Report]) -> str:
         "(`{ns/pNN}`, crawler/frontier/keys.py), so a partition is one slot and its scripts "
         f"run on one master. Capacity grows with masters up to {partitions}, if hosts (and "
         "their traffic) spread evenly; a master beyond that has nothing to do (a new crawl "
-        "can use more partitions). A claim visits every partition (one pipelined script "
-        "each), so with M masters each claim is M round trips in parallel.",
+        "can use more partitions). A claim asks only the partitions where something is due "
+        "(crawler/frontier/partitiondue.py; every partition at least every "
+        "FRONTIER_CLAIM_SWEEP), one pipelined script each: with M masters, up to M round "
+        "trips in parallel.",
         "scrapy-redis keeps the whole crawl in one sorted set and one set: on a Cluster the "
         "queue stays on one master (a second can take the dedup set), so its ceiling is about "
         "one Redis core whatever the number of masters. Its scheduler also makes one blocking "
@@ -255,8 +259,16 @@ def splice(readme: str, report: Report) -> str:
         lines[mine[0]:mine[-1] + 1] = rows
     else:
         header = lines.index("| benchmark | what | measured (median) | target | |")
-        lines[header + 2:header + 2] = rows
+        later = BENCHMARKS[BENCHMARKS.index(report.name) + 1:]
+        at = next((i for i in range(header + 2, len(lines))
+                   if not lines[i].startswith("| ") or lines[i].split(" | ")[0][2:] in later),
+                  len(lines))
+        lines[at:at] = rows
+    lines = [RUN_ONE if line.startswith(RUN_ONE.split("# one of:")[0]) else line
+             for line in lines]
     text = "\n".join(lines)
+    if report.name == "throughput":
+        text = _rescale(text, report)
     heads = [m for m in re.finditer(r"^## (\S+)$", text, re.M)]
     names = [m[1] for m in heads]
     if report.name in names:
@@ -267,6 +279,21 @@ def splice(readme: str, report: Report) -> str:
              and BENCHMARKS.index(m[1]) > BENCHMARKS.index(report.name)]
     at = later[0].start() if later else len(text)
     return text[:at] + section(report) + "\n" + text[at:]
+
+
+def _rescale(text: str, throughput: Report) -> str:
+    """``text`` with "How it scales" computed again from a rerun of throughput
+    alone (the memory row kept from the last run of ``bench.memory``)."""
+    new = scaling([throughput])
+    start = text.index("## How it scales")
+    end = text.index("\n## ", start + 1) + 1
+    old = text[start:end]
+    memory_row = "| Redis memory per URL, seen / queued"
+    kept = next((line for line in old.split("\n") if line.startswith(memory_row)), None)
+    if kept is not None:
+        new = "\n".join(kept if line.startswith(memory_row) else line
+                        for line in new.split("\n"))
+    return text[:start] + new + "\n" + text[end:].lstrip("\n")
 
 
 def render(reports: list[Report], info: dict[str, str], command: str, seconds: float) -> str:
@@ -285,8 +312,7 @@ def render(reports: list[Report], info: dict[str, str], command: str, seconds: f
         ".venv/bin/python -m bench.run_all            # all, medians of 3 runs, rewrites this "
         "file",
         ".venv/bin/python -m bench.run_all --quick    # smoke test: 1 run, smaller sizes",
-        ".venv/bin/python -m bench.NAME [--quick] [--runs N]   # one of: "
-        + ", ".join(BENCHMARKS),
+        RUN_ONE,
         "```",
         "",
         "Every request stays on 127.0.0.1: crawls reach their hosts through a loopback proxy "
