@@ -8,7 +8,7 @@ sources); each command a script runs is counted under that script (MONITOR
 lists them right after the EVALSHA that ran them: Redis runs one at a time).
 Per page served, robots.txt included.
 
-    python -m bench.redistrips [--hosts N]
+    python -m bench.redistrips [--hosts N] [--delay SECONDS]
 """
 
 from __future__ import annotations
@@ -86,6 +86,8 @@ class Watch:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=100)
+    parser.add_argument("--delay", type=float, default=vanilla.COMMON["DOWNLOAD_DELAY"],
+                        help="DOWNLOAD_DELAY (bench.throughput's web: 0.05)")
     args = parser.parse_args()
     os.sched_setaffinity(0, {vanilla.CRAWL_CORE})
     names = script_names()
@@ -95,7 +97,8 @@ def main() -> None:
         watch.start()
         workdir = Path(tempfile.mkdtemp(prefix="bench-redistrips-"))
         result = run_crawl(sim.proxy_url, sim.web.seed_urls(), workdir,
-                           {**vanilla.COMMON, "REDIS_URL": url, "JOBDIR": str(workdir / "job")},
+                           {**vanilla.COMMON, "DOWNLOAD_DELAY": args.delay, "REDIS_URL": url,
+                            "JOBDIR": str(workdir / "job")},
                            timeout=900)
         watch.stop()
         pages = len(sim.ledger().entries)

@@ -117,6 +117,7 @@ def one_crawl(side: str, sim: SimWebProcess, root: Path) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix=f"{side}-", dir=root))
     lag_file = workdir / "lag.json"
     redis_cpu, commands, scripts, by_command = 0.0, 0.0, 0.0, {}
+    writer_cpu = 0.0
     if side == "scrapy":
         code, cpu = _vanilla_crawl(sim, workdir, lag_file)
         log = (workdir / "crawl.log").read_text()
@@ -126,6 +127,7 @@ def one_crawl(side: str, sim: SimWebProcess, root: Path) -> dict[str, Any]:
                   **({"WARC_ENABLED": False} if side == "project-noarchive" else {})}
         measured = measured_crawl(sim, wanted, workdir, side, timeout=900)
         code, cpu, log = measured.result.returncode, measured.crawl_cpu_s, measured.result.log
+        writer_cpu = float(measured.result.stat("warc/writer_cpu_seconds") or 0)
         usage = measured.usage
         redis_cpu, commands, scripts = usage.cpu_s, usage.commands, usage.scripts
         by_command = usage.by_command
@@ -148,6 +150,7 @@ def one_crawl(side: str, sim: SimWebProcess, root: Path) -> dict[str, Any]:
         "cpu_ms_per_page": (cpu + redis_cpu) * 1000 / pages,
         "cpu_ms_per_distinct": (cpu + redis_cpu) * 1000 / distinct,
         "redis_cpu_ms_per_page": redis_cpu * 1000 / pages,
+        "writer_share": writer_cpu / (cpu + redis_cpu) if cpu + redis_cpu else 0.0,
         "commands_per_page": commands / pages,
         "scripts_per_page": scripts / pages,
         "top_commands": {c: round(n / pages, 2) for c, n in
@@ -257,6 +260,13 @@ def _report(args: argparse.Namespace, webs: dict[str, dict[str, Any]],
                   "(the web's pages a second)", None),
             Check(f"{name}: archive's share of the project's CPU per page", f"{archive:.0%}",
                   "<= 10%", archive <= 0.10),
+        ]
+        if all("writer_share" in r for r in runs["project"]):  # not in older reports
+            report.checks.append(Check(
+                f"{name}: the archive's writer thread's share of the project's CPU "
+                "(warc/writer_cpu_seconds)", f"{med('project', 'writer_share'):.0%}",
+                "(the archive apart from the reactor)", None))
+        report.checks += [
             Check(f"{name}: Redis commands per request",
                   f"{med('project', 'commands_per_page'):.1f}",
                   "<= 15", med("project", "commands_per_page") <= 15),

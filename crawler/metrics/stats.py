@@ -86,6 +86,8 @@ COUNTERS: tuple[Rule, ...] = (
     Rule("crawler_warc_errors", "warc/errors", "Answers the archive failed to write."),
     Rule("crawler_warc_backpressure_waits", "warc/backpressure_waits",
          "Times a download waited for room in the WARC writer's queue."),
+    Rule("crawler_warc_writer_cpu_seconds", "warc/writer_cpu_seconds",
+         "CPU seconds the WARC writer thread used (compression, digests, writes)."),
     Rule("crawler_leases", "frontier/leases/",
          "This worker's frontier leases, by event (claimed, done, retried, dead, ...).",
          "event"),
