@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,7 @@ import crawler.settings
 from crawler.frontier.keys import Keys
 from crawler.frontier.store import Admission, Frontier, Limits
 from crawler.urls import canonical_url, host_key, url_fingerprint
+from tests.redis_server import started_redis
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -141,6 +144,17 @@ class Harness:
     def close(self) -> None:
         self.run(self.client.aclose())
         self.loop.close()
+
+
+@contextmanager
+def own_server_harness(namespace: str, **options: Any) -> Iterator[Harness]:
+    """A harness on a redis-server of its own: its command counts are the test's alone."""
+    with started_redis() as server:
+        h = Harness(server.url, namespace, **options)
+        try:
+            yield h
+        finally:
+            h.close()
 
 
 def frontier_command(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],

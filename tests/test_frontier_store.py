@@ -10,8 +10,7 @@ import pytest
 import redis
 
 from crawler.frontier.store import Release, script_source
-from tests.frontier_harness import Harness, admission, clocked_source
-from tests.redis_server import started_redis
+from tests.frontier_harness import Harness, admission, clocked_source, own_server_harness
 
 
 @pytest.fixture
@@ -204,14 +203,9 @@ def _sorted_set_reads(h: Harness) -> tuple[int, int]:
 
 @pytest.fixture
 def private_harness() -> Iterator[Harness]:
-    """A harness on a redis-server of its own: its command counts are ours alone."""
-    with started_redis() as server:
-        h = Harness(server.url, "private", clock=True, concurrency=2, delay_ms=0,
-                    lease_ms=60_000)
-        try:
-            yield h
-        finally:
-            h.close()
+    with own_server_harness("private", clock=True, concurrency=2, delay_ms=0,
+                            lease_ms=60_000) as h:
+        yield h
 
 
 def test_a_claim_with_nothing_due_skips_the_timed_sets(private_harness: Harness) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from crawler.frontier.partitiondue import PartitionDue
 from crawler.frontier.store import Release
-from tests.frontier_harness import Harness, admission
+from tests.frontier_harness import Harness, admission, own_server_harness
 from tests.redis_server import started_redis
 
 
@@ -76,13 +76,9 @@ def test_without_sweeps_every_claim_asks_every_partition() -> None:
 def paced() -> Iterator[Harness]:
     """A lone worker on a redis-server of its own, on the server's clock, one
     request to a host a second, partitions swept every minute."""
-    with started_redis() as server:
-        h = Harness(server.url, "due", concurrency=1, delay_ms=1000, jitter=0,
-                    claim_sweep_ms=60_000)
-        try:
-            yield h
-        finally:
-            h.close()
+    with own_server_harness("due", concurrency=1, delay_ms=1000, jitter=0,
+                            claim_sweep_ms=60_000) as h:
+        yield h
 
 
 def _scripts_run(h: Harness) -> int:
