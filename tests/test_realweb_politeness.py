@@ -340,10 +340,15 @@ def test_two_hundred_names_on_one_server_share_its_limit_across_two_workers(
     shared = web.address(names[0])
     assert {web.address(name) for name in names} == {shared}
     namespace = f"{redis_prefix}ips"
+    # Every partition asked at every claim: a host woken at the server's gate
+    # is ready for whichever worker asks first. With sweeps (the default) the
+    # worker whose request ended wakes it and claims it at once, while the
+    # other asks only at its next sweep, so one worker could take every name
+    # and the gate would not be shown to hold across two.
     settings = {**realweb_settings(web.nameserver), **REALWEB_DEFAULTS,
                 "REDIS_URL": redis_url, "FRONTIER_NAMESPACE": namespace,
                 "FRONTIER_IP_CONCURRENCY": 2, "DOWNLOAD_DELAY": 0,
-                "CONCURRENT_REQUESTS_PER_DOMAIN": 2}
+                "CONCURRENT_REQUESTS_PER_DOMAIN": 2, "FRONTIER_CLAIM_SWEEP": 0}
     seeds = [web.url(name) for name in [*names, *ordinary]]
     with _workers([seeds[0::2], seeds[1::2]], tmp_path, settings) as results:
         pass
