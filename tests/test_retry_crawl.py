@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -113,12 +114,15 @@ def test_503_backoff_is_jittered(
                 if a["status"] == 503:
                     waits[attempt].append(b["arrival"] - a["done"])
     assert len(waits[0]) >= 5
-    # Full jitter spreads retries over their window ([0, 1 s] first, then
-    # [0, 2 s]; a host hold can only lengthen a wait): no two at one offset,
-    # not bunched. (The window's growth is unit-tested in test_retry_policy.)
+    # Full jitter spreads first retries over [0, 1 s]. The host's own pacing
+    # (DOWNLOAD_DELAY 0.2 s) lifts the shortest ones to about 0.2 s, so equal
+    # waits there are pacing, not a missing jitter. Without jitter every wait
+    # would be the whole second and the waits would sit within LAG of each
+    # other. (The window's growth is unit-tested in test_retry_policy.)
     first = waits[0]
-    assert len({round(w, 3) for w in first}) >= 0.9 * len(first), first
+    assert statistics.pstdev(first) > 0.15, first
     assert max(first) - min(first) > 0.3, first
+    assert sum(w < 0.9 for w in first) >= 0.6 * len(first), first
 
 
 def test_broken_hosts_trip_their_breakers_and_healthy_hosts_carry_on(tmp_path: Path) -> None:
