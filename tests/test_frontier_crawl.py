@@ -26,8 +26,10 @@ pytestmark = pytest.mark.crawl
 
 # Politeness is asserted from the server's arrival times, which lag by up to
 # ~0.1 s when two crawlers and the server share 2 busy cores: the delay must
-# dwarf that. Tests that do not assert gaps use a shorter one.
-DELAY = 1.0
+# dwarf that (its shortest jittered gap, 0.3 s, is three times the lag; the
+# largest host, 47 pages, then takes ~28 s). Tests that do not assert gaps use
+# a shorter one.
+DELAY = 0.6
 FAST_DELAY = 0.2
 HOSTS = 120
 # These tests are about the frontier, so the robots policy is off (it has its
@@ -230,13 +232,15 @@ def test_embedded_frontier_resumes_after_sigint(sim: SimWebProcess, tmp_path: Pa
 def test_slow_host_first_blocks_nobody(tmp_path: Path) -> None:
     # One host answering in 2 s listed first, 50 instant hosts, 8 pages each,
     # 16 requests in flight in all and 2 per host (the head-of-line scenario).
+    # Adaptive pacing spaces the slow host's requests by at most 1 s (its
+    # default cap, 30 s, would stretch the slow host's 8 pages over 45 s).
     with SimWebProcess(seed=5, n_hosts=51, mix={"robots:allow-all": 1, "page:normal": 1},
                        pinned={0: "slow"}) as slow_web:
         result = run_crawl(
             slow_web.proxy_url, slow_web.web.seed_urls(), tmp_path,
             settings={"CONCURRENT_REQUESTS": 16, "CONCURRENT_REQUESTS_PER_DOMAIN": 2,
                       "DOWNLOAD_DELAY": 0, "ROBOTSTXT_OBEY": False, "DEPTH_LIMIT": 0,
-                      "ADMISSION_MAX_PAGES_PER_HOST": 8},
+                      "ADMISSION_MAX_PAGES_PER_HOST": 8, "FRONTIER_ADAPTIVE_MAX_DELAY": 1.0},
         )
         ledger = slow_web.ledger()
     assert result.returncode == 0, result.log[-3000:]

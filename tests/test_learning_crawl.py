@@ -122,7 +122,7 @@ def test_noise_parameters_cost_at_most_one_duplicate_per_host(
     for host in web.hosts("noise"):
         fetched = _fetched(web, host, requests[host])
         duplicates = sum(n - 1 for n in fetched.values())
-        assert duplicates <= 1, (host, requests[host])
+        assert duplicates <= 1, f"{host}: {' '.join(requests[host])}"
         # and the parameter did reach the crawler: links carrying it were seen
         assert any(f"{web.param_of(host)}=" in t for t in requests[host]) or duplicates == 0
 
