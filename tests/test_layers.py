@@ -19,7 +19,7 @@ PURE = frozenset({
     "crawler.robots.rules", "crawler.seeds", "crawler.redaction", "crawler.lease",
     "crawler.deadletter", "crawler.domains", "crawler.revisit", "crawler.warc",
     "crawler.warc.exchange",
-    "crawler.warc.records", "crawler.warc.cdxj", "crawler.warc.files",
+    "crawler.warc.records", "crawler.warc.wire", "crawler.warc.cdxj", "crawler.warc.files",
     "crawler.learning", "crawler.learning.variants", "crawler.learning.traps",
     "crawler.learning.rules",
 })

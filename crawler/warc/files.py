@@ -41,8 +41,15 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.limitreader import LimitReader
 from warcio.warcwriter import WARCWriter
 
-from crawler.warc.cdxj import OPEN_SUFFIX, CdxjEntry, entry_for_record
-from crawler.warc.records import RevisitOf, exchange_records, warcinfo_record
+from crawler.warc.cdxj import OPEN_SUFFIX, CdxjEntry, entry_for_record, surt_key
+from crawler.warc.records import (
+    RevisitOf,
+    exchange_records,
+    new_record_id,
+    payload_digest,
+    warcinfo_record,
+)
+from crawler.warc.wire import exchange_bytes
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -166,6 +173,26 @@ class WarcFiles:
         The response comes first (as warcio and Heritrix write them): a kill
         between the two leaves a usable response, not a dangling request.
         """
+        if revisit_of is not None:
+            return self._write_records(exchange, revisit_of, digest)
+        digest = digest or payload_digest(exchange.body)
+        wire = exchange_bytes(exchange, digest, new_record_id(), new_record_id())
+        if wire is None:  # a header that is not Latin-1 text: warcio percent-encodes it
+            return self._write_records(exchange, None, digest)
+        members = [igzip.compress(wire.response, compresslevel=GZIP_LEVEL),
+                   igzip.compress(wire.request, compresslevel=GZIP_LEVEL)]
+        current = self._current or self._open()
+        offset = current.append(b"".join(members))
+        length = len(members[0])
+        current.index(CdxjEntry(
+            surt=surt_key(exchange.url), timestamp=wire.timestamp, url=exchange.url,
+            status=exchange.status, mime=wire.mime, digest=digest, length=length,
+            offset=offset, filename=current.final.name))
+        return self._written(current, offset, length, digest, wire.date)
+
+    def _write_records(self, exchange: Exchange, revisit_of: RevisitOf | None,
+                       digest: str | None) -> Written:
+        """:meth:`write` through warcio's record objects (revisits, unusual headers)."""
         answer, request = exchange_records(self._writer, exchange, revisit_of, digest)
         recorded = answer.rec_headers.get_header("WARC-Payload-Digest")
         data, answer_length = self._serialise(answer, request)
@@ -174,8 +201,13 @@ class WarcFiles:
         entry = entry_for_record(answer, offset, answer_length, current.final.name)
         assert entry is not None  # a response or revisit
         current.index(entry)
-        written = Written(current.final, offset, answer_length, recorded,
-                          answer.rec_headers.get_header("WARC-Date"))
+        return self._written(current, offset, answer_length, recorded,
+                             answer.rec_headers.get_header("WARC-Date"))
+
+    def _written(self, current: _OpenWarc, offset: int, length: int, digest: str,
+                 date: str) -> Written:
+        """Where the record went; the file is completed once it is full."""
+        written = Written(current.final, offset, length, digest, date)
         if current.size >= self.max_size:
             self._finish()
         return written
