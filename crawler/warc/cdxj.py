@@ -128,6 +128,11 @@ class CdxjEntry:
                    offset=int(fields["offset"]), filename=fields["filename"])
 
 
+def mime_of(content_type: str | None) -> str:
+    """A Content-Type's media type, lowercased, as an index line's ``mime`` ("unk": none)."""
+    return (content_type or "").split(";")[0].strip().lower() or "unk"
+
+
 def entry_for_record(record: ArcWarcRecord, offset: int, length: int,
                      filename: str) -> CdxjEntry | None:
     """The index entry of a response or revisit record (``None`` for other types).
@@ -144,7 +149,7 @@ def entry_for_record(record: ArcWarcRecord, offset: int, length: int,
     if http:
         code = http.get_statuscode()
         status = int(code) if code.isdigit() else None
-        mime = (http.get_header("Content-Type") or "unk").split(";")[0].strip().lower() or "unk"
+        mime = mime_of(http.get_header("Content-Type"))
     if record.rec_type == "revisit":
         mime = REVISIT_MIME
     when = iso_date_to_datetime(headers.get_header("WARC-Date"))

@@ -179,11 +179,7 @@ class WarcFiles:
         wire = exchange_bytes(exchange, digest, new_record_id(), new_record_id())
         if wire is None:  # a header that is not Latin-1 text: warcio percent-encodes it
             return self._write_records(exchange, None, digest)
-        members = [igzip.compress(wire.response, compresslevel=GZIP_LEVEL),
-                   igzip.compress(wire.request, compresslevel=GZIP_LEVEL)]
-        current = self._current or self._open()
-        offset = current.append(b"".join(members))
-        length = len(members[0])
+        current, offset, length = self._append(_compress(wire.response, wire.request))
         current.index(CdxjEntry(
             surt=surt_key(exchange.url), timestamp=wire.timestamp, url=exchange.url,
             status=exchange.status, mime=wire.mime, digest=digest, length=length,
@@ -195,14 +191,19 @@ class WarcFiles:
         """:meth:`write` through warcio's record objects (revisits, unusual headers)."""
         answer, request = exchange_records(self._writer, exchange, revisit_of, digest)
         recorded = answer.rec_headers.get_header("WARC-Payload-Digest")
-        data, answer_length = self._serialise(answer, request)
-        current = self._current or self._open()
-        offset = current.append(data)
+        current, offset, answer_length = self._append(self._serialise(answer, request))
         entry = entry_for_record(answer, offset, answer_length, current.final.name)
         assert entry is not None  # a response or revisit
         current.index(entry)
         return self._written(current, offset, answer_length, recorded,
                              answer.rec_headers.get_header("WARC-Date"))
+
+    def _append(self, data: tuple[bytes, int]) -> tuple[_OpenWarc, int, int]:
+        """Append an exchange's gzip members (and the first one's length) to the
+        current file: the file, the members' offset and the first one's length."""
+        members, first_length = data
+        current = self._current or self._open()
+        return current, current.append(members), first_length
 
     def _written(self, current: _OpenWarc, offset: int, length: int, digest: str,
                  date: str) -> Written:
@@ -227,13 +228,13 @@ class WarcFiles:
 
     def _serialise(self, *records: ArcWarcRecord) -> tuple[bytes, int]:
         """The records as gzip members, and the length of the first one."""
-        members = []
+        serialised = []
         for record in records:
             self._buffer.seek(0)
             self._buffer.truncate()
             self._writer.write_record(record)
-            members.append(igzip.compress(self._buffer.getvalue(), compresslevel=GZIP_LEVEL))
-        return b"".join(members), len(members[0])
+            serialised.append(self._buffer.getvalue())
+        return _compress(*serialised)
 
     def _open(self) -> _OpenWarc:
         """Create the next file under a name nobody has, locked, starting with warcinfo."""
@@ -252,6 +253,12 @@ class WarcFiles:
         current, self._current = self._current, None
         assert current is not None
         self._paths.append(current.finish())
+
+
+def _compress(*records: bytes) -> tuple[bytes, int]:
+    """Each serialised record as its own gzip member, and the first member's length."""
+    members = [igzip.compress(record, compresslevel=GZIP_LEVEL) for record in records]
+    return b"".join(members), len(members[0])
 
 
 class _OpenWarc:

@@ -19,6 +19,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from crawler.warc.cdxj import mime_of
 from crawler.warc.records import request_target, warc_date
 
 if TYPE_CHECKING:
@@ -103,8 +104,7 @@ def _timestamp(date: str) -> str:
 
 
 def _mime(headers: list[tuple[str, str]]) -> str:
-    """The first Content-Type's media type, lowercased, as CDXJ's ``mime``."""
-    for name, value in headers:
-        if name.lower() == "content-type":
-            return value.split(";")[0].strip().lower() or "unk"
-    return "unk"
+    """The first Content-Type's media type, as CDXJ's ``mime``."""
+    content_type = next((value for name, value in headers if name.lower() == "content-type"),
+                        None)
+    return mime_of(content_type)
