@@ -6,9 +6,11 @@ redis-server, watched with MONITOR. Each top-level command is counted by
 name (EVALSHA by the script it runs, named by the SHA-1 of the project's Lua
 sources); each command a script runs is counted under that script (MONITOR
 lists them right after the EVALSHA that ran them: Redis runs one at a time).
-Per page served, robots.txt included.
+Per page served, robots.txt included; then the server's own time per page by
+command (INFO commandstats: execution only, not reading requests or writing
+answers).
 
-    python -m bench.redistrips [--hosts N] [--delay SECONDS]
+    python -m bench.redistrips [--hosts N] [--delay SECONDS] [--no-monitor]
 """
 
 from __future__ import annotations
@@ -86,6 +88,8 @@ class Watch:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=100)
+    parser.add_argument("--no-monitor", action="store_true",
+                        help="only the server's time per command (MONITOR slows every command)")
     parser.add_argument("--delay", type=float, default=vanilla.COMMON["DOWNLOAD_DELAY"],
                         help="DOWNLOAD_DELAY (bench.throughput's web: 0.05)")
     args = parser.parse_args()
@@ -94,7 +98,12 @@ def main() -> None:
     spec = {**vanilla.WEBS["small"], "n_hosts": args.hosts}
     with private_redis() as url, vanilla.pinned_web(spec) as sim:
         watch = Watch(url)
-        watch.start()
+        if not args.no_monitor:
+            watch.start()
+        else:  # every command's time, by script: the slow log at a threshold of 0
+            admin = redis.Redis.from_url(url)
+            admin.config_set("slowlog-log-slower-than", 0)
+            admin.config_set("slowlog-max-len", 1_000_000)
         workdir = Path(tempfile.mkdtemp(prefix="bench-redistrips-"))
         result = run_crawl(sim.proxy_url, sim.web.seed_urls(), workdir,
                            {**vanilla.COMMON, "DOWNLOAD_DELAY": args.delay, "REDIS_URL": url,
@@ -102,6 +111,8 @@ def main() -> None:
                            timeout=900)
         watch.stop()
         pages = len(sim.ledger().entries)
+        stats = redis.Redis.from_url(url).info("commandstats")
+        slow = redis.Redis.from_url(url).slowlog_get(-1) if args.no_monitor else []
     if result.returncode != 0:
         raise SystemExit(f"the crawl failed:\n{result.log[-3000:]}")
 
@@ -120,6 +131,23 @@ def main() -> None:
         mine = [(name, n) for (script, name), n in watch.inside_by_name.items() if script == sha]
         line = ", ".join(f"{name} {n / pages:.2f}" for name, n in sorted(mine, key=lambda x: -x[1]))
         print(f"  {names.get(sha, sha)}: {line}")
+    print("\nRedis time per page, by command (us; EVALSHA includes its scripts' commands)")
+    times = sorted(((v["usec"] / pages, k.removeprefix("cmdstat_")) for k, v in stats.items()),
+                   reverse=True)
+    for usec, name in times[:12]:
+        print(f"{usec:8.1f}  {name}")
+    if slow:
+        by_script: Counter[str] = Counter()
+        calls: Counter[str] = Counter()
+        for entry in slow:
+            words = entry["command"].split()
+            key = named(f"EVALSHA {words[1].decode()[:8]}") if words[0].upper() == b"EVALSHA" \
+                else words[0].decode().upper()
+            by_script[key] += entry["duration"]
+            calls[key] += 1
+        print("\nRedis time per page, by script (us; the slow log), and per call")
+        for key, usec in by_script.most_common(12):
+            print(f"{usec / pages:8.1f}  {key}  ({usec / calls[key]:.1f} per call)")
 
 
 if __name__ == "__main__":

@@ -254,7 +254,7 @@ for _, dom in ipairs(wakes) do
   redis.call('ZREM', p .. ':dwake', dom)
   local t, conc, delay, paused = domain_limits(dom)
   local room = move_max
-  if conc > 0 then room = conc - domain_in_flight(p, dom, now) end
+  if conc > 0 then room = conc - domain_in_flight(p, dom, now, true) end
   if delay > 0 then room = math.min(room, 1) end
   if now < t then
     wake_domain(p, dom, t)

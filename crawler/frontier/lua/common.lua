@@ -159,11 +159,14 @@ end
 -- PP:dwake says when to look at the domain again (claim.lua wakes it). The
 -- limits are the claim's arguments: settings changed between runs apply.
 
--- How many leases of the domain are in flight now.
-local function domain_in_flight(p, dom, now)
+-- How many leases of the domain are in flight now. Ended leases leave the
+-- set when they are released; prune also drops those that ran out (a
+-- vanished worker's robots job), which claim.lua does when it wakes the
+-- domain.
+local function domain_in_flight(p, dom, now, prune)
   local k = p .. ':di:' .. dom
-  redis.call('ZREMRANGEBYSCORE', k, '-inf', now)
-  return redis.call('ZCARD', k)
+  if prune then redis.call('ZREMRANGEBYSCORE', k, '-inf', now) end
+  return redis.call('ZCOUNT', k, '(' .. now, '+inf')
 end
 
 -- Look at the domain's waiting hosts again at at_ms (the earliest ask wins).
