@@ -32,10 +32,13 @@ from pathlib import Path
 
 import redis
 
-from bench.common import private_redis
+from bench.common import embedded_redis_binary, private_redis
+from crawler.frontier.embedded import MEMORY_FLAGS
 
 URLS, HOSTS, BATCH, CLAIM = 6000, 300, 20, 16
 SERVER_CORE, CLIENT_CORE = 0, 1
+#: What the embedded frontier's server runs with (crawler/frontier/embedded.py).
+EMBEDDED_FLAGS = ("--appendonly", "yes", "--appendfsync", "everysec", *MEMORY_FLAGS)
 
 
 def server_cpu(client: redis.Redis) -> float:
@@ -84,6 +87,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--against", type=Path, metavar="PATH",
                         help="another checkout whose scripts to compare with")
+    parser.add_argument("--server", choices=("plain", "embedded"), default="embedded",
+                        help="the server's flags: the embedded frontier's (append-only "
+                             "file, every second) or none")
     parser.add_argument("--one", nargs=2, metavar=("URL", "NAMESPACE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -93,7 +99,8 @@ def main() -> None:
     here = Path(__file__).resolve().parent.parent
     sides = {"this": here, **({"against": args.against.resolve()} if args.against else {})}
     results: dict[str, list[dict[str, float]]] = {name: [] for name in sides}
-    with private_redis() as url:
+    flags = EMBEDDED_FLAGS if args.server == "embedded" else ()
+    with private_redis(embedded_redis_binary(), flags) as url:
         pid = int(redis.Redis.from_url(url).info("server")["process_id"])
         os.sched_setaffinity(pid, {SERVER_CORE})
         for run in range(args.runs):

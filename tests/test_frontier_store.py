@@ -63,6 +63,24 @@ def test_claim_respects_host_concurrency_and_releases_once(harness: Harness) -> 
     assert (counts["queued"], counts["leased"], counts["done"]) == (2, 2, 1)
 
 
+def test_a_pages_links_and_its_lease_end_go_together(harness: Harness) -> None:
+    """One call admits the links and ends the leases (Sync's flush), with
+    each side's answer as admit and release give it alone."""
+    f = harness.frontier
+    harness.run(f.admit([admission("http://a.test/1")]))
+    (lease,) = harness.run(f.claim(10, "w")).leases
+    links = [admission("http://a.test/2"), admission("http://b.test/"),
+             admission("http://a.test/1")]
+    done = Release(lease.host, lease.fingerprint, "done")
+    admitted, released = harness.run(f.admit_and_release(links, [done, done], "w"))
+    assert (admitted.added, admitted.duplicates) == (2, 1)
+    assert released[:2] == (1, 1)  # the repeat is stale
+    counts = harness.run(f.counts())
+    assert (counts["queued"], counts["leased"], counts["done"]) == (2, 0, 1)
+    nothing = harness.run(f.admit_and_release([], [], "w"))
+    assert (nothing[0].added, nothing[1][:2]) == (0, (0, 0))
+
+
 def test_release_of_another_workers_lease_is_stale(harness: Harness) -> None:
     f = harness.frontier
     harness.run(f.admit([admission("http://a.test/")]))

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from redis.asyncio import Redis
 
 from crawler.frontier.keys import Keys, partition_of
-from crawler.frontier.store import script_source
+from crawler.frontier.store import Call, run_per_partition, script_source
 
 #: One observation: an op of ``lua/learn.lua`` and its two values.
 Observation = tuple[str, str, str]
@@ -60,8 +60,9 @@ class SiteFacts:
 
     async def observe(self, observations: Mapping[str, Iterable[Observation]]
                       ) -> tuple[list[News], dict[str, tuple[str, str, str]]]:
-        """Weigh observations by host; one script call per partition. The news,
-        and each host's rules as they stand (noise, patterns, fetched)."""
+        """Weigh observations by host; one script call per partition, all in one
+        round trip. The news, and each host's rules as they stand (noise,
+        patterns, fetched)."""
         groups: dict[int, list[str | int]] = defaultdict(list)
         for host, items in observations.items():
             flat = [value for item in items for value in item]
@@ -69,10 +70,10 @@ class SiteFacts:
                 groups[partition_of(host, self.keys.partitions)] += [host, len(flat) // 3, *flat]
         news: list[News] = []
         rules: dict[str, tuple[str, str, str]] = {}
-        for part, args in groups.items():
-            said, now = await self._learn(keys=[self.keys.counts(part)],
-                                          args=[self.keys.prefix(part), *self.limits.args(),
-                                                *args])
+        calls: list[Call] = [(self._learn, [self.keys.counts(part)],
+                              [self.keys.prefix(part), *self.limits.args(), *args])
+                             for part, args in groups.items()]
+        for said, now in await run_per_partition(self.client, calls):
             values, current = _texts(said), _texts(now)
             news += [News(*values[i:i + 4]) for i in range(0, len(values), 4)]
             rules |= {current[i]: (current[i + 1], current[i + 2], current[i + 3])

@@ -24,6 +24,9 @@ from redis.exceptions import NoScriptError
 from crawler.frontier.keys import STATES, Keys, add_counts, domain_of, partition_of
 from crawler.frontier.partitiondue import PartitionDue
 
+#: One script call: the script (redis-py's), its keys and its arguments.
+Call = tuple[Any, list[Any], list[Any]]
+
 
 def _lua(name: str) -> str:
     data = pkgutil.get_data("crawler.frontier", f"lua/{name}.lua")
@@ -220,6 +223,31 @@ class Frontier:
 
     async def admit(self, items: Iterable[Admission]) -> AdmitResult:
         """Dedup and queue URLs; one script call per partition, one round trip."""
+        calls, parts = self._admit_calls(items)
+        return self._admitted(await self._per_partition(calls), parts)
+
+    async def admit_and_release(self, items: Iterable[Admission], releases: Iterable[Release],
+                                worker: str) -> tuple[AdmitResult, ReleaseResult]:
+        """:meth:`admit`, then :meth:`release`, in one round trip on one Redis.
+
+        Redis runs a pipeline's scripts in order, so the links are in before the
+        leases end, as with two round trips. On a Cluster, whose nodes run
+        their calls in parallel, the admissions are waited for first. A failed
+        call raises once the rest have run: the caller sends both again (each
+        is idempotent; a release that went through counts as stale then).
+        """
+        admit_calls, admit_parts = self._admit_calls(items)
+        release_calls, release_parts = self._release_calls(releases, worker)
+        if self.cluster:
+            admitted = await self._per_partition(admit_calls)
+            released = await self._per_partition(release_calls)
+        else:
+            replies = await self._per_partition(admit_calls + release_calls)
+            admitted, released = replies[:len(admit_calls)], replies[len(admit_calls):]
+        return (self._admitted(admitted, admit_parts),
+                self._released(released, release_parts))
+
+    def _admit_calls(self, items: Iterable[Admission]) -> tuple[list[Call], list[int]]:
         groups: dict[int, list[str | int]] = defaultdict(list)
         for item in items:
             bucket, member = self.keys.seen_slot(item.fingerprint)
@@ -228,19 +256,21 @@ class Frontier:
                 item.fingerprint + item.record.encode("utf-8"), item.host_config,
                 domain_of(item.host),
             ]
+        calls: list[Call] = [
+            (self._admit, [self.keys.counts(part)],
+             [self.keys.prefix(part), self.limits.concurrency, self.limits.delay_ms,
+              self.limits.budget, *args]) for part, args in groups.items()]
+        return calls, list(groups)
+
+    def _admitted(self, replies: list[Any], parts: list[int]) -> AdmitResult:
         result = AdmitResult()
-        if not groups:
-            return result
-        calls = [(self._admit, [self.keys.counts(part)],
-                  [self.keys.prefix(part), self.limits.concurrency, self.limits.delay_ms,
-                   self.limits.budget, *args]) for part, args in groups.items()]
-        for added, dups, refused, blocked, parked in await self._per_partition(calls):
+        for added, dups, refused, blocked, parked in replies:
             result.added += added
             result.duplicates += dups
             result.refused += refused
             result.blocked += blocked
             result.parked += parked
-        self.due.touch(*groups)
+        self.due.touch(*parts)
         return result
 
     async def claim(self, n: int, worker: str) -> ClaimResult:
@@ -312,6 +342,11 @@ class Frontier:
 
     async def release(self, releases: Iterable[Release], worker: str) -> ReleaseResult:
         """Release leases (each exactly once): how many, how many stale, breaker events."""
+        calls, parts = self._release_calls(releases, worker)
+        return self._released(await self._per_partition(calls), parts)
+
+    def _release_calls(self, releases: Iterable[Release], worker: str
+                       ) -> tuple[list[Call], list[int]]:
         groups: dict[int, list[Any]] = defaultdict(list)
         for rel in releases:
             groups[self.partition(rel.host)] += [
@@ -319,21 +354,23 @@ class Frontier:
                 rel.fingerprint + rel.record.encode("utf-8") if rel.record else "",
                 rel.hold_ms, rel.health, rel.fetch_ms, rel.revisit_ms,
             ]
-        if not groups:
-            return ReleaseResult(0, 0)
         b = self.limits.breaker
-        calls = [(self._release, [self.keys.counts(part)],
-                  [self.keys.prefix(part), worker, b.threshold, b.base_ms, b.cap_ms,
-                   b.max_openings, self.limits.adaptive_factor, self.limits.adaptive_max_ms,
-                   *args]) for part, args in groups.items()]
+        calls: list[Call] = [
+            (self._release, [self.keys.counts(part)],
+             [self.keys.prefix(part), worker, b.threshold, b.base_ms, b.cap_ms,
+              b.max_openings, self.limits.adaptive_factor, self.limits.adaptive_max_ms,
+              *args]) for part, args in groups.items()]
+        return calls, list(groups)
+
+    def _released(self, replies: list[Any], parts: list[int]) -> ReleaseResult:
         released = stale = 0
         events: list[BreakerEvent] = []
-        for reply in await self._per_partition(calls):
+        for reply in replies:
             released += reply[0]
             stale += reply[1]
             events += [BreakerEvent(reply[i].decode(), reply[i + 1].decode(), int(reply[i + 2]))
                        for i in range(2, len(reply), 3)]
-        self.due.touch(*groups)
+        self.due.touch(*parts)
         return ReleaseResult(released, stale, tuple(events))
 
     async def renew(self, leases: Iterable[Lease], worker: str) -> int:
@@ -348,44 +385,8 @@ class Frontier:
                  for part, fps in groups.items()]
         return sum(await self._per_partition(calls))
 
-    async def _per_partition(self, calls: list[tuple[Any, list[Any], list[Any]]]) -> list[Any]:
-        """Run one script per partition: pipelined on one Redis. On a Redis Cluster,
-        where redis-py refuses scripts in pipelines (partitions live on different
-        nodes), the calls to each node run one after the other and the nodes in
-        parallel (redis-py's async cluster client mixes up a node's connections
-        when several commands to it start at once)."""
-        if self.cluster:
-            return await self._per_node(calls)
-        # EVALSHA by hand: a pipeline of Script calls first asks the server
-        # whether it has the scripts (SCRIPT EXISTS, a round trip of its own,
-        # on every call). A server that lost them (restarted, flushed) answers
-        # NOSCRIPT, which ran nothing: those calls run again as Script calls,
-        # which load the script. "async with": a pipeline that fails before
-        # it sends (Redis down) must still give its connection back.
-        async with self.client.pipeline(transaction=False) as pipe:
-            for script, keys, args in calls:
-                pipe.evalsha(script.sha, len(keys), *keys, *args)
-            replies = await pipe.execute(raise_on_error=False)
-        for reply in replies:
-            if isinstance(reply, Exception) and not isinstance(reply, NoScriptError):
-                raise reply
-        return [await script(keys=keys, args=args) if isinstance(reply, NoScriptError)
-                else reply for (script, keys, args), reply in zip(calls, replies, strict=True)]
-
-    async def _per_node(self, calls: list[tuple[Any, list[Any], list[Any]]]) -> list[Any]:
-        await self.client.initialize()  # the slot map (a no-op once loaded)
-        by_node: dict[str, list[int]] = defaultdict(list)
-        for i, (_, keys, _) in enumerate(calls):
-            by_node[self.client.get_node_from_key(keys[0]).name].append(i)
-        results: list[Any] = [None] * len(calls)
-
-        async def run(indexes: list[int]) -> None:
-            for i in indexes:
-                script, keys, args = calls[i]
-                results[i] = await script(keys=keys, args=args)
-
-        await asyncio.gather(*(run(indexes) for indexes in by_node.values()))
-        return results
+    async def _per_partition(self, calls: list[Call]) -> list[Any]:
+        return await run_per_partition(self.client, calls)
 
     async def start_gate(self, host: str) -> int:
         """0 if a request to ``host`` may start now, else the ms to wait first
@@ -481,3 +482,46 @@ class Frontier:
         for reply in replies:
             add_counts(total, reply)
         return total
+
+
+async def run_per_partition(client: Redis | RedisCluster, calls: list[Call]) -> list[Any]:
+    """Run one script per partition: pipelined on one Redis. On a Redis Cluster,
+    where redis-py refuses scripts in pipelines (partitions live on different
+    nodes), the calls to each node run one after the other and the nodes in
+    parallel (redis-py's async cluster client mixes up a node's connections
+    when several commands to it start at once)."""
+    if not calls:
+        return []
+    if isinstance(client, RedisCluster):
+        return await _per_node(client, calls)
+    # EVALSHA by hand: a pipeline of Script calls first asks the server
+    # whether it has the scripts (SCRIPT EXISTS, a round trip of its own,
+    # on every call). A server that lost them (restarted, flushed) answers
+    # NOSCRIPT, which ran nothing: those calls run again as Script calls,
+    # which load the script. "async with": a pipeline that fails before
+    # it sends (Redis down) must still give its connection back.
+    async with client.pipeline(transaction=False) as pipe:
+        for script, keys, args in calls:
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+        replies = await pipe.execute(raise_on_error=False)
+    for reply in replies:
+        if isinstance(reply, Exception) and not isinstance(reply, NoScriptError):
+            raise reply
+    return [await script(keys=keys, args=args) if isinstance(reply, NoScriptError)
+            else reply for (script, keys, args), reply in zip(calls, replies, strict=True)]
+
+
+async def _per_node(client: RedisCluster, calls: list[Call]) -> list[Any]:
+    await client.initialize()  # the slot map (a no-op once loaded)
+    by_node: dict[str, list[int]] = defaultdict(list)
+    for i, (_, keys, _) in enumerate(calls):
+        by_node[client.get_node_from_key(keys[0]).name].append(i)
+    results: list[Any] = [None] * len(calls)
+
+    async def run(indexes: list[int]) -> None:
+        for i in indexes:
+            script, keys, args = calls[i]
+            results[i] = await script(keys=keys, args=args)
+
+    await asyncio.gather(*(run(indexes) for indexes in by_node.values()))
+    return results

@@ -59,7 +59,8 @@ class Sync:
         self.scheduler.after_flush()
 
     async def flush_all(self) -> None:
-        """Send pending admissions, then pending releases, until none is left.
+        """Send pending admissions, then pending releases, until none is left
+        (one round trip for both: ``Frontier.admit_and_release``).
 
         Admissions go first so that a page's links are in Redis before its
         lease ends: a crash in between refetches the page instead of losing
@@ -73,8 +74,8 @@ class Sync:
             admissions, self.admissions = self.admissions, []
             releases, self.releases = self.releases, []
             try:
-                admitted = await scheduler.frontier.admit(admissions)
-                released = await scheduler.frontier.release(releases, scheduler.worker)
+                admitted, released = await scheduler.frontier.admit_and_release(
+                    admissions, releases, scheduler.worker)
             except asyncio.CancelledError:
                 self._put_back(admissions, releases)
                 raise

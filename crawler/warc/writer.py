@@ -41,6 +41,10 @@ logger = logging.getLogger(__name__)
 #: Exchanges the writer thread takes from its queue at a time (one digest
 #: lookup, one reactor wake-up for all of them).
 BATCH = 64
+#: How long the writer waits for more after the first exchange of a batch:
+#: a page or two at a time would cost a digest look-up (a Redis round trip)
+#: and a reactor wake-up each. Not while producers wait for room, nor when closing.
+LINGER_S = 0.05
 
 
 class ArchiveWriter:
@@ -124,16 +128,7 @@ class ArchiveWriter:
     def _run(self) -> None:
         closing = False
         while not closing:
-            with self._lock:
-                while not self._queue:
-                    self._lock.wait()
-                batch = []
-                while self._queue and len(batch) < BATCH:
-                    job = self._queue.popleft()
-                    if job is None:
-                        closing = True
-                        break
-                    batch.append(job)
+            batch, closing = self._take()
             outcomes = self._write_batch([exchange for exchange, _ in batch])
             # The archive's own CPU, apart from the reactor's: what it costs a crawl.
             self.stats.set_value("warc/writer_cpu_seconds", round(time.thread_time(), 3))
@@ -148,6 +143,27 @@ class ArchiveWriter:
         finally:
             self.digests.close()
             self.stats.set_value("warc/writer_cpu_seconds", round(time.thread_time(), 3))
+
+    def _take(self) -> tuple[list[tuple[Exchange, Deferred[Written | Exception]]], bool]:
+        """The next batch (after a first exchange, up to LINGER_S more for
+        others), and whether the queue ended with it."""
+        with self._lock:
+            while not self._queue:
+                self._lock.wait()
+            deadline = time.monotonic() + LINGER_S
+            while (len(self._queue) < BATCH and self._queue[-1] is not None
+                   and not self._waiters):  # (producers waiting for room: write now)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._lock.wait(left)
+            batch = []
+            while self._queue and len(batch) < BATCH:
+                job = self._queue.popleft()
+                if job is None:
+                    return batch, True
+                batch.append(job)
+        return batch, False
 
     def _write_batch(self, exchanges: list[Exchange]) -> list[Written | Exception]:
         """Write each exchange (a revisit where its payload was archived before)."""
