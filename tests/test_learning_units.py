@@ -8,6 +8,8 @@ import random
 import re
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from crawler.learning.rules import SiteRules
 from crawler.learning.traps import MAX_WORDS, distance, page_sketch, page_text, sketch, url_pattern
@@ -227,6 +229,25 @@ def test_page_text_leaves_tags_scripts_and_styles_out() -> None:
     assert page_text(b"") == ""
     many = " ".join(["w"] * (MAX_WORDS + 50)).encode()
     assert len(page_text(many).split()) == MAX_WORDS
+
+
+#: Pieces a page's bytes are drawn from: markup, ASCII word and non-word
+#: characters, UTF-8 letters and punctuation (é, a closing quote, no-break space, Arabic
+#: digit three), bytes that are not UTF-8 and a cut-off sequence.
+_PIECES = [b"a", b"Z", b"_", b"9", b" ", b",", b"-", b"<", b">", b"\n", b"\x1c", b"<p>",
+           b"<script>x y</script>", b"<style>", b"</style>", b"\xc3\xa9", b"\xe2\x80\x99",
+           b"\xc2\xa0", b"\xd9\xa3", b"\xff", b"\xe2\x80"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), max_size=60).map(b"".join))
+@example("<p>Ça coûte 3 €, l\u2019été</p>".encode())
+def test_page_text_is_the_words_a_regular_expression_finds(body: bytes) -> None:
+    # page_text splits with a byte table for speed; the definition it must
+    # keep is this one.
+    text = re.sub(rb"<(script|style)\b.*?</\1\s*>|<[^>]*>", b" ", body, flags=re.S | re.I)
+    words = re.findall(r"\w+", text.decode("utf-8", "replace"))
+    assert page_text(body) == " ".join(words[:MAX_WORDS])
 
 
 def test_sketch_is_16_hex_and_ignores_case() -> None:
