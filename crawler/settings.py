@@ -183,6 +183,10 @@ FRONTIER_PARTITIONS = 16
 # asked again at least this often (seconds), for what other workers did. 0:
 # every partition at every claim.
 FRONTIER_CLAIM_SWEEP = 1.0
+# Each worker remembers this many of the URLs it offered lately (two
+# generations of hashes, a few MB) and counts a link to one of them as a
+# duplicate without asking Redis. 0: every link goes to Redis.
+FRONTIER_RECENT_OFFERS = 65536
 # A claimed URL is leased for this long; the worker renews it while it works.
 # After a crash the URL returns to its queue within this time.
 FRONTIER_LEASE_SECONDS = 60

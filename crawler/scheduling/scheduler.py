@@ -55,6 +55,7 @@ from crawler.scheduling.opening import (
     wait_for_redis,
     worker_identity,
 )
+from crawler.scheduling.recent import RecentOffers
 from crawler.scheduling.revisits import keep_state, revisits_for
 from crawler.scheduling.robotsjobs import RobotsJobs
 from crawler.scheduling.sync import Sync
@@ -145,6 +146,7 @@ class FrontierScheduler:
         self.seeds_key_template: str = s.get("REDIS_START_URLS_KEY") or ""
         self.seeds_batch = s.getint("REDIS_START_URLS_BATCH_SIZE", 100)
         self.intake = Intake(crawler, self.limits, self.stripper, self.meta_keys)
+        self.recent = RecentOffers(s.getint("FRONTIER_RECENT_OFFERS", 65536))
         self.leases = LeaseTable(self.stats, self.limits, self._record_again)
         self.health = RedisHealth(self.stats)
         self.sync = Sync(self)
@@ -289,11 +291,17 @@ class FrontierScheduler:
             return True
         if request.dont_filter and token is None:
             self.intake.dont_filter(request)
+        if token is None and canon is not None and self.recent.known(canon):
+            self.stats.inc_value("frontier/offered")
+            self.sync.count_duplicates(1, local=True)
+            return False
         assert self.spider is not None
         admission = self.intake.admission(request, sent, canon, self.spider)
         if admission is None:
             return False
         self.stats.inc_value("frontier/offered")
+        if token is None and canon is not None:  # a redirect target is no link: not kept
+            self.recent.offered(canon)
         self.sync.admit(admission)
         return True
 

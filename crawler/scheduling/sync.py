@@ -90,6 +90,8 @@ class Sync:
             if admitted.added or releases:
                 scheduler.claims.claimable = True
             self._count(admitted, released)
+            if admitted.blocked:  # not in the seen set: may come back (recent.py)
+                scheduler.recent.forget(a.canon for a in admissions)
             for event in released.events:
                 await self._breaker_event(event)
 
@@ -100,8 +102,7 @@ class Sync:
     def _count(self, admitted: AdmitResult, released: ReleaseResult) -> None:
         inc = self.stats.inc_value
         inc("frontier/admitted", admitted.added)
-        inc("frontier/duplicates", admitted.duplicates)
-        inc("dedup/exact", admitted.duplicates)
+        self.count_duplicates(admitted.duplicates)
         if admitted.refused:
             inc("frontier/refused/host-budget", admitted.refused)
         if admitted.blocked:
@@ -110,6 +111,15 @@ class Sync:
             inc("frontier/parked", admitted.parked)
         if released.stale:
             inc("frontier/leases/stale", released.stale)
+
+    def count_duplicates(self, n: int, *, local: bool = False) -> None:
+        """``n`` offers were of URLs already seen (``local``: known in this worker,
+        :mod:`crawler.scheduling.recent`, without asking Redis)."""
+        if n:
+            self.stats.inc_value("frontier/duplicates", n)
+            self.stats.inc_value("dedup/exact", n)
+            if local:
+                self.stats.inc_value("frontier/duplicates/local", n)
 
     async def _breaker_event(self, event: BreakerEvent) -> None:
         """Log a host's breaker transition once (this worker's release caused it)."""
