@@ -173,6 +173,10 @@ FRONTIER_ADAPTIVE_FACTOR = 2.0
 FRONTIER_ADAPTIVE_MAX_DELAY = 30.0
 SCHEDULER = "crawler.scheduling.scheduler.FrontierScheduler"
 # REDIS_URL = "redis://127.0.0.1:6379/0"   # shared frontier (scrapy-redis's name)
+# With a password, keep the URL off the command line (ps, scrapyd's job list,
+# shell history): REDIS_URL_FILE names a file holding it (mode 600), else the
+# environment variable BROADCRAWL_REDIS_URL is used. REDIS_URL comes first.
+# REDIS_URL_FILE = "/etc/broadcrawl/redis-url"
 # Keys of one crawl start with this (%(spider)s is the spider's name).
 FRONTIER_NAMESPACE = "frontier:%(spider)s"
 # Hosts are spread over this many partitions (hash-tagged for Redis Cluster).

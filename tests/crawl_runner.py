@@ -61,12 +61,15 @@ class CrawlResult:
 
 
 _PROXY_VARS = {"no_proxy", "http_proxy", "https_proxy", "all_proxy"}
+#: Variables of the test runner's environment a crawl must not inherit: a
+#: developer's own frontier URL would take the place of the embedded one.
+_PRIVATE_VARS = {"broadcrawl_redis_url"}
 
 
 def proxy_env(proxy_url: str | None) -> dict[str, str]:
     """The environment of a crawl that must reach the web only through its proxy
     (``None``: through no proxy at all, as on the real-socket web)."""
-    env = {k: v for k, v in os.environ.items() if k.lower() not in _PROXY_VARS}
+    env = {k: v for k, v in os.environ.items() if k.lower() not in _PROXY_VARS | _PRIVATE_VARS}
     if proxy_url is not None:
         env["http_proxy"] = env["HTTP_PROXY"] = proxy_url
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))

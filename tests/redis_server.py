@@ -52,18 +52,22 @@ def free_port() -> int:
 class RedisServer:
     """A redis-server process on a loopback port, restartable on the same files."""
 
-    def __init__(self, port: int, workdir: str, appendonly: bool) -> None:
+    def __init__(self, port: int, workdir: str, appendonly: bool,
+                 password: str | None = None) -> None:
         self.port = port
         self.workdir = workdir
         self.appendonly = appendonly
-        self.url = f"redis://127.0.0.1:{port}/0"
+        self.password = password
+        userinfo = f":{password}@" if password else ""
+        self.url = f"redis://{userinfo}127.0.0.1:{port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
              "--save", "", "--appendonly", "yes" if self.appendonly else "no",
-             "--dir", self.workdir],
+             "--dir", self.workdir,
+             *(["--requirepass", self.password] if self.password else [])],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 15
@@ -80,10 +84,12 @@ class RedisServer:
 
 
 @contextmanager
-def started_redis(appendonly: bool = False) -> Iterator[RedisServer]:
-    """Run a throw-away redis-server on a free loopback port."""
+def started_redis(appendonly: bool = False, password: str | None = None
+                  ) -> Iterator[RedisServer]:
+    """Run a throw-away redis-server on a free loopback port (``password``: it
+    requires one, and its ``url`` carries it)."""
     workdir = tempfile.mkdtemp(prefix="crawler-test-redis-")
-    server = RedisServer(free_port(), workdir, appendonly)
+    server = RedisServer(free_port(), workdir, appendonly, password)
     try:
         server.start()
         yield server

@@ -16,7 +16,8 @@ without a Redis shell or knowledge of the key layout::
     scrapy frontier crawls [--json]
     scrapy frontier delete (--crawl-id ID | --idle-days N) [--yes] [--force]
 
-The frontier is found as the crawl finds it: ``--redis-url`` or REDIS_URL,
+The frontier is found as the crawl finds it: ``--redis-url``, else REDIS_URL,
+REDIS_URL_FILE or $BROADCRAWL_REDIS_URL (:func:`~crawler.frontier.connection.configured_url`),
 else the embedded Redis of JOBDIR (or ``.scrapy/frontier/<spider>``), which
 is started for the command if it is not running. The namespace comes from
 FRONTIER_NAMESPACE and ``--spider``. Errors are one line and exit code 1:
@@ -57,7 +58,13 @@ from crawler.frontier.admin import (
     parse_host,
     refuse_older_layout,
 )
-from crawler.frontier.connection import ConnectError, Connection, RedisUnreachable, connect
+from crawler.frontier.connection import (
+    ConnectError,
+    Connection,
+    RedisUnreachable,
+    configured_url,
+    connect,
+)
 from crawler.frontier.control import Change, HostControl, UnknownTarget
 from crawler.frontier.crawls import CrawlInfo, delete_crawl, list_crawls
 from crawler.frontier.keys import crawl_namespace, site_of
@@ -111,8 +118,8 @@ class Command(ScrapyCommand):
             "--idle-days N); shows what it would remove unless --yes; refuses a crawl with "
             "live workers unless --force. --crawl-id ID makes every subcommand act on that "
             "crawl. "
-            "Redis: --redis-url or REDIS_URL, else the embedded Redis of JOBDIR or "
-            ".scrapy/frontier/SPIDER."
+            "Redis: --redis-url, else REDIS_URL, REDIS_URL_FILE or $BROADCRAWL_REDIS_URL, "
+            "else the embedded Redis of JOBDIR or .scrapy/frontier/SPIDER."
         )
 
     def add_options(self, parser: argparse.ArgumentParser) -> None:
@@ -121,7 +128,9 @@ class Command(ScrapyCommand):
         group.add_argument("--spider", default="broad", metavar="NAME",
                            help="spider whose frontier to use (default broad)")
         group.add_argument("--redis-url", metavar="URL",
-                           help="Redis of the frontier (default REDIS_URL, else the embedded one)")
+                           help="Redis of the frontier (default: REDIS_URL, REDIS_URL_FILE or "
+                                "$BROADCRAWL_REDIS_URL, else the embedded one); it shows in "
+                                "ps: prefer the file or the variable for a password")
         group.add_argument("--json", action="store_true",
                            help="status and dead print JSON, one object per line")
         group.add_argument("--watch", type=float, metavar="SECONDS",
@@ -174,9 +183,11 @@ class Command(ScrapyCommand):
         self._namespace(opts.spider, self._crawl_id)  # a bad id is a usage error, before Redis
         settings = self.settings
         assert settings is not None
-        url = opts.redis_url or settings.get("REDIS_URL") or None
-        display = safe_url(url) if url else "the embedded Redis"
+        url: str | None = None
+        display = "the embedded Redis"
         try:
+            url = opts.redis_url or configured_url(settings)
+            display = safe_url(url) if url else display
             with connect(url, None if url else self._embedded_dir(opts.spider),
                          settings.getdict("REDIS_PARAMS"), notice=note,
                          cluster=settings.getbool("REDIS_CLUSTER")) as conn:

@@ -15,8 +15,9 @@ without the password.
 
 from __future__ import annotations
 
+import os
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,38 @@ class RedisUnreachable(ConnectError):
     def __init__(self, url: str, error: BaseException | str, secret: str | None = None
                  ) -> None:
         super().__init__(f"cannot reach Redis at {safe_url(url)}: {one_line(error, secret)}")
+
+
+#: The environment variable a worker takes its Redis URL from when neither
+#: ``REDIS_URL`` nor ``REDIS_URL_FILE`` is set.
+URL_VARIABLE = "BROADCRAWL_REDIS_URL"
+
+
+def configured_url(settings: Any, environ: Mapping[str, str] = os.environ) -> str | None:
+    """The frontier's Redis URL: the ``REDIS_URL`` setting, else the URL in the
+    file ``REDIS_URL_FILE`` names (its first word), else
+    ``$BROADCRAWL_REDIS_URL``; None for the crawl's embedded Redis.
+
+    A setting given with ``-s`` shows in every ``ps`` listing, in scrapyd's
+    job arguments and in shell histories, password and all; a file only its
+    owner reads, or a service's environment, shows in none of them. A file
+    that cannot be read is a :class:`ConnectError` naming the file, never
+    its content.
+    """
+    url = settings.get("REDIS_URL")
+    if url:
+        return str(url)
+    path = settings.get("REDIS_URL_FILE")
+    if path:
+        try:
+            lines = Path(path).read_text().split()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not text"
+            raise ConnectError(f"REDIS_URL_FILE {path}: cannot read it ({reason})") from None
+        if not lines:
+            raise ConnectError(f"REDIS_URL_FILE {path} is empty: put the Redis URL in it")
+        return lines[0]
+    return environ.get(URL_VARIABLE) or None
 
 
 def async_client(url: str, params: dict[str, Any], cluster: bool = False

@@ -32,7 +32,7 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.reactor import is_asyncio_reactor_installed
 
 from crawler import compat
-from crawler.frontier.connection import async_client, sync_client
+from crawler.frontier.connection import async_client, configured_url, sync_client
 from crawler.frontier.embedded import EmbeddedRedis
 from crawler.frontier.ipgates import IpGates
 from crawler.frontier.keys import Count, Keys, crawl_namespace
@@ -125,7 +125,7 @@ class FrontierScheduler:
         self.stats = crawler.stats
         s = crawler.settings
         self.worker = worker_identity(s)
-        self.redis_url: str | None = s.get("REDIS_URL")
+        self.redis_url = configured_url(s)
         self.redis_params: dict[str, Any] = s.getdict("REDIS_PARAMS")
         self.cluster = s.getbool("REDIS_CLUSTER")
         self.partitions = s.getint("FRONTIER_PARTITIONS", 16)

@@ -1,0 +1,134 @@
+"""A shared Redis's URL and password off the command line (REDIS_URL_FILE,
+$BROADCRAWL_REDIS_URL), and out of everything a crawl writes."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from scrapy.settings import Settings
+
+from crawler.frontier.connection import URL_VARIABLE, ConnectError, configured_url
+from tests.crawl_runner import REPO, proxy_env, run_crawl
+from tests.redis_server import RedisServer, started_redis
+from tests.simweb import SimWebProcess
+
+PASSWORD = "s3cr3t-Pw-7f1c9e"
+
+# ---------------------------------------------------------------- where the URL comes from
+
+
+def test_the_setting_then_the_file_then_the_environment(tmp_path: Path) -> None:
+    url_file = tmp_path / "redis-url"
+    url_file.write_text("redis://:from-file@127.0.0.1:6379/0\n")
+    env = {URL_VARIABLE: "redis://:from-env@127.0.0.1:6379/0"}
+    both = Settings({"REDIS_URL": "redis://set:6379/0", "REDIS_URL_FILE": str(url_file)})
+    assert configured_url(both, env) == "redis://set:6379/0"
+    assert configured_url(Settings({"REDIS_URL_FILE": str(url_file)}), env) \
+        == "redis://:from-file@127.0.0.1:6379/0"
+    assert configured_url(Settings(), env) == "redis://:from-env@127.0.0.1:6379/0"
+    assert configured_url(Settings(), {}) is None  # the embedded Redis
+    assert configured_url(Settings({"REDIS_URL": ""}), {URL_VARIABLE: ""}) is None
+
+
+def test_a_url_file_that_cannot_be_used_is_named_not_shown(tmp_path: Path) -> None:
+    missing = tmp_path / "absent"
+    with pytest.raises(ConnectError, match=f"REDIS_URL_FILE {missing}: cannot read it"):
+        configured_url(Settings({"REDIS_URL_FILE": str(missing)}), {})
+    empty = tmp_path / "empty"
+    empty.write_text(" \n")
+    with pytest.raises(ConnectError, match="is empty"):
+        configured_url(Settings({"REDIS_URL_FILE": str(empty)}), {})
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"redis://:" + PASSWORD.encode() + b"\xff@h/0")
+    with pytest.raises(ConnectError) as raised:
+        configured_url(Settings({"REDIS_URL_FILE": str(binary)}), {})
+    assert PASSWORD not in str(raised.value)
+
+
+# ---------------------------------------------------------------- in a crawl
+
+
+@pytest.fixture(scope="module")
+def private_redis() -> Iterator[RedisServer]:
+    with started_redis(password=PASSWORD) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[SimWebProcess]:
+    with SimWebProcess(seed=41, n_hosts=6, mix="clean") as process:
+        yield process
+
+
+def _everything_written(folder: Path) -> Iterator[tuple[Path, bytes]]:
+    """Every file under ``folder``, gzip members (WARC files) decompressed."""
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        yield path, data
+
+
+@pytest.mark.crawl
+def test_a_crawl_takes_its_redis_from_the_environment_and_writes_no_password(
+    sim: SimWebProcess, private_redis: RedisServer, tmp_path: Path
+) -> None:
+    sim.reset()
+    result = run_crawl(sim.proxy_url, sim.web.seed_urls(), tmp_path, {
+        "FRONTIER_NAMESPACE": "secrets", "DOWNLOAD_DELAY": 0.05, "DEPTH_LIMIT": 1,
+        "LOG_LEVEL": "DEBUG", "PROMETHEUS_ENABLED": False,
+    }, timeout=120, env={URL_VARIABLE: private_redis.url})
+    assert result.returncode == 0, result.log[-3000:]
+    # The frontier was the password-protected server, not an embedded one...
+    client = redis.Redis.from_url(private_redis.url)
+    assert client.keys("{secrets/p*}:*"), "nothing of the crawl in the shared Redis"
+    client.close()
+    assert not (tmp_path / "job" / "frontier").exists()
+    # ...and the crawl fetched the web.
+    fetched = {(e["host"], e["path"]) for e in sim.ledger().entries}
+    assert len(fetched) > len(sim.web.seed_urls())
+    # Nothing it wrote carries the password: log (DEBUG, with the stats dump),
+    # items, WARC records and their index, the job folder.
+    written = dict(_everything_written(tmp_path))
+    assert any(path.suffix == ".gz" for path in written), sorted(written)
+    assert "'frontier/offered'" in result.log  # the stats dump is in the log
+    leaks = [str(path) for path, data in written.items() if PASSWORD.encode() in data]
+    assert leaks == []
+
+
+def test_frontier_status_reads_the_url_from_a_file(
+    private_redis: RedisServer, tmp_path: Path
+) -> None:
+    url_file = tmp_path / "redis-url"
+    url_file.write_text(private_redis.url + "\n")
+    url_file.chmod(0o600)
+    command = [sys.executable, "-m", "scrapy", "frontier", "status", "--spider", "broad",
+               "-s", f"REDIS_URL_FILE={url_file}", "-s", "FRONTIER_NAMESPACE=secrets-status"]
+    assert PASSWORD not in " ".join(command)
+    done = subprocess.run(command, cwd=REPO, env=proxy_env(None), capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert PASSWORD not in done.stdout + done.stderr
+    assert "127.0.0.1:" in done.stdout + done.stderr  # it names the server it read
+
+    url_file.write_text(private_redis.url.replace(PASSWORD, "wrong-password") + "\n")
+    done = subprocess.run(command, cwd=REPO, env=proxy_env(None), capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 1
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr  # one line, no traceback
+    assert "wrong-password" not in done.stderr
+
+
+def test_no_test_crawl_inherits_the_runners_frontier_url() -> None:
+    os.environ[URL_VARIABLE] = "redis://:leaked@127.0.0.1:1/0"
+    try:
+        assert URL_VARIABLE not in proxy_env(None)
+    finally:
+        del os.environ[URL_VARIABLE]
