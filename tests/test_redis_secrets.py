@@ -132,3 +132,54 @@ def test_no_test_crawl_inherits_the_runners_frontier_url() -> None:
         assert URL_VARIABLE not in proxy_env(None)
     finally:
         del os.environ[URL_VARIABLE]
+
+
+# ---------------------------------------------------------------- a Redis a worker cannot use
+
+
+def _failed_crawl(sim: SimWebProcess, tmp_path: Path, url: str | None,
+                  **settings: object) -> tuple[int, str, float]:
+    result = run_crawl(sim.proxy_url, sim.web.seed_urls()[:1], tmp_path, {
+        "FRONTIER_NAMESPACE": "secrets-fail", "PROMETHEUS_ENABLED": False, **settings,
+    }, timeout=90, env={URL_VARIABLE: url} if url else None)
+    return result.returncode, result.log, result.seconds
+
+
+def _error_lines(log: str) -> list[str]:
+    return [line for line in log.splitlines() if "] ERROR: " in line]
+
+
+@pytest.mark.crawl
+def test_a_refused_password_is_one_line_at_once_and_exit_1(
+    sim: SimWebProcess, private_redis: RedisServer, tmp_path: Path
+) -> None:
+    wrong = private_redis.url.replace(PASSWORD, "not-the-Pw-3b8a")
+    code, log, seconds = _failed_crawl(sim, tmp_path, wrong, FRONTIER_CONNECT_WAIT=60)
+    assert code == 1
+    assert "Traceback" not in log, log[-3000:]
+    errors = _error_lines(log)
+    assert len(errors) == 1, errors
+    assert "refused this worker's credentials" in errors[0]
+    assert "REDIS_URL, REDIS_URL_FILE or $BROADCRAWL_REDIS_URL" in errors[0]
+    assert "not-the-Pw-3b8a" not in log and f"127.0.0.1:{private_redis.port}" in errors[0]
+    assert seconds < 45  # not FRONTIER_CONNECT_WAIT's 60 s: a password does not come back
+    assert "'finish_reason': 'frontier_unavailable'" in log
+
+
+@pytest.mark.crawl
+def test_an_unreachable_redis_and_an_unreadable_url_file_are_one_line_and_exit_1(
+    sim: SimWebProcess, tmp_path: Path
+) -> None:
+    with started_redis(password=PASSWORD) as gone:
+        url = gone.url
+    code, log, _ = _failed_crawl(sim, tmp_path / "down", url, FRONTIER_CONNECT_WAIT=1)
+    assert code == 1 and "Traceback" not in log, log[-3000:]
+    errors = _error_lines(log)
+    assert len(errors) == 1 and "did not answer for 1 s" in errors[0], errors
+    assert PASSWORD not in log
+
+    missing = tmp_path / "no-such-file"
+    code, log, _ = _failed_crawl(sim, tmp_path / "file", None, REDIS_URL_FILE=str(missing))
+    assert code == 1 and "Traceback" not in log, log[-3000:]
+    errors = _error_lines(log)
+    assert len(errors) == 1 and f"REDIS_URL_FILE {missing}: cannot read it" in errors[0], errors

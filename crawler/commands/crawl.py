@@ -10,6 +10,8 @@ refuses (:class:`~crawler.compat.CompatibilityError`); this command collects
 them from the crawl: each is logged once (a
 :class:`~crawler.spiders.args.SpiderArgumentError` is logged by the broad
 spider itself), no traceback, exit code 1 (Scrapy's ``bootstrap_failed``).
+A frontier that cannot be opened (Redis unreachable or refusing the
+worker) closes the spider with ``frontier_unavailable``, also exit code 1.
 Any other exception is left to Scrapy, traceback and all. Everything else is
 Scrapy's ``crawl`` command unchanged; the project's ``COMMANDS_MODULE``
 (crawler/settings.py) puts it in place of Scrapy's, and scrapyd's runner
@@ -23,11 +25,13 @@ import asyncio
 import logging
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
+from scrapy.crawler import Crawler
 from scrapy.exceptions import UsageError
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from crawler import compat
+from crawler.scheduling.opening import FRONTIER_UNAVAILABLE
 from crawler.spiders.args import SpiderArgumentError
 
 logger = logging.getLogger(__name__)
@@ -43,14 +47,22 @@ class Command(ScrapyCrawlCommand):
             raise UsageError("running 'scrapy crawl' with more than one spider is not supported")
         name = args[0]
         assert self.crawler_process
-        started = self.crawler_process.crawl(compat.command_crawler(self, name), **opts.spargs)
+        crawler = compat.command_crawler(self, name)
+        started = self.crawler_process.crawl(crawler, **opts.spargs)
         if isinstance(started, asyncio.Task):
             started.add_done_callback(lambda task: _collect(task, name))
         elif isinstance(started, Deferred):
             started.addErrback(_trap_usage_error, name)
         self.crawler_process.start()
-        if self.crawler_process.bootstrap_failed:
+        if self.crawler_process.bootstrap_failed or _failed_to_open(crawler):
             self.exitcode = 1
+
+
+def _failed_to_open(crawler: Crawler) -> bool:
+    """Whether the crawl closed because its frontier could not be opened (the
+    scheduler logged why, in one line)."""
+    stats = crawler.stats
+    return stats is not None and stats.get_value("finish_reason") == FRONTIER_UNAVAILABLE
 
 
 def _report(exc: BaseException, name: str) -> bool:

@@ -16,18 +16,34 @@ import time
 from pathlib import Path
 from typing import Any
 
-from redis.exceptions import RedisError
+from redis.exceptions import AuthenticationError, RedisError, ResponseError
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.project import data_path
 
+from crawler.frontier.connection import ConnectError
 from crawler.frontier.keys import Keys, layout_json, older_layout
-from crawler.redaction import safe_url
+from crawler.redaction import one_line, safe_url, url_password
 
 logger = logging.getLogger("crawler.scheduling.scheduler")
 
 
-class FrontierUnavailable(RuntimeError):
-    """The frontier's Redis did not answer when the worker started."""
+#: The finish reason of a crawl whose frontier could not be opened; ``scrapy
+#: crawl`` exits with 1 on it (crawler/commands/crawl.py).
+FRONTIER_UNAVAILABLE = "frontier_unavailable"
+#: Where a worker's Redis URL comes from, for messages that say what to check.
+URL_SOURCES = "REDIS_URL, REDIS_URL_FILE or $BROADCRAWL_REDIS_URL"
+
+
+class FrontierUnavailable(ConnectError):
+    """The frontier's Redis did not answer when the worker started, or refused it."""
+
+
+def refused_credentials(exc: BaseException) -> bool:
+    """Whether Redis said no to the user or password: no wait will change that."""
+    if isinstance(exc, AuthenticationError):
+        return True
+    text = str(exc)
+    return isinstance(exc, ResponseError) and text.startswith(("NOAUTH", "WRONGPASS"))
 
 
 def worker_identity(settings: Any) -> str:
@@ -44,20 +60,31 @@ def embedded_folder(jobdir: str | None, spider_name: str) -> Path:
 
 
 async def wait_for_redis(client: Any, url: str, wait_s: float) -> None:
-    """Ping until Redis answers, for up to ``wait_s`` (``FRONTIER_CONNECT_WAIT``)."""
+    """Ping until Redis answers, for up to ``wait_s`` (``FRONTIER_CONNECT_WAIT``).
+
+    A refused user or password ends the wait at once: a Redis that restarts
+    comes back, a wrong password does not.
+    """
     deadline = time.monotonic() + wait_s
     pause, warned = 0.2, False
+    secret = url_password(url)
     while True:
         try:
             await client.ping()
         except (RedisError, OSError) as exc:
+            said = one_line(exc, secret).rstrip(".")
+            if refused_credentials(exc):
+                raise FrontierUnavailable(
+                    f"Redis at {safe_url(url)} refused this worker's credentials ({said}): "
+                    f"check the user and password in {URL_SOURCES}") from None
             if time.monotonic() + pause > deadline:
                 raise FrontierUnavailable(
                     f"Redis at {safe_url(url)} did not answer for {wait_s:.0f} s "
-                    f"(FRONTIER_CONNECT_WAIT): {exc}") from exc
+                    f"(FRONTIER_CONNECT_WAIT): {said}; check that it runs and that this "
+                    f"machine reaches it, and the URL in {URL_SOURCES}") from None
             if not warned:
                 logger.warning("Frontier: Redis at %s unreachable (%s); waiting up to %.0f s",
-                               safe_url(url), exc, wait_s)
+                               safe_url(url), one_line(exc, secret), wait_s)
                 warned = True
             await asyncio.sleep(pause)
             pause = min(pause * 2, 5.0)

@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 from scrapy import Request, Spider, signals
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import CloseSpider, NotConfigured
 from scrapy.utils.defer import deferred_from_coro
 from scrapy.utils.misc import load_object
 from scrapy.utils.reactor import is_asyncio_reactor_installed
 
 from crawler import compat
-from crawler.frontier.connection import async_client, configured_url, sync_client
+from crawler.frontier.connection import ConnectError, async_client, configured_url, sync_client
 from crawler.frontier.embedded import EmbeddedRedis
 from crawler.frontier.ipgates import IpGates
 from crawler.frontier.keys import Count, Keys, crawl_namespace
@@ -41,7 +41,7 @@ from crawler.frontier.seedfeed import SeedFeed
 from crawler.frontier.store import Breaker, Frontier, Lease, Limits
 from crawler.learning.worker import SiteLearning, learning_for
 from crawler.lease import TICKET_META, Ticket, ticket_of
-from crawler.redaction import safe_url
+from crawler.redaction import one_line, safe_url, url_password
 from crawler.robots.policy import RobotsPolicy
 from crawler.scheduling.claims import Claims
 from crawler.scheduling.health import RedisHealth
@@ -50,6 +50,7 @@ from crawler.scheduling.intake import Intake
 from crawler.scheduling.ipscope import IpScope
 from crawler.scheduling.leases import LeaseTable
 from crawler.scheduling.opening import (
+    FRONTIER_UNAVAILABLE,
     check_layout,
     embedded_folder,
     wait_for_redis,
@@ -125,7 +126,8 @@ class FrontierScheduler:
         self.stats = crawler.stats
         s = crawler.settings
         self.worker = worker_identity(s)
-        self.redis_url = configured_url(s)
+        #: The shared Redis's URL (None: the embedded one), known once opening began.
+        self.redis_url: str | None = None
         self.redis_params: dict[str, Any] = s.getdict("REDIS_PARAMS")
         self.cluster = s.getbool("REDIS_CLUSTER")
         self.partitions = s.getint("FRONTIER_PARTITIONS", 16)
@@ -167,6 +169,8 @@ class FrontierScheduler:
         self.idle_since: float | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self.closing = False
+        #: The frontier could not be opened: the spider is closed once open.
+        self.unopened = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
@@ -174,16 +178,45 @@ class FrontierScheduler:
         scheduler = cls(crawler)
         crawler.signals.connect(scheduler._reached_downloader,
                                 signal=signals.request_reached_downloader)
+        crawler.signals.connect(scheduler._close_if_unopened, signal=signals.spider_opened)
         return scheduler
 
     # ------------------------------------------------------------------ open / close
 
     def open(self, spider: Spider) -> Deferred[None]:
         self.spider = spider
-        return deferred_from_coro(self._open())
+        return deferred_from_coro(self._open_or_close())
+
+    async def _open_or_close(self) -> None:
+        """Open the frontier, or have the spider closed with one line saying why.
+
+        A Redis that cannot be reached or refuses the worker is the operator's
+        to fix, not a bug: one ERROR line (the URL without its password, what
+        to check), then the spider closes with ``frontier_unavailable``, which
+        ``scrapy crawl`` turns into exit code 1. The close is asked for once
+        the spider is open (:meth:`_close_if_unopened`): an exception here, or
+        a ``CloseSpider`` before the rest of the engine has started, ends in a
+        traceback from every component that expected an open spider.
+        """
+        try:
+            await self._open()
+        except ConnectError as exc:
+            logger.error("Frontier: %s", exc)
+        except (RedisError, OSError) as exc:
+            where = safe_url(self.url) if self.url else "Redis"
+            logger.error("Frontier: %s refused to open the frontier: %s", where,
+                         one_line(exc, url_password(self.url) if self.url else None))
+        else:
+            return
+        self.unopened = True
+
+    def _close_if_unopened(self) -> None:
+        if self.unopened:
+            raise CloseSpider(FRONTIER_UNAVAILABLE)
 
     async def _open(self) -> None:
         assert self.spider is not None
+        self.redis_url = configured_url(self.crawler.settings)
         # Starting or adopting the embedded server waits on a file lock and on
         # the server's start: in a thread, so the reactor runs on meanwhile.
         url = self.redis_url or await asyncio.to_thread(self._start_embedded)
