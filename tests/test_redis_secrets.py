@@ -3,10 +3,14 @@ $BROADCRAWL_REDIS_URL), and out of everything a crawl writes."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import json
 import os
 import subprocess
 import sys
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +19,7 @@ import redis
 from scrapy.settings import Settings
 
 from crawler.frontier.connection import URL_VARIABLE, ConnectError, configured_url
-from tests.crawl_runner import REPO, proxy_env, run_crawl
+from tests.crawl_runner import REPO, finish_crawl, proxy_env, run_crawl, start_crawl
 from tests.redis_server import RedisServer, started_redis
 from tests.simweb import SimWebProcess
 
@@ -76,31 +80,53 @@ def _everything_written(folder: Path) -> Iterator[tuple[Path, bytes]]:
         yield path, data
 
 
+def _scrapes_while_running(proc: subprocess.Popen[str], sd_dir: Path) -> list[str]:
+    """Every answer of the worker's metrics endpoint (found in its file_sd file)
+    until it exits, a scrape every 0.3 s."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    scrapes: list[str] = []
+    while proc.poll() is None:
+        for path in sd_dir.glob("*.json"):
+            with contextlib.suppress(OSError, ValueError, IndexError, KeyError):
+                target = json.loads(path.read_text())[0]["targets"][0]
+                scrapes.append(opener.open(f"http://{target}/metrics", timeout=5).read().decode())
+        time.sleep(0.3)
+    return scrapes
+
+
 @pytest.mark.crawl
 def test_a_crawl_takes_its_redis_from_the_environment_and_writes_no_password(
     sim: SimWebProcess, private_redis: RedisServer, tmp_path: Path
 ) -> None:
     sim.reset()
-    result = run_crawl(sim.proxy_url, sim.web.seed_urls(), tmp_path, {
+    sd_dir = tmp_path / "sd"
+    sd_dir.mkdir()
+    started = time.monotonic()
+    proc = start_crawl(sim.proxy_url, sim.web.seed_urls(), tmp_path / "crawl", {
         "FRONTIER_NAMESPACE": "secrets", "DOWNLOAD_DELAY": 0.05, "DEPTH_LIMIT": 1,
-        "LOG_LEVEL": "DEBUG", "PROMETHEUS_ENABLED": False,
-    }, timeout=120, env={URL_VARIABLE: private_redis.url})
+        "LOG_LEVEL": "DEBUG", "PROMETHEUS_PORT": "0", "PROMETHEUS_FILE_SD_DIR": str(sd_dir),
+        "PROMETHEUS_FRONTIER_INTERVAL": 0.5,
+    }, env={URL_VARIABLE: private_redis.url})
+    scrapes = _scrapes_while_running(proc, sd_dir)
+    result = finish_crawl(proc, tmp_path / "crawl", started, timeout=120)
     assert result.returncode == 0, result.log[-3000:]
     # The frontier was the password-protected server, not an embedded one...
     client = redis.Redis.from_url(private_redis.url)
     assert client.keys("{secrets/p*}:*"), "nothing of the crawl in the shared Redis"
     client.close()
-    assert not (tmp_path / "job" / "frontier").exists()
+    assert not (tmp_path / "crawl" / "job" / "frontier").exists()
     # ...and the crawl fetched the web.
     fetched = {(e["host"], e["path"]) for e in sim.ledger().entries}
     assert len(fetched) > len(sim.web.seed_urls())
-    # Nothing it wrote carries the password: log (DEBUG, with the stats dump),
-    # items, WARC records and their index, the job folder.
-    written = dict(_everything_written(tmp_path))
+    # Nothing it wrote or served carries the password: log (DEBUG, with the
+    # stats dump), items, WARC records (warcinfo included) and their index, the
+    # job folder, every metrics scrape.
+    written = dict(_everything_written(tmp_path / "crawl"))
     assert any(path.suffix == ".gz" for path in written), sorted(written)
     assert "'frontier/offered'" in result.log  # the stats dump is in the log
+    assert any("crawler_frontier_urls" in text for text in scrapes), len(scrapes)
     leaks = [str(path) for path, data in written.items() if PASSWORD.encode() in data]
-    assert leaks == []
+    assert leaks == [] and not any(PASSWORD in text for text in scrapes)
 
 
 def test_frontier_status_reads_the_url_from_a_file(
