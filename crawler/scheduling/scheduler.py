@@ -190,17 +190,18 @@ class FrontierScheduler:
     async def _open_or_close(self) -> None:
         """Open the frontier, or have the spider closed with one line saying why.
 
-        A Redis that cannot be reached or refuses the worker is the operator's
-        to fix, not a bug: one ERROR line (the URL without its password, what
-        to check), then the spider closes with ``frontier_unavailable``, which
-        ``scrapy crawl`` turns into exit code 1. The close is asked for once
+        A Redis that cannot be reached or refuses the worker, or a frontier laid
+        out for other workers, is the operator's to fix, not a bug: one ERROR
+        line (the URL without its password, what to check), then the spider
+        closes with ``frontier_unavailable``, which ``scrapy crawl`` turns into
+        exit code 1. The close is asked for once
         the spider is open (:meth:`_close_if_unopened`): an exception here, or
         a ``CloseSpider`` before the rest of the engine has started, ends in a
         traceback from every component that expected an open spider.
         """
         try:
             await self._open()
-        except ConnectError as exc:
+        except (ConnectError, NotConfigured) as exc:  # NotConfigured: a foreign layout
             logger.error("Frontier: %s", exc)
         except (RedisError, OSError) as exc:
             where = safe_url(self.url) if self.url else "Redis"
