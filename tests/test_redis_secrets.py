@@ -1,5 +1,12 @@
 """A shared Redis's URL and password off the command line (REDIS_URL_FILE,
-$BROADCRAWL_REDIS_URL), and out of everything a crawl writes."""
+$BROADCRAWL_REDIS_URL), and out of everything a crawl writes.
+
+The shared Redis here is one as a fleet runs it (tests/redis_tls.py): TLS
+only, client certificates, the crawler's least-privilege ACL users, the
+``default`` user off; the worker's URL is ``rediss://`` with its CA and
+certificate, so the crawl also shows that every component (scheduler, seed
+feed, WARC digest index, metrics) works over TLS within the worker's ACL.
+"""
 
 from __future__ import annotations
 
@@ -15,15 +22,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 from scrapy.settings import Settings
 
 from crawler.frontier.connection import URL_VARIABLE, ConnectError, configured_url
 from tests.crawl_runner import REPO, finish_crawl, proxy_env, run_crawl, start_crawl
-from tests.redis_server import RedisServer, started_redis
+from tests.redis_server import started_redis
+from tests.redis_tls import TlsRedis, crawler_users, tls_redis
 from tests.simweb import SimWebProcess
 
-PASSWORD = "s3cr3t-Pw-7f1c9e"
+PASSWORD = "s3cr3t-Pw-7f1c9e"  # the worker's
+READER_PASSWORD = "r3ad-Pw-0a4d2b"
+NAMESPACE = "secrets"
+SEED_LIST = "broad:start_urls"
 
 # ---------------------------------------------------------------- where the URL comes from
 
@@ -60,8 +70,9 @@ def test_a_url_file_that_cannot_be_used_is_named_not_shown(tmp_path: Path) -> No
 
 
 @pytest.fixture(scope="module")
-def private_redis() -> Iterator[RedisServer]:
-    with started_redis(password=PASSWORD) as server:
+def private_redis() -> Iterator[TlsRedis]:
+    passwords = {"worker": PASSWORD, "reader": READER_PASSWORD}
+    with tls_redis(crawler_users(NAMESPACE, SEED_LIST, passwords), passwords) as server:
         yield server
 
 
@@ -96,28 +107,37 @@ def _scrapes_while_running(proc: subprocess.Popen[str], sd_dir: Path) -> list[st
 
 @pytest.mark.crawl
 def test_a_crawl_takes_its_redis_from_the_environment_and_writes_no_password(
-    sim: SimWebProcess, private_redis: RedisServer, tmp_path: Path
+    sim: SimWebProcess, private_redis: TlsRedis, tmp_path: Path
 ) -> None:
     sim.reset()
     sd_dir = tmp_path / "sd"
     sd_dir.mkdir()
+    seeds = sim.web.seed_urls()
+    admin = private_redis.admin()
+    admin.rpush(SEED_LIST, *seeds[2:])  # the rest come through the seed feed
     started = time.monotonic()
-    proc = start_crawl(sim.proxy_url, sim.web.seed_urls(), tmp_path / "crawl", {
-        "FRONTIER_NAMESPACE": "secrets", "DOWNLOAD_DELAY": 0.05, "DEPTH_LIMIT": 1,
+    proc = start_crawl(sim.proxy_url, seeds[:2], tmp_path / "crawl", {
+        "FRONTIER_NAMESPACE": NAMESPACE, "DOWNLOAD_DELAY": 0.05, "DEPTH_LIMIT": 1,
         "LOG_LEVEL": "DEBUG", "PROMETHEUS_PORT": "0", "PROMETHEUS_FILE_SD_DIR": str(sd_dir),
         "PROMETHEUS_FRONTIER_INTERVAL": 0.5,
-    }, env={URL_VARIABLE: private_redis.url})
+    }, env={URL_VARIABLE: private_redis.url("worker")})
     scrapes = _scrapes_while_running(proc, sd_dir)
     result = finish_crawl(proc, tmp_path / "crawl", started, timeout=120)
     assert result.returncode == 0, result.log[-3000:]
-    # The frontier was the password-protected server, not an embedded one...
-    client = redis.Redis.from_url(private_redis.url)
-    assert client.keys("{secrets/p*}:*"), "nothing of the crawl in the shared Redis"
-    client.close()
+    # Nothing it asked was refused or failed: the ACL holds what a worker sends.
+    assert result.stat("frontier/redis_errors") is None, result.log[-3000:]
+    assert "Traceback" not in result.log and "permission" not in result.log
+    assert admin.acl_log() == []
+    # The frontier was the shared server, not an embedded one...
+    assert admin.keys("{secrets/p*}:*"), "nothing of the crawl in the shared Redis"
+    assert admin.exists("{secrets/warc}:digests")  # the WARC writer's index, over TLS too
+    assert admin.llen(SEED_LIST) == 0
+    admin.close()
     assert not (tmp_path / "crawl" / "job" / "frontier").exists()
-    # ...and the crawl fetched the web.
+    # ...and the crawl fetched the web, every seed, fed or given.
     fetched = {(e["host"], e["path"]) for e in sim.ledger().entries}
-    assert len(fetched) > len(sim.web.seed_urls())
+    assert {(u.split("/")[2], "/") for u in seeds} <= fetched
+    assert len(fetched) > len(seeds)
     # Nothing it wrote or served carries the password: log (DEBUG, with the
     # stats dump), items, WARC records (warcinfo included) and their index, the
     # job folder, every metrics scrape.
@@ -130,21 +150,22 @@ def test_a_crawl_takes_its_redis_from_the_environment_and_writes_no_password(
 
 
 def test_frontier_status_reads_the_url_from_a_file(
-    private_redis: RedisServer, tmp_path: Path
+    private_redis: TlsRedis, tmp_path: Path
 ) -> None:
+    """As the read-only operator: its ACL holds what status sends."""
     url_file = tmp_path / "redis-url"
-    url_file.write_text(private_redis.url + "\n")
+    url_file.write_text(private_redis.url("reader") + "\n")
     url_file.chmod(0o600)
     command = [sys.executable, "-m", "scrapy", "frontier", "status", "--spider", "broad",
-               "-s", f"REDIS_URL_FILE={url_file}", "-s", "FRONTIER_NAMESPACE=secrets-status"]
-    assert PASSWORD not in " ".join(command)
+               "-s", f"REDIS_URL_FILE={url_file}", "-s", f"FRONTIER_NAMESPACE={NAMESPACE}"]
+    assert READER_PASSWORD not in " ".join(command)
     done = subprocess.run(command, cwd=REPO, env=proxy_env(None), capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert PASSWORD not in done.stdout + done.stderr
-    assert "127.0.0.1:" in done.stdout + done.stderr  # it names the server it read
+    assert READER_PASSWORD not in done.stdout + done.stderr
+    assert "rediss://reader:***@127.0.0.1:" in done.stdout  # it names the server it read
 
-    url_file.write_text(private_redis.url.replace(PASSWORD, "wrong-password") + "\n")
+    url_file.write_text(private_redis.url("reader", "wrong-password") + "\n")
     done = subprocess.run(command, cwd=REPO, env=proxy_env(None), capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode == 1
@@ -177,9 +198,9 @@ def _error_lines(log: str) -> list[str]:
 
 @pytest.mark.crawl
 def test_a_refused_password_is_one_line_at_once_and_exit_1(
-    sim: SimWebProcess, private_redis: RedisServer, tmp_path: Path
+    sim: SimWebProcess, private_redis: TlsRedis, tmp_path: Path
 ) -> None:
-    wrong = private_redis.url.replace(PASSWORD, "not-the-Pw-3b8a")
+    wrong = private_redis.url("worker", "not-the-Pw-3b8a")
     code, log, seconds = _failed_crawl(sim, tmp_path, wrong, FRONTIER_CONNECT_WAIT=60)
     assert code == 1
     assert "Traceback" not in log, log[-3000:]

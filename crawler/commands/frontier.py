@@ -205,7 +205,11 @@ class Command(ScrapyCommand):
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             self._fail(str(RedisUnreachable(url or display, exc, url and url_password(url))))
         except redis.RedisError as exc:
-            self._fail(f"Redis error at {display}: {one_line(exc, url and url_password(url))}")
+            hint = ("; the Redis user may not: `scrapy acl reader` prints what showing needs, "
+                    "`scrapy acl worker` what changing needs"
+                    if isinstance(exc, redis.exceptions.NoPermissionError) else "")
+            self._fail(f"Redis error at {display}: {one_line(exc, url and url_password(url))}"
+                       + hint)
 
     # ------------------------------------------------------------------ plumbing
 

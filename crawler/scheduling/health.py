@@ -4,21 +4,64 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
+from redis.exceptions import AuthenticationError, NoPermissionError, ResponseError
+
+from crawler.redaction import one_line
+
 logger = logging.getLogger("crawler.scheduling.scheduler")
+
+#: What the operator checks when Redis refuses a command to the worker's user.
+ACL_HINT = "the worker's Redis user lacks it: compare its ACL with `scrapy acl worker`"
+
+
+def refused_credentials(exc: BaseException) -> bool:
+    """Whether Redis said no to the user or password: no wait will change that."""
+    if isinstance(exc, AuthenticationError):
+        return True
+    text = str(exc)
+    return isinstance(exc, ResponseError) and text.startswith(("NOAUTH", "WRONGPASS"))
+
+
+def refusal(exc: BaseException) -> str | None:
+    """What to check when Redis refuses this worker rather than failing to
+    answer (a wrong password, a command or key its ACL does not allow); None
+    for a failure that waiting may cure."""
+    if isinstance(exc, NoPermissionError):
+        return ACL_HINT
+    if refused_credentials(exc):
+        return "the user and password it was given are refused"
+    return None
 
 
 class RedisHealth:
     """One warning when Redis goes away and one when it is back, however many
-    calls fail in between; every failed call counts in ``frontier/redis_errors``."""
+    calls fail in between; every failed call counts in ``frontier/redis_errors``.
 
-    def __init__(self, stats: Any) -> None:
+    A refusal is not an outage: Redis answers, and says no. It is logged once,
+    as an error, and ``on_refused`` ends the crawl (a worker that may not
+    write its releases would lease URLs it can never give back).
+    """
+
+    def __init__(self, stats: Any, on_refused: Callable[[], None] | None = None) -> None:
         self.stats = stats
+        self.on_refused = on_refused
         self.down_since: float | None = None
+        self.refused: str | None = None
 
     def trouble(self, exc: Exception) -> None:
         self.stats.inc_value("frontier/redis_errors")
+        hint = refusal(exc)
+        if hint is not None:
+            if self.refused is None:
+                self.refused = one_line(exc)
+                logger.error("Frontier: Redis refused this worker: %s; %s. Stopping the crawl",
+                             self.refused.rstrip("."), hint)
+                if self.on_refused is not None:
+                    self.on_refused()
+            return
         if self.down_since is None:
             self.down_since = time.monotonic()
             logger.warning("Frontier: Redis unreachable (%s); waiting for it", exc)

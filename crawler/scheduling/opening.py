@@ -16,13 +16,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from redis.exceptions import AuthenticationError, RedisError, ResponseError
+from redis.exceptions import RedisError
 from scrapy.exceptions import NotConfigured
 from scrapy.utils.project import data_path
 
 from crawler.frontier.connection import ConnectError
 from crawler.frontier.keys import Keys, layout_json, older_layout
 from crawler.redaction import one_line, safe_url, url_password
+from crawler.scheduling.health import refused_credentials
 
 logger = logging.getLogger("crawler.scheduling.scheduler")
 
@@ -36,14 +37,6 @@ URL_SOURCES = "REDIS_URL, REDIS_URL_FILE or $BROADCRAWL_REDIS_URL"
 
 class FrontierUnavailable(ConnectError):
     """The frontier's Redis did not answer when the worker started, or refused it."""
-
-
-def refused_credentials(exc: BaseException) -> bool:
-    """Whether Redis said no to the user or password: no wait will change that."""
-    if isinstance(exc, AuthenticationError):
-        return True
-    text = str(exc)
-    return isinstance(exc, ResponseError) and text.startswith(("NOAUTH", "WRONGPASS"))
 
 
 def worker_identity(settings: Any) -> str:

@@ -44,7 +44,7 @@ from crawler.lease import TICKET_META, Ticket, ticket_of
 from crawler.redaction import one_line, safe_url, url_password
 from crawler.robots.policy import RobotsPolicy
 from crawler.scheduling.claims import Claims
-from crawler.scheduling.health import RedisHealth
+from crawler.scheduling.health import RedisHealth, refusal
 from crawler.scheduling.heartbeat import heartbeat_loop
 from crawler.scheduling.intake import Intake
 from crawler.scheduling.ipscope import IpScope
@@ -150,7 +150,8 @@ class FrontierScheduler:
         self.intake = Intake(crawler, self.limits, self.stripper, self.meta_keys)
         self.recent = RecentOffers(s.getint("FRONTIER_RECENT_OFFERS", 65536))
         self.leases = LeaseTable(self.stats, self.limits, self._record_again)
-        self.health = RedisHealth(self.stats)
+        self.health = RedisHealth(self.stats, self._refused)
+        self._closer: asyncio.Future[None] | None = None
         self.sync = Sync(self)
         self.claims = Claims(self)
         self.robots_jobs = RobotsJobs(self)
@@ -205,11 +206,21 @@ class FrontierScheduler:
             logger.error("Frontier: %s", exc)
         except (RedisError, OSError) as exc:
             where = safe_url(self.url) if self.url else "Redis"
-            logger.error("Frontier: %s refused to open the frontier: %s", where,
-                         one_line(exc, url_password(self.url) if self.url else None))
+            hint = refusal(exc)
+            logger.error("Frontier: %s refused to open the frontier: %s%s", where,
+                         one_line(exc, url_password(self.url) if self.url else None),
+                         f"; {hint}" if hint else "")
         else:
             return
         self.unopened = True
+
+    def _refused(self) -> None:
+        """Redis refuses this worker's commands (:class:`RedisHealth` said why):
+        end the crawl rather than lease URLs it cannot give back."""
+        engine = self.crawler.engine
+        if self._closer is None and engine is not None and engine.spider is not None:
+            self._closer = asyncio.ensure_future(
+                engine.close_spider_async(reason=FRONTIER_UNAVAILABLE))
 
     def _close_if_unopened(self) -> None:
         if self.unopened:
@@ -302,6 +313,11 @@ class FrontierScheduler:
 
     async def _save_last_changes(self) -> None:
         assert self.frontier is not None
+        if self.health.refused:
+            logger.info("Frontier: last changes not saved (Redis refuses this worker); the "
+                        "URLs it held go to other workers when their leases expire")
+            await self.client.aclose()
+            return
         try:
             await asyncio.wait_for(self.sync.flush_all(), timeout=30)
             if self.learning is not None:

@@ -82,6 +82,8 @@ class Sync:
             except (RedisError, OSError) as exc:
                 self._put_back(admissions, releases)
                 scheduler.health.trouble(exc)
+                if scheduler.health.refused:
+                    return  # no retry brings a permission: the crawl is ending
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
