@@ -1,4 +1,10 @@
-"""The frontier on a real Redis Cluster (three masters started for the test, on loopback)."""
+"""The frontier on a real Redis Cluster (three masters started for the test, on loopback).
+
+The cluster is set up as a fleet's would be: TLS only (clients and the
+cluster bus), the ``default`` user off, and the crawler's ACL users
+(crawler/frontier/acl.py, with the Cluster commands): every test here runs
+as the worker, and ``scrapy frontier status`` as the read-only reader.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +17,20 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import redis
 from redis.asyncio.cluster import RedisCluster
 
+from crawler.frontier.acl import acl_line, key_patterns
 from crawler.frontier.ipgates import DnsNote, IpGates
 from crawler.frontier.keys import Keys
 from crawler.frontier.store import Frontier, Limits, Release
 from tests.crawl_runner import REPO, finish_crawl, proxy_env, start_crawl
 from tests.frontier_harness import admission
+from tests.realweb.tls import TestCA
 from tests.simweb import SimWebProcess
 
 SERVER = shutil.which("redis-server")
@@ -50,29 +59,65 @@ def _bindable(port: int) -> bool:
         return True
 
 
+@dataclass(frozen=True, slots=True)
+class TlsCluster:
+    ports: list[int]
+    ca: Path
+    passwords: dict[str, str]
+
+    def url(self, user: str) -> str:
+        """``rediss://`` for ``user`` on the first node, trusting the test CA."""
+        return (f"rediss://{user}:{self.passwords[user]}@127.0.0.1:{self.ports[0]}/0"
+                f"?ssl_ca_certs={self.ca}")
+
+    def ask(self, port: int, *command: str) -> object:
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2, ssl=True,
+                             ssl_ca_certs=str(self.ca), username="admin",
+                             password=self.passwords["admin"])
+        try:
+            return client.execute_command(*command)
+        finally:
+            client.close()
+
+
 @pytest.fixture(scope="module")
-def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``redis://`` URL of one node of a fresh three-master cluster (no replicas)."""
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsCluster]:
+    """A fresh three-master cluster (no replicas), TLS only, with ACL users."""
     root = tmp_path_factory.mktemp("cluster")
+    ca = TestCA(root / "ca")
+    cert, key = ca.issue(["localhost"], ["127.0.0.1"], client=True)  # the bus dials too
+    passwords = {"admin": "admin-Pw-c1", "worker": "worker-Pw-c2", "reader": "reader-Pw-c3"}
+    (root / "users.acl").write_text("\n".join([
+        "user default off", f"user admin on >{passwords['admin']} ~* &* +@all",
+        *(acl_line(role, role, key_patterns("test", "broad:start_urls"), passwords[role],
+                   cluster=True)
+          for role in ("worker", "reader"))]) + "\n")
+    tls = ["--tls-cert-file", str(cert), "--tls-key-file", str(key),
+           "--tls-ca-cert-file", str(ca.cert_path), "--tls-auth-clients", "no",
+           "--tls-cluster", "yes", "--aclfile", str(root / "users.acl")]
     ports = _free_ports(3)
+    running = TlsCluster(ports, ca.cert_path, passwords)
     procs = []
     for port in ports:
         folder = root / str(port)
         folder.mkdir()
         procs.append(subprocess.Popen(
-            [SERVER, "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-             "--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "no",
-             "--dir", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            [SERVER, "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
+             "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+             "--save", "", "--appendonly", "no", "--dir", str(folder), *tls],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     try:
         for port in ports:
-            _wait(lambda p=port: _ask(p, "PING"))
-        subprocess.run([CLI, "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
+            _wait(lambda p=port: running.ask(p, "PING"))
+        subprocess.run([CLI, "--tls", "--cacert", str(ca.cert_path), "--user", "admin",
+                        "--pass", passwords["admin"], "--no-auth-warning",
+                        "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
                         "--cluster-replicas", "0", "--cluster-yes"],
                        check=True, capture_output=True, timeout=60)
         for port in ports:  # every node must know the whole slot map, not just the first
-            _wait(lambda p=port: b"cluster_state:ok" in _ask(p, "CLUSTER", "INFO")
-                  and len(_ask(p, "CLUSTER", "NODES").splitlines()) == 3)
-        yield f"redis://127.0.0.1:{ports[0]}/0"
+            _wait(lambda p=port: b"cluster_state:ok" in running.ask(p, "CLUSTER", "INFO")
+                  and len(running.ask(p, "CLUSTER", "NODES").splitlines()) == 3)
+        yield running
     finally:
         for proc in procs:
             proc.terminate()
@@ -80,12 +125,10 @@ def cluster_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.wait(10)
 
 
-def _ask(port: int, *command: str) -> object:
-    client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=2)
-    try:
-        return client.execute_command(*command)
-    finally:
-        client.close()
+@pytest.fixture(scope="module")
+def cluster_url(cluster: TlsCluster) -> str:
+    """The worker's URL."""
+    return cluster.url("worker")
 
 
 def _wait(check: object, seconds: float = 20) -> None:
@@ -201,7 +244,7 @@ def test_an_address_shared_by_names_of_many_partitions_is_gated_in_its_own_slot(
 
 @pytest.mark.crawl
 def test_two_workers_crawl_on_a_cluster_and_status_reads_it(
-    cluster_url: str, tmp_path: Path
+    cluster: TlsCluster, cluster_url: str, tmp_path: Path
 ) -> None:
     namespace = f"test:cluster-crawl:{time.time_ns()}"
     settings = {"REDIS_URL": cluster_url, "REDIS_CLUSTER": True, "FRONTIER_NAMESPACE": namespace,
@@ -216,12 +259,16 @@ def test_two_workers_crawl_on_a_cluster_and_status_reads_it(
         ledger = web.ledger()
         status = subprocess.run(
             [sys.executable, "-m", "scrapy", "frontier", "status", "--json",
-             "-s", f"REDIS_URL={cluster_url}", "-s", "REDIS_CLUSTER=True",
+             "-s", f"REDIS_URL={cluster.url('reader')}", "-s", "REDIS_CLUSTER=True",
              "-s", f"FRONTIER_NAMESPACE={namespace}"],
             cwd=REPO, env=proxy_env(web.proxy_url), capture_output=True, text=True, timeout=60)
     for result in results:
         assert result.returncode == 0, result.log[-3000:]
         assert "Traceback" not in result.log
+        assert result.stat("frontier/redis_errors") is None, result.log[-3000:]
+    # nothing the workers or the reader sent was refused, on any node
+    refused = [cluster.ask(port, "ACL", "LOG") for port in cluster.ports]
+    assert refused == [[], [], []], refused
     pages = ledger.pages(web.web)
     assert pages and max(pages.values()) == 1  # every page once, across both workers
     assert all(int(r.stat("frontier/leases/claimed") or 0) > 0 for r in results)

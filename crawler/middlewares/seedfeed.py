@@ -73,7 +73,9 @@ class SeedFeedMiddleware:
             try:
                 lines = await feed.take()
             except (RedisError, OSError) as exc:
-                logger.warning("Seed feed: cannot read %s: %s", feed.key, exc)
+                scheduler.health.trouble(exc)  # one warning per outage, not one per poll
+                if scheduler.health.refused:
+                    return  # the worker's ACL: the crawl is ending (health said why)
                 lines = []
             for raw in lines:
                 item += 1
