@@ -177,6 +177,10 @@ SCHEDULER = "crawler.scheduling.scheduler.FrontierScheduler"
 # shell history): REDIS_URL_FILE names a file holding it (mode 600), else the
 # environment variable BROADCRAWL_REDIS_URL is used. REDIS_URL comes first.
 # REDIS_URL_FILE = "/etc/broadcrawl/redis-url"
+# Over a network: rediss:// (TLS), with redis-py's ssl_* options in the URL's
+# query (?ssl_ca_certs=ca.crt&ssl_certfile=w.crt&ssl_keyfile=w.key) or in
+# REDIS_PARAMS, and a least-privilege ACL user: `scrapy acl worker` prints its
+# rule (docs/operations.md, "A Redis on a network").
 # Keys of one crawl start with this (%(spider)s is the spider's name).
 FRONTIER_NAMESPACE = "frontier:%(spider)s"
 # Hosts are spread over this many partitions (hash-tagged for Redis Cluster).
