@@ -13,6 +13,7 @@ minimal input, so that the fix turns them into failures to be unmarked.
 from __future__ import annotations
 
 import email.utils
+import json
 import math
 import time
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from scrapy.utils.test import get_crawler
 from w3lib.url import safe_url_string
 
 import crawler.settings
+from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, from_record
 from crawler.middlewares.retry import retry_after_seconds
 from crawler.robots.rules import Rules, classify, prepare
 from crawler.seeds import Seed, SeedError, parse_seed_line, parse_seed_lines
@@ -446,3 +448,46 @@ def test_links_hostile_rel_link_href() -> None:
 ], ids=[*(f"header-{c}" for c in _NON_TEXT_CODECS), "meta-charset", "meta-http-equiv", "xml-decl"])
 def test_links_non_text_charset(body: bytes, charset: str | None) -> None:
     _links(body, charset=charset)
+
+
+# --- frontier records (crawler/frontier/records.py) ---------------------------
+#
+# A queue entry is whatever someone with write access to the shared Redis put
+# there. Reading one either raises RecordError (the worker makes it a
+# ``bad-record`` dead letter) or gives a GET request for an http(s) URL of the
+# queue's own host, with a callback of the spider's own and only the meta the
+# frontier carries.
+
+_RECORD_HOST = "http://a.test:80"
+_json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | _junk
+_json_values = st.recursive(_json_scalars, lambda inner: st.lists(inner, max_size=3)
+                            | st.dictionaries(_junk, inner, max_size=3), max_leaves=8)
+_record_fields = st.sampled_from(["u", "d", "p", "cb", "eb", "k", "r", "m", "x"])
+_record_urls = st.builds(lambda a, b, c: a + b + c, _pieces | _junk, _pieces | _junk, _junk)
+
+
+def _check_record(raw: str | bytes) -> None:
+    try:
+        request = from_record(raw, _spider(), _RECORD_HOST, DEFAULT_META_KEYS)
+    except RecordError:
+        return
+    assert host_key(request.url) == _RECORD_HOST, request.url
+    assert request.method == "GET" and not request.body
+    assert set(request.meta) <= {*DEFAULT_META_KEYS, "depth"}
+    assert getattr(request.callback, "__self__", None) is _spider()
+
+
+@_FAST
+@given(st.dictionaries(_record_fields, _json_values | _record_urls, max_size=6))
+@example({"u": "file:///etc/passwd"})
+@example({"u": "/x", "cb": "start"})
+@example({"u": "/x", "m": {"proxy": "http://evil.test"}})
+@example({"u": "//evil.test/x"})
+def test_a_record_is_refused_or_a_request_of_its_own_host(fields: dict[str, Any]) -> None:
+    _check_record(json.dumps(fields))
+
+
+@_FAST
+@given(st.binary(max_size=200) | _junk)
+def test_record_bytes_are_refused_or_a_request_of_its_own_host(raw: bytes | str) -> None:
+    _check_record(raw)

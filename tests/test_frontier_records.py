@@ -75,8 +75,6 @@ def test_unserializable_requests_name_the_field(kwargs: dict, field: str) -> Non
         ("https://a.test/", "https://a.test:443", "/"),
         ("http://a.test:8080/x", "http://a.test:8080", "/x"),
         ("http://[::1]:8080/x", "http://[::1]:8080", "/x"),
-        # Another origin (never the case in the frontier) stays absolute.
-        ("http://b.test/x", "http://a.test:80", "http://b.test/x"),
     ],
 )
 def test_records_stored_with_their_host_leave_the_origin_out(
@@ -122,3 +120,55 @@ def test_spider_default_errback_is_left_out_but_none_survives() -> None:
     assert "eb" not in json.loads(with_eb)
     assert from_record(with_eb, spider).errback == spider.on_error
     assert from_record(without, spider).errback is None
+
+
+def test_a_record_of_another_origin_is_written_absolute_and_refused_from_that_queue() -> None:
+    """Never the case in the frontier: a queue's records are its host's URLs."""
+    spider = _Spider()
+    record = to_record(Request("http://b.test/x"), "http://b.test/x", spider, KEYS,
+                       "http://a.test:80")
+    assert json.loads(record)["u"] == "http://b.test/x"
+    assert from_record(record, spider).url == "http://b.test/x"  # no queue: no host to match
+    with pytest.raises(RecordError, match=re.escape("not a URL of its queue's host http://a.test:80")):
+        from_record(record, spider, "http://a.test:80")
+
+
+HOST = "http://a.test:80"
+
+
+@pytest.mark.parametrize(
+    ("record", "field"),
+    [
+        ("not json", "record: not JSON"),
+        ('["/x"]', "record: not a JSON object"),
+        ('{"u": "/x", "d": "2"}', "'d': str, not int"),
+        ('{"u": "/x", "d": true}', "'d': bool"),
+        ('{"u": "/x", "d": -1}', "'d': depth -1 out of range"),
+        ('{"u": "/x", "p": 99999999999999999999}', "'p': priority"),
+        ('{"u": 7}', "'u': int"),
+        ('{"u": "file:///etc/passwd"}', "'u': not an http\\(s\\) URL"),
+        ('{"u": "ftp://a.test/x"}', "'u': not an http\\(s\\) URL"),
+        ('{"u": "http://evil.test/x"}', "'u': not a URL of its queue's host"),
+        ('{"u": "https://a.test/x"}', "'u': not a URL of its queue's host"),  # another port
+        ('{"u": "/x", "r": "javascript:alert(1)"}', "'r': not an http\\(s\\) URL"),
+        ('{"u": "/x", "cb": "close"}', "'cb': 'close' is not a method of the spider"),
+        ('{"u": "/x", "cb": "__init__"}', "'cb': '__init__' is not"),
+        ('{"u": "/x", "cb": "crawler"}', "'cb': 'crawler' is not"),
+        ('{"u": "/x", "eb": "no_such"}', "'eb': 'no_such' is not"),
+        ('{"u": "/x", "m": {"proxy": "http://evil.test:3128"}}', "'m': keys not in"),
+        ('{"u": "/x", "m": {"_ticket": 1}}', "'m': keys not in"),
+        ('{"u": "/x", "k": ["a"]}', "'k': list, not dict"),
+        ('{"u": "/x", "x": 1}', "field 'x': unknown"),
+        ('{"u": "/' + "a" * 70000 + '"}', "record: 70,010 characters, over 65,536"),
+    ],
+)
+def test_a_hostile_record_is_refused_naming_the_field(record: str, field: str) -> None:
+    with pytest.raises(RecordError, match=field):
+        from_record(record, _Spider(), HOST, KEYS)
+
+
+def test_a_record_too_large_to_read_is_refused_when_written() -> None:
+    spider = _Spider()
+    request = Request("http://a.test/x", cb_kwargs={"blob": "x" * 70000})
+    with pytest.raises(RecordError, match="cb_kwargs and meta"):
+        to_record(request, request.url, spider, KEYS, HOST)

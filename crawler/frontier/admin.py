@@ -122,14 +122,14 @@ def parse_dead(fingerprint: bytes, value: bytes) -> DeadLetter:
     parts = value.split(b"\n", 2)
     if len(parts) < 3:
         return DeadLetter(fingerprint, "", "", "?", "unreadable dead letter", None, "")
-    host, reason_raw, entry = parts
-    record = entry[16:].decode("utf-8", "replace")
+    host = parts[0].decode("utf-8", "replace")
+    record = parts[2][16:].decode("utf-8", "replace")
     try:
-        url = record_url(json.loads(record), host.decode())
+        url = record_url(json.loads(record), host)
     except (ValueError, AttributeError):
         url = ""
-    why = DeadReason.parse(reason_raw.decode("utf-8", "replace"))
-    return DeadLetter(fingerprint, host.decode(), url, why.reason, why.error, why.time, record)
+    why = DeadReason.parse(parts[1].decode("utf-8", "replace"))
+    return DeadLetter(fingerprint, host, url, why.reason, why.error, why.time, record)
 
 
 def _priority(record: str) -> int:

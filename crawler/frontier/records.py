@@ -36,7 +36,7 @@ from typing import Any
 
 from scrapy import Request, Spider
 
-from crawler.urls import host_origin
+from crawler.urls import host_key, host_origin
 
 #: Meta keys that survive the trip through Redis by default.
 DEFAULT_META_KEYS: tuple[str, ...] = (
@@ -90,7 +90,11 @@ def to_record(
         record["r"] = _relative(meta.pop("referrer"), origin)
     if meta:
         record["m"] = {k: _jsonable(f"meta[{k!r}]", v) for k, v in meta.items()}
-    return _dumps(record)
+    written = _dumps(record)
+    if len(written) > MAX_RECORD_CHARS:
+        raise RecordError(f"record: {len(written):,} characters (cb_kwargs and meta), over "
+                          f"{MAX_RECORD_CHARS:,}")
+    return written
 
 
 def _dumps(record: dict[str, Any]) -> str:
@@ -142,19 +146,87 @@ def _absolute(url: str, host: str | None) -> str:
     return url
 
 
-def from_record(record: str, spider: Spider, host: str | None = None) -> Request:
-    """Rebuild the request of a record (callbacks looked up on the spider)."""
-    data = json.loads(record)
+#: The largest record a worker writes or reads: far above a real one (under
+#: 64 bytes for a link), far below what would hurt a worker that reads it.
+MAX_RECORD_CHARS = 65536
+#: Fields a record may have, and the JSON types of their values.
+_FIELDS: dict[str, tuple[type, ...]] = {
+    "u": (str,), "d": (int,), "p": (int,), "cb": (str,), "eb": (str,), "k": (dict,),
+    "r": (str,), "m": (dict,),
+}
+_MAX_DEPTH = 1_000_000
+_MAX_PRIORITY = 2**31
+#: Names on every Scrapy spider that are not callbacks (``start``, ``close``,
+#: ``crawler``...): a record may name the spider's own methods only.
+_NOT_CALLBACKS = frozenset(name for name in dir(Spider) if name != "parse")
+
+
+def decode(record: str | bytes, host: str | None = None,
+           meta_keys: Iterable[str] | None = None) -> dict[str, Any]:
+    """A record's fields, checked: anyone who can write to the frontier's Redis
+    can plant one, and a worker must not turn it into a request the frontier
+    would never have queued (another host, another scheme, a ``file:`` URL,
+    meta the frontier does not carry such as ``proxy``). Raises
+    :class:`RecordError` naming the field."""
+    if len(record) > MAX_RECORD_CHARS:
+        raise RecordError(f"record: {len(record):,} characters, over {MAX_RECORD_CHARS:,}")
+    try:
+        data = json.loads(record)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise RecordError(f"record: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise RecordError(f"record: not a JSON object but {type(data).__name__}")
+    for key, value in data.items():
+        types = _FIELDS.get(key)
+        if types is None:
+            raise RecordError(f"field {key!r}: unknown")
+        if not isinstance(value, types) or isinstance(value, bool):
+            raise RecordError(f"field {key!r}: {type(value).__name__}, not "
+                              + " or ".join(t.__name__ for t in types))
+    if not 0 <= data.get("d", 0) <= _MAX_DEPTH:
+        raise RecordError(f"field 'd': depth {data['d']} out of range")
+    if not -_MAX_PRIORITY <= data.get("p", 0) <= _MAX_PRIORITY:
+        raise RecordError(f"field 'p': priority {data['p']} out of range")
+    _check_url("u", record_url(data, host), host)
+    if "r" in data:
+        _check_url("r", _absolute(data["r"], host), None)
+    if meta_keys is not None:
+        unknown = set(data.get("m", {})) - set(meta_keys)
+        if unknown:
+            raise RecordError(f"field 'm': keys not in FRONTIER_META_KEYS: {sorted(unknown)}")
+    return data
+
+
+def _check_url(field: str, url: str, host: str | None) -> None:
+    scheme = url.partition(":")[0].lower()
+    if scheme not in ("http", "https"):
+        raise RecordError(f"field {field!r}: not an http(s) URL")
+    if host is not None and host_key(url) != host:
+        raise RecordError(f"field {field!r}: not a URL of its queue's host {host}")
+
+
+def _method(spider: Spider, field: str, name: str) -> Any:
+    method = None if name.startswith("_") or name in _NOT_CALLBACKS \
+        else getattr(spider, name, None)
+    if not callable(method):
+        raise RecordError(f"field {field!r}: {name!r} is not a method of the spider")
+    return method
+
+
+def from_record(record: str | bytes, spider: Spider, host: str | None = None,
+                meta_keys: Iterable[str] | None = None) -> Request:
+    """Rebuild the request of a record (callbacks looked up on the spider),
+    checked by :func:`decode`."""
+    data = decode(record, host, meta_keys)
     meta = dict(data.get("m", {}))
     meta["depth"] = data.get("d", 0)
     if "r" in data:
         meta["referrer"] = _absolute(data["r"], host)
     eb = data.get("eb", getattr(spider, "frontier_errback", None))
-    errback = getattr(spider, eb) if eb else None
     return Request(
         record_url(data, host),
-        callback=getattr(spider, data.get("cb", "parse")),
-        errback=errback,
+        callback=_method(spider, "cb", data.get("cb", "parse")),
+        errback=_method(spider, "eb", eb) if eb else None,
         priority=data.get("p", 0),
         meta=meta,
         cb_kwargs=data.get("k"),

@@ -9,18 +9,23 @@ next one is and a timer wakes the worker then.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 from scrapy import Request
 
-from crawler.frontier.records import from_record
+from crawler.deadletter import DeadReason
+from crawler.frontier.records import RecordError, from_record
+from crawler.frontier.store import Lease, Release
 from crawler.lease import TICKET_META, Ticket
 from crawler.urls import canonical_url
 
 if TYPE_CHECKING:
     from crawler.scheduling.scheduler import FrontierScheduler
+
+logger = logging.getLogger("crawler.scheduling.scheduler")
 
 
 class Claims:
@@ -75,7 +80,12 @@ class Claims:
         scheduler.health.ok()
         self.claiming = False
         for lease in result.leases:
-            request = from_record(lease.record, scheduler.spider, lease.host)
+            try:
+                request = from_record(lease.record, scheduler.spider, lease.host,
+                                      scheduler.meta_keys)
+            except RecordError as exc:
+                self._bad_record(lease, exc)
+                continue
             ticket = Ticket(lease.token, lease.robots_version)
             if scheduler.leases.revisits is not None:
                 ticket.revisit = scheduler.leases.revisits.state_of(lease.record)
@@ -101,6 +111,17 @@ class Claims:
         else:  # nothing due, nothing delayed: no claim until something changes
             self.claimable = False
             scheduler.refresh_counts()
+
+    def _bad_record(self, lease: Lease, error: RecordError) -> None:
+        """A queue entry this worker did not write (or cannot read): a dead letter
+        with reason ``bad-record``, never a request."""
+        scheduler = self.scheduler
+        scheduler.stats.inc_value("frontier/bad_records")
+        logger.warning("Frontier: a queued record of %s is not one a worker writes (%s); it "
+                       "is a dead letter (scrapy frontier dead --reason bad-record)",
+                       lease.host, error)
+        scheduler.sync.release(Release(lease.host, lease.fingerprint, "dead",
+                                       DeadReason.now("bad-record", str(error)).json()))
 
     def maybe_claimable(self) -> None:
         """URLs are queued somewhere (another worker may have admitted them):

@@ -21,7 +21,7 @@ local p = ARGV[1]
 local conc0, delay0, budget = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local added, dups, refused, hosts, blocked, parked = 0, 0, 0, 0, 0, 0
 local parked_reason = '{"reason": "robots-unreachable", "error": "host parked"}'
-local seq = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
+local seq = num(redis.call('HGET', KEYS[1], 'seq'), 0)
 
 for i = 5, #ARGV, 7 do
   local bucket, member, host, prio, entry, conf, domain =
@@ -44,11 +44,11 @@ for i = 5, #ARGV, 7 do
     end
     hosts = hosts + ensure_host(p, host, c, d, domain)
     local sk = site_key(p, host)
-    if budget > 0 and tonumber(redis.call('HGET', sk, 'a') or '0') >= budget then
+    if budget > 0 and num(redis.call('HGET', sk, 'a'), 0) >= budget then
       refused = refused + 1
     else
       seq = seq + 1
-      redis.call('HINCRBY', sk, 'a', 1)
+      hincr(sk, 'a', 1)
       push_url(p, host, queue_score(prio, seq), entry)
       added = added + 1
     end
@@ -56,7 +56,7 @@ for i = 5, #ARGV, 7 do
 end
 
 if added > 0 then
-  redis.call('HINCRBY', KEYS[1], 'queued', added)
+  hincr(KEYS[1], 'queued', added)
   redis.call('HSET', KEYS[1], 'seq', seq)
   -- Time marks: queue scores are sequence numbers, so ":e" maps the first
   -- sequence number admitted at a time (score) to that time in seconds
@@ -68,9 +68,9 @@ if added > 0 then
     redis.call('ZADD', p .. ':e', seq - added + 1, now_s)
   end
 end
-if dups > 0 then redis.call('HINCRBY', KEYS[1], 'dup', dups) end
-if refused > 0 then redis.call('HINCRBY', KEYS[1], 'refused', refused) end
-if hosts > 0 then redis.call('HINCRBY', KEYS[1], 'hosts', hosts) end
-if blocked > 0 then redis.call('HINCRBY', KEYS[1], 'blocked', blocked) end
-if parked > 0 then redis.call('HINCRBY', KEYS[1], 'dead', parked) end
+if dups > 0 then hincr(KEYS[1], 'dup', dups) end
+if refused > 0 then hincr(KEYS[1], 'refused', refused) end
+if hosts > 0 then hincr(KEYS[1], 'hosts', hosts) end
+if blocked > 0 then hincr(KEYS[1], 'blocked', blocked) end
+if parked > 0 then hincr(KEYS[1], 'dead', parked) end
 return {added, dups, refused, blocked, parked}

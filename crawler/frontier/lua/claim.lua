@@ -41,17 +41,17 @@
 local p = ARGV[1]
 local want, lease_ms, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local rnd, jitter, move_max = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local robots_ms = tonumber(ARGV[8] or '0')
-local dconc, ddelay = tonumber(ARGV[9] or '0'), tonumber(ARGV[10] or '0')
-local ipscope, ip_fallback = ARGV[11] == '1', tonumber(ARGV[12] or '0')
-local dns_job_ms, dns_job_max = tonumber(ARGV[13] or '0'), tonumber(ARGV[14] or '0')
+local robots_ms = num(ARGV[8], 0)
+local dconc, ddelay = num(ARGV[9], 0), num(ARGV[10], 0)
+local ipscope, ip_fallback = ARGV[11] == '1', num(ARGV[12], 0)
+local dns_job_ms, dns_job_max = num(ARGV[13], 0), num(ARGV[14], 0)
 local dns_jobs = 0
 local now = now_ms()
 local ready = p .. ':ready'
 -- The timed sets' earliest time (common.lua, timer_at): steps 1, 2, 2b, 4
 -- and 5 run only when it has come, or when the IP scope was turned off
 -- while hosts are parked (step 5 lets them all go).
-local timers = tonumber(redis.call('HGET', KEYS[1], 'mt') or '0')
+local timers = num(redis.call('HGET', KEYS[1], 'mt'), 0)
 local maintain = now >= math.abs(timers)
   or (not ipscope and redis.call('EXISTS', p .. ':iwake') == 1)
 
@@ -66,16 +66,16 @@ for _, fp in ipairs(expired) do
   if data then
     local host, score, _, entry = split_fields(data, 4)  -- host, score, worker, entry
     local sk = site_key(p, host)
-    redis.call('HINCRBY', sk, 'i', -1)
+    hincr(sk, 'i', -1)
     domain_lease_ended(p, sk, fp, now)
     push_url(p, host, score, entry)
     refresh_site(p, host)
   end
 end
 if #expired > 0 then
-  redis.call('HINCRBY', KEYS[1], 'leased', -#expired)
-  redis.call('HINCRBY', KEYS[1], 'queued', #expired)
-  redis.call('HINCRBY', KEYS[1], 'expired', #expired)
+  hincr(KEYS[1], 'leased', -#expired)
+  hincr(KEYS[1], 'queued', #expired)
+  hincr(KEYS[1], 'expired', #expired)
 end
 
 -- 2. Due delayed URLs go back to their queues.
@@ -90,8 +90,8 @@ for _, fp in ipairs(due) do
   end
 end
 if #due > 0 then
-  redis.call('HINCRBY', KEYS[1], 'delayed', -#due)
-  redis.call('HINCRBY', KEYS[1], 'queued', #due)
+  hincr(KEYS[1], 'delayed', -#due)
+  hincr(KEYS[1], 'queued', #due)
 end
 
 -- 2b. Done URLs whose revisit is due go back to their hosts' queues
@@ -100,7 +100,7 @@ end
 -- seconds (release.lua). Behind
 -- the host's new URLs when ARGV[15] is 1 (their priority lowered by 2^16),
 -- else in their own priority's order; either way first come, first served.
-local revisit_back = tonumber(ARGV[15] or '1') == 1 and 65536 * 4294967296 or 0
+local revisit_back = num(ARGV[15], 1) == 1 and 65536 * 4294967296 or 0
 local vhosts = redis.call('ZRANGEBYSCORE', p .. ':vdue', '-inf', now, 'LIMIT', 0, move_max)
 -- A dropped or parked host's revisits become dead letters, as its new links
 -- do (admit.lua): requeueing the host brings them back.
@@ -118,7 +118,7 @@ for _, host in ipairs(vhosts) do
   local b = redis.call('HGET', p .. ':h:' .. host, 'b')
   local reason = b == 'p' and redis.call('HGET', p .. ':h:' .. host, 'pr')
     or '{"reason": "dropped", "error": "host dropped before its revisit"}'
-  seq = seq or tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
+  seq = seq or num(redis.call('HGET', KEYS[1], 'seq'), 0)
   for _, entry in ipairs(entries) do
     redis.call('ZREM', vk, entry)
     if b == '1' or b == 'p' then
@@ -127,7 +127,7 @@ for _, host in ipairs(vhosts) do
     else
       seq = seq + 1
       -- (records.py writes the priority "p" right after the depth "d")
-      local prio = tonumber(string.match(entry, ',"d":%d+,"p":(-?%d+)', 17) or '0')
+      local prio = num(string.match(entry, ',"d":%d+,"p":(-?%d+)', 17), 0)
       push_url(p, host, queue_score(prio, seq) + revisit_back, entry)
       revisited = revisited + 1
     end
@@ -142,11 +142,11 @@ for _, host in ipairs(vhosts) do
 end
 if revisited + revisits_dead > 0 then
   redis.call('HSET', KEYS[1], 'seq', seq)
-  redis.call('HINCRBY', KEYS[1], 'revisit', -(revisited + revisits_dead))
-  redis.call('HINCRBY', KEYS[1], 'done', -(revisited + revisits_dead))
-  redis.call('HINCRBY', KEYS[1], 'queued', revisited)
-  redis.call('HINCRBY', KEYS[1], 'dead', revisits_dead)
-  redis.call('HINCRBY', KEYS[1], 'revisited', revisited)
+  hincr(KEYS[1], 'revisit', -(revisited + revisits_dead))
+  hincr(KEYS[1], 'done', -(revisited + revisits_dead))
+  hincr(KEYS[1], 'queued', revisited)
+  hincr(KEYS[1], 'dead', revisits_dead)
+  hincr(KEYS[1], 'revisited', revisited)
 end
 end  -- maintain (steps 1 to 2b)
 
@@ -166,7 +166,7 @@ end
 -- the settings) and whether it is paused.
 local function domain_limits(dom)
   local st = redis.call('HMGET', p .. ':d:' .. dom, 't', 'xc', 'xd', 'xp')
-  return tonumber(st[1] or '0'), tonumber(st[2] or dconc), delay_in_force(ddelay, st[3]),
+  return num(st[1], 0), tonumber(st[2] or dconc), delay_in_force(ddelay, st[3]),
          st[4] ~= false
 end
 
@@ -204,7 +204,7 @@ end
 local function robots_due(hk)
   if robots_ms == 0 then return false end
   local st = redis.call('HMGET', hk, 'rs', 'rx')
-  return st[1] ~= 'k' or now >= tonumber(st[2] or '0')
+  return st[1] ~= 'k' or now >= num(st[2], 0)
 end
 
 -- Lease the head of the host's queue and move its next-allowed time on by
@@ -222,10 +222,10 @@ local function lease_head(host, hk, dom)
   redis.call('HSET', p .. ':ld', fp, host .. '\n' .. score .. '\n' .. worker .. '\n' .. entry)
   local sk = site_key(p, host)
   local st = redis.call('HMGET', sk, 'dl', 'fl', 'bs', 'xd')
-  local delay, floor = delay_in_force(st[1], st[4]), tonumber(st[2] or '0')
+  local delay, floor = delay_in_force(st[1], st[4]), num(st[2], 0)
   local gap = jittered(delay, floor)
-  redis.call('HINCRBY', hk, 'n', -1)
-  redis.call('HINCRBY', sk, 'i', 1)
+  hincr(hk, 'n', -1)
+  hincr(sk, 'i', 1)
   redis.call('HSET', sk, 't', now + gap)
   if st[3] == 'o' or st[3] == 'h' then
     -- Breaker cool-down over: this URL is the one probe (half-open); the
@@ -313,7 +313,7 @@ end  -- maintain (steps 4 and 5)
 local function joins_ip_waiters(host, hk, sk)
   if not ipscope then return false end
   local st = redis.call('HMGET', sk, 'ip', 'ipx')
-  if not st[1] or now >= tonumber(st[2] or '0') then
+  if not st[1] or now >= num(st[2], 0) then
     -- Its server's address is not known (any more): a DNS job first (the
     -- host is out of the ready set until it is done, or its time runs out).
     dns_jobs = dns_jobs + 1
@@ -350,7 +350,7 @@ while got < want and dns_jobs < dns_job_max do
   if dom == false then
     -- waits for its domain or its server's address
   elseif robots_due(hk) then
-    if tonumber(redis.call('HGET', sk, 'i') or '0') > 0 then
+    if num(redis.call('HGET', sk, 'i'), 0) > 0 then
       -- A robots.txt fetch is a request to the server like any other: it
       -- waits until nothing of the name is in flight (the release re-scores
       -- the host).
@@ -373,8 +373,8 @@ while got < want and dns_jobs < dns_job_max do
   end
 end
 if leased > 0 then
-  redis.call('HINCRBY', KEYS[1], 'leased', leased)
-  redis.call('HINCRBY', KEYS[1], 'queued', -leased)
+  hincr(KEYS[1], 'leased', leased)
+  hincr(KEYS[1], 'queued', -leased)
   timer_at(p, now + lease_ms)
 end
 
@@ -386,7 +386,7 @@ local next_ms = -1
 if got < want then
   local first = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
   if #first > 0 then next_ms = tonumber(first[2]) end
-  timers = tonumber(redis.call('HGET', KEYS[1], 'mt') or '0')
+  timers = num(redis.call('HGET', KEYS[1], 'mt'), 0)
   if timers > 0 and (next_ms < 0 or timers < next_ms) then next_ms = timers end
 end
 

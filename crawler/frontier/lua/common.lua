@@ -1,6 +1,27 @@
 -- Helpers shared by the frontier's scripts: store.py prepends this file to
 -- each script when it loads it (Redis scripts cannot import one another).
 
+-- A stored number, or d when the field is missing or not a finite number.
+-- Anyone who can write to the shared Redis can plant a field, and a script
+-- that fails on one would fail every claim of its partition: a bad field
+-- reads as its default instead.
+local function num(v, d)
+  local n = tonumber(v)
+  if n == nil or n ~= n or n == math.huge or n == -math.huge then return d end
+  return n
+end
+
+-- HINCRBY that a planted non-integer field does not break: the field
+-- starts again from the increment.
+local function hincr(key, field, by)
+  local r = redis.pcall('HINCRBY', key, field, by)
+  if type(r) == 'table' and r.err then
+    redis.call('HSET', key, field, by)
+    return tonumber(by)
+  end
+  return r
+end
+
 -- The server's clock in ms: every worker sees the same time.
 local function now_ms()
   local t = redis.call('TIME')
@@ -19,7 +40,7 @@ local function timer_at(p, at)
   local k = p .. ':n'
   local cur = redis.call('HGET', k, 'mt')
   if not cur then return end
-  local t = tonumber(cur)
+  local t = num(cur, 0)
   if t > 0 and t <= at then return end
   redis.call('HSET', k, 'mt', at)
 end
@@ -52,8 +73,8 @@ end
 -- Crawl-delay, and while adaptation has lengthened the delay (ad above dl: a
 -- slow server gets no stacked requests).
 local function site_concurrency(c, xc, fl, dl, ad)
-  local n = tonumber(xc or c or '1')
-  if tonumber(fl or '0') > 0 or tonumber(ad or '0') > tonumber(dl or '0') then
+  local n = num(xc or c, 1)
+  if num(fl, 0) > 0 or num(ad, 0) > num(dl, 0) then
     n = math.min(n, 1)
   end
   return n
@@ -63,7 +84,7 @@ end
 -- override, else dl. (The adaptive delay counts from the end of an answer:
 -- release.lua applies it.)
 local function delay_in_force(dl, xd)
-  return tonumber(xd or dl or '0')
+  return num(xd or dl, 0)
 end
 
 -- A host belongs in its partition's ready set, scored by its next-allowed
@@ -76,10 +97,10 @@ local function refresh_host(p, host)
   local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'rw')
   local g = redis.call('HMGET', site_key(p, host), 'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl',
                        'dl', 'ad', 'dj')
-  if tonumber(st[1] or '0') > 0 and not g[7]
-      and tonumber(g[1] or '0') < site_concurrency(g[2], g[6], g[8], g[9], g[10]) then
-    local at = math.max(tonumber(g[3] or '0'), tonumber(g[4] or '0'), tonumber(g[5] or '0'),
-                        tonumber(st[2] or '0'), tonumber(g[11] or '0'))
+  if num(st[1], 0) > 0 and not g[7]
+      and num(g[1], 0) < site_concurrency(g[2], g[6], g[8], g[9], g[10]) then
+    local at = math.max(num(g[3], 0), num(g[4], 0), num(g[5], 0),
+                        num(st[2], 0), num(g[11], 0))
     redis.call('ZADD', p .. ':ready', at, host)
   else
     redis.call('ZREM', p .. ':ready', host)
@@ -124,7 +145,7 @@ end
 -- Put an entry in its host's queue and keep the ready set right.
 local function push_url(p, host, score, entry)
   redis.call('ZADD', p .. ':q:' .. host, score, entry)
-  redis.call('HINCRBY', p .. ':h:' .. host, 'n', 1)
+  hincr(p .. ':h:' .. host, 'n', 1)
   refresh_host(p, host)
 end
 
@@ -147,8 +168,8 @@ end
 -- and bk keeps URLs claimed before the hold from starting (read by start.lua).
 local function hold_host(sk, until_ms)
   local st = redis.call('HMGET', sk, 'w', 'bk')
-  if until_ms > tonumber(st[1] or '0') then redis.call('HSET', sk, 'w', until_ms) end
-  if until_ms > tonumber(st[2] or '0') then redis.call('HSET', sk, 'bk', until_ms) end
+  if until_ms > num(st[1], 0) then redis.call('HSET', sk, 'w', until_ms) end
+  if until_ms > num(st[2], 0) then redis.call('HSET', sk, 'bk', until_ms) end
 end
 
 -- Domains: every site of one registered domain (www.a.test, img.a.test) is
@@ -173,7 +194,7 @@ end
 local function wake_domain(p, dom, at_ms)
   if redis.call('EXISTS', p .. ':dw:' .. dom) == 0 then return end
   local cur = redis.call('ZSCORE', p .. ':dwake', dom)
-  if not cur or at_ms < tonumber(cur) then
+  if not cur or at_ms < num(cur, 0) then
     redis.call('ZADD', p .. ':dwake', at_ms, dom)
     timer_at(p, at_ms)
   end
@@ -185,7 +206,7 @@ local function domain_lease_ended(p, sk, member, now)
   local dom = redis.call('HGET', sk, 'd')
   if not dom then return end
   redis.call('ZREM', p .. ':di:' .. dom, member)
-  local t = tonumber(redis.call('HGET', p .. ':d:' .. dom, 't') or '0')
+  local t = num(redis.call('HGET', p .. ':d:' .. dom, 't'), 0)
   wake_domain(p, dom, math.max(now, t))
 end
 
@@ -202,7 +223,7 @@ local function park_for_ip(p, host, addr, at)
   local parked = p .. ':iw:' .. addr
   if not redis.call('ZSCORE', parked, host) then redis.call('ZADD', parked, at, host) end
   local cur = redis.call('ZSCORE', p .. ':iwake', addr)
-  if not cur or at < tonumber(cur) then
+  if not cur or at < num(cur, 0) then
     redis.call('ZADD', p .. ':iwake', at, addr)
     timer_at(p, at)
   end

@@ -39,8 +39,8 @@ end
 local delay = tonumber(ARGV[5])
 if delay then
   local st = redis.call('HMGET', key, 't', 's')
-  if tonumber(st[1] or '0') > now + delay then redis.call('HSET', key, 't', now + delay) end
-  if tonumber(st[2] or '0') > now + delay then redis.call('HSET', key, 's', now + delay) end
+  if num(st[1], 0) > now + delay then redis.call('HSET', key, 't', now + delay) end
+  if num(st[2], 0) > now + delay then redis.call('HSET', key, 's', now + delay) end
 end
 
 if scope == 'site' then

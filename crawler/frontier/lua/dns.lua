@@ -31,7 +31,7 @@ if redis.call('EXISTS', hk) == 0 then return {'gone', 0, 0, 0} end
 local sk = site_key(p, host)  -- a name fails for all its schemes and ports
 local now = now_ms()
 local st = redis.call('HMGET', sk, 'da', 'du')
-local attempts, hold_end = tonumber(st[1] or '0'), tonumber(st[2] or '0')
+local attempts, hold_end = num(st[1], 0), num(st[2], 0)
 
 if hold_end > now then
   return {'hold', attempts, hold_end - now, 0}

@@ -51,7 +51,7 @@ local left = redis.call('ZCARD', qk)
 redis.call('HSET', hk, 'n', left)
 refresh_host(p, host)
 
-if queued > 0 then redis.call('HINCRBY', KEYS[1], 'queued', -queued) end
-if delayed > 0 then redis.call('HINCRBY', KEYS[1], 'delayed', -delayed) end
-if queued + delayed > 0 then redis.call('HINCRBY', KEYS[1], 'dead', queued + delayed) end
+if queued > 0 then hincr(KEYS[1], 'queued', -queued) end
+if delayed > 0 then hincr(KEYS[1], 'delayed', -delayed) end
+if queued + delayed > 0 then hincr(KEYS[1], 'dead', queued + delayed) end
 return {queued, delayed, left}

@@ -29,7 +29,7 @@ if conc > 0 then room = ip_room(KEYS[2], KEYS[4], conc, now) end
 if room <= 0 then return {} end
 local woken = redis.call('ZPOPMIN', KEYS[3], room)
 local out = {}
-local at, wk = math.max(now, tonumber(st[1] or '0')), tonumber(st[2] or '0')
+local at, wk = math.max(now, num(st[1], 0)), num(st[2], 0)
 for j = 1, #woken, 2 do
   if delay > 0 then
     at = math.max(at, wk + delay)

@@ -49,7 +49,7 @@ local in_place = tonumber(ARGV[8])
 
 local function queue_host()
   redis.call('ZREM', KEYS[4], waiter)
-  redis.call('ZADD', KEYS[3], 'NX', redis.call('HINCRBY', KEYS[1], 'qn', 1), waiter)
+  redis.call('ZADD', KEYS[3], 'NX', hincr(KEYS[1], 'qn', 1), waiter)
   ip_keep(KEYS[1], IP_IDLE_MS, st)
   ip_keep(KEYS[3], IP_IDLE_MS)
 end
@@ -78,11 +78,11 @@ if conc > 0 and not holds then
   end
 end
 
-local gate = tonumber(st[1] or '0')
+local gate = num(st[1], 0)
 if delay > 0 and now < gate and not (earlier ~= '' and tonumber(earlier) == gate) then
   local wait = gate - now
   if wait <= in_place then return {wait, 0} end
-  local at = math.max(gate, tonumber(st[2] or '0') + delay)
+  local at = math.max(gate, num(st[2], 0) + delay)
   redis.call('HSET', KEYS[1], 'wk', at)
   ip_keep(KEYS[1], IP_IDLE_MS, st)
   return {at - now, 0}

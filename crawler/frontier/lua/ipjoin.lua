@@ -41,7 +41,7 @@ for i = 3, #ARGV do
     reserve(w)  -- nobody waits: it may go
     out[#out + 1] = 1
   else
-    redis.call('ZADD', KEYS[3], 'NX', redis.call('HINCRBY', KEYS[1], 'qn', 1), w)
+    redis.call('ZADD', KEYS[3], 'NX', hincr(KEYS[1], 'qn', 1), w)
     out[#out + 1] = 0
   end
 end

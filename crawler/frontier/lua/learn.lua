@@ -84,7 +84,7 @@ local function learn_host(host, items)
   end
   local function incr(field)
     if room > 0 or redis.call('HEXISTS', fk, field) == 1 then
-      if redis.call('HINCRBY', fk, field, 1) == 1 then room = room - 1 end
+      if hincr(fk, field, 1) == 1 then room = room - 1 end
     end
   end
   local function agree(param) incr('m:' .. param); touched[param] = true end
@@ -155,7 +155,7 @@ local function learn_host(host, items)
     local field = 't:' .. pattern
     local state = words(redis.call('HGET', fk, field))
     if #state == 0 and room <= 0 then return end
-    local pages, alike = tonumber(state[1] or '0') + 1, tonumber(state[2] or '0')
+    local pages, alike = num(state[1], 0) + 1, num(state[2], 0)
     local sketches = {}
     for i = 3, #state do sketches[#sketches + 1] = state[i] end
     local near = false
@@ -213,8 +213,8 @@ local function learn_host(host, items)
   local trusted = redis.call('HGET', fk, 'cu') ~= '1'
   local changed = false
   for param, _ in pairs(touched) do
-    local against_n = tonumber(redis.call('HGET', fk, 'k:' .. param) or '0')
-    local same = tonumber(redis.call('HGET', fk, 'm:' .. param) or '0')
+    local against_n = num(redis.call('HGET', fk, 'k:' .. param), 0)
+    local same = num(redis.call('HGET', fk, 'm:' .. param), 0)
     local bases = trusted and #words(redis.call('HGET', fk, 'n:' .. param)) or 0
     local noise = against_n == 0 and same + bases >= learn_min
       and (same > 0 or bases >= learn_min)
@@ -260,7 +260,7 @@ if #news > 0 then
   for j = 2, #news, 4 do
     if news[j] == 'learned' then learned = learned + 1 elseif news[j] == 'trap' then traps = traps + 1 end
   end
-  if learned > 0 then redis.call('HINCRBY', KEYS[1], 'rules', learned) end
-  if traps > 0 then redis.call('HINCRBY', KEYS[1], 'traps', traps) end
+  if learned > 0 then hincr(KEYS[1], 'rules', learned) end
+  if traps > 0 then hincr(KEYS[1], 'traps', traps) end
 end
 return {news, current}

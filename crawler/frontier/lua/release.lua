@@ -36,7 +36,7 @@
 local p, worker = ARGV[1], ARGV[2]
 local threshold, base, cap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local max_openings = tonumber(ARGV[6])
-local factor, adapt_cap = tonumber(ARGV[7] or '0'), tonumber(ARGV[8] or '0')
+local factor, adapt_cap = num(ARGV[7], 0), num(ARGV[8], 0)
 local now = now_ms()
 local released, stale = 0, 0
 local counts = {done = 0, queued = 0, delayed = 0, dead = 0, robots_denied = 0,
@@ -44,10 +44,10 @@ local counts = {done = 0, queued = 0, delayed = 0, dead = 0, robots_denied = 0,
 local transitions = {}
 
 local function breaker_failure(sk, host)
-  local cf = redis.call('HINCRBY', sk, 'cf', 1)
+  local cf = hincr(sk, 'cf', 1)
   local bs = redis.call('HGET', sk, 'bs')
   if bs == 'o' or bs == 'x' or (bs ~= 'h' and cf < threshold) then return end
-  local bo = redis.call('HINCRBY', sk, 'bo', 1)
+  local bo = hincr(sk, 'bo', 1)
   if max_openings > 0 and bo > max_openings then
     redis.call('HSET', sk, 'bs', 'x', 'w', 0)  -- parked: no probe hold left behind
     if bs == 'h' then counts.breaker_open = counts.breaker_open - 1 end
@@ -73,10 +73,10 @@ end
 -- the next request, started on time by another worker, follows it too close.
 local function crawl_delay_from_end(sk)
   local st = redis.call('HMGET', sk, 'fl', 't', 's')
-  local fl = tonumber(st[1] or '0') or 0
+  local fl = num(st[1], 0) or 0
   if fl <= 0 then return end
-  if now + fl > tonumber(st[2] or '0') then redis.call('HSET', sk, 't', now + fl) end
-  if now + fl > tonumber(st[3] or '0') then redis.call('HSET', sk, 's', now + fl) end
+  if now + fl > num(st[2], 0) then redis.call('HSET', sk, 't', now + fl) end
+  if now + fl > num(st[3], 0) then redis.call('HSET', sk, 's', now + fl) end
 end
 
 -- Adaptive pacing: the site's next request waits factor x this answer's
@@ -91,15 +91,15 @@ local function adapt(sk, fetch_ms)
   if fetch_ms <= 0 then return end
   local st = redis.call('HMGET', sk, 't', 's', 'lt')
   local lt = fetch_ms
-  if st[3] then lt = math.floor(0.7 * tonumber(st[3]) + 0.3 * fetch_ms) end
+  if st[3] then lt = math.floor(0.7 * num(st[3], fetch_ms) + 0.3 * fetch_ms) end
   if factor <= 0 then
     redis.call('HSET', sk, 'lt', lt)
     return
   end
   local ad = math.min(math.floor(factor * fetch_ms), adapt_cap)
   redis.call('HSET', sk, 'ad', ad, 'lt', lt)
-  if now + ad > tonumber(st[1] or '0') then redis.call('HSET', sk, 't', now + ad) end
-  if now + ad > tonumber(st[2] or '0') then redis.call('HSET', sk, 's', now + ad) end
+  if now + ad > num(st[1], 0) then redis.call('HSET', sk, 't', now + ad) end
+  if now + ad > num(st[2], 0) then redis.call('HSET', sk, 's', now + ad) end
 end
 
 local function breaker_success(sk, host)
@@ -112,7 +112,7 @@ local function breaker_success(sk, host)
     redis.call('HSET', sk, 'w', 0)  -- the probe's hold
     counts.breaker_open = counts.breaker_open - 1
     transitions[#transitions + 1] = {'close', host, 0}
-  elseif tonumber(st[1] or '0') > 0 then
+  elseif num(st[1], 0) > 0 then
     redis.call('HSET', sk, 'cf', 0)
   end
 end
@@ -126,7 +126,7 @@ local function schedule_revisit(host, entry, revisit_ms)
   local due = due_s * 1000
   redis.call('ZADD', p .. ':v:' .. host, due_s, entry)
   local cur = redis.call('ZSCORE', p .. ':vdue', host)
-  if not cur or due < tonumber(cur) then
+  if not cur or due < num(cur, 0) then
     redis.call('ZADD', p .. ':vdue', due, host)
     timer_at(p, due)
   end
@@ -145,7 +145,7 @@ for i = 9, #ARGV, 8 do
     redis.call('HDEL', p .. ':ld', fp)
     if new_entry ~= '' then entry = new_entry end
     local hk, sk = p .. ':h:' .. host, site_key(p, host)
-    redis.call('HINCRBY', sk, 'i', -1)
+    hincr(sk, 'i', -1)
     domain_lease_ended(p, sk, fp, now)
     if op == 'done' then
       counts.done = counts.done + 1
@@ -153,7 +153,7 @@ for i = 9, #ARGV, 8 do
       if revisit_ms > 0 then schedule_revisit(host, entry, revisit_ms) end
     elseif op == 'return' or op == 'ipwait' then
       redis.call('ZADD', p .. ':q:' .. host, score, entry)
-      redis.call('HINCRBY', hk, 'n', 1)
+      hincr(hk, 'n', 1)
       counts.queued = counts.queued + 1
     elseif op == 'retry' then
       redis.call('ZADD', p .. ':delayed', now + tonumber(arg), fp)
@@ -189,11 +189,11 @@ for i = 9, #ARGV, 8 do
   end
 end
 
-if released > 0 then redis.call('HINCRBY', KEYS[1], 'leased', -released) end
+if released > 0 then hincr(KEYS[1], 'leased', -released) end
 for name, n in pairs(counts) do
-  if n ~= 0 then redis.call('HINCRBY', KEYS[1], name, n) end
+  if n ~= 0 then hincr(KEYS[1], name, n) end
 end
-if stale > 0 then redis.call('HINCRBY', KEYS[1], 'stale', stale) end
+if stale > 0 then hincr(KEYS[1], 'stale', stale) end
 local out = {released, stale}
 for _, t in ipairs(transitions) do
   out[#out + 1] = t[1]

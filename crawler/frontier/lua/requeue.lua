@@ -30,7 +30,7 @@ local function fresh(entry)
   return string.sub(entry, 1, 16) .. cjson.encode(rec)
 end
 local conc0, delay0 = tonumber(ARGV[3]), tonumber(ARGV[4])
-local seq = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
+local seq = num(redis.call('HGET', KEYS[1], 'seq'), 0)
 local moved, skipped, hosts = 0, 0, 0
 
 for i = 5, #ARGV, 2 do
@@ -57,9 +57,9 @@ for i = 5, #ARGV, 2 do
 end
 
 if moved > 0 then
-  redis.call('HINCRBY', KEYS[1], 'dead', -moved)
-  redis.call('HINCRBY', KEYS[1], 'queued', moved)
+  hincr(KEYS[1], 'dead', -moved)
+  hincr(KEYS[1], 'queued', moved)
   if not front then redis.call('HSET', KEYS[1], 'seq', seq) end
 end
-if hosts > 0 then redis.call('HINCRBY', KEYS[1], 'hosts', hosts) end
+if hosts > 0 then hincr(KEYS[1], 'hosts', hosts) end
 return {moved, skipped}

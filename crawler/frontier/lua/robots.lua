@@ -58,22 +58,22 @@ if outcome == 'ok' then
   -- the start gate (s) alike.
   local st = redis.call('HMGET', sk, 't', 's')
   local first = now + tonumber(ARGV[9])
-  redis.call('HSET', sk, 't', math.max(tonumber(st[1] or '0'), first),
-             's', math.max(tonumber(st[2] or '0'), first))
-  local version = redis.call('HINCRBY', hk, 'rv', 1)
+  redis.call('HSET', sk, 't', math.max(num(st[1], 0), first),
+             's', math.max(num(st[2], 0), first))
+  local version = hincr(hk, 'rv', 1)
   redis.call('HSET', p .. ':r', host, ARGV[5])
-  redis.call('HINCRBY', KEYS[1], 'robots_fetched', 1)
+  hincr(KEYS[1], 'robots_fetched', 1)
   refresh_site(p, host)
   return {'rules', 0, version}
 end
 
 redis.call('HSET', site_key(p, host), 'rj', 0)
-local attempts = redis.call('HINCRBY', hk, 'ra', 1)
+local attempts = hincr(hk, 'ra', 1)
 local base, cap = tonumber(ARGV[10]), tonumber(ARGV[11])
-local backoff = math.min(math.max(base * 2 ^ (attempts - 1), tonumber(ARGV[14] or '0')), cap)
-local good = tonumber(redis.call('HGET', hk, 'rt') or '-1')
-local version = tonumber(redis.call('HGET', hk, 'rv') or '0')
-redis.call('HINCRBY', KEYS[1], 'robots_failed', 1)
+local backoff = math.min(math.max(base * 2 ^ (attempts - 1), num(ARGV[14], 0)), cap)
+local good = num(redis.call('HGET', hk, 'rt'), -1)
+local version = num(redis.call('HGET', hk, 'rv'), 0)
+hincr(KEYS[1], 'robots_failed', 1)
 if good >= 0 and now - good <= tonumber(ARGV[13]) then
   redis.call('HSET', hk, 'rs', 'k', 'rx', now + backoff, 'rw', 0)
   refresh_site(p, host)

@@ -31,8 +31,8 @@
 local now = now_ms()
 local jitter = tonumber(ARGV[1])
 local st = redis.call('HMGET', KEYS[1], 's', 'dl', 'fl', 'bk', 'xd', 'xp')
-local gate, delay = tonumber(st[1] or '0') or 0, delay_in_force(st[2], st[5])
-local hold = tonumber(st[4] or '0') or 0
+local gate, delay = num(st[1], 0) or 0, delay_in_force(st[2], st[5])
+local hold = num(st[4], 0) or 0
 local dst = redis.call('HMGET', KEYS[2], 's', 'xd', 'xp')
 if st[6] or dst[3] then return {-1, 0, 0} end
 local ddelay = delay_in_force(ARGV[3] or '0', dst[2])
@@ -46,10 +46,10 @@ end
 
 local wait = math.max(blocked_until(gate, ARGV[2]), hold > now and hold or 0)
 if ddelay > 0 then
-  wait = math.max(wait, blocked_until(tonumber(dst[1] or '0'), ARGV[4]))
+  wait = math.max(wait, blocked_until(num(dst[1], 0), ARGV[4]))
 end
 if wait > 0 then return {wait - now, 0, 0} end
-local gap = math.max(tonumber(st[3] or '0') or 0, math.floor(delay * (1 - jitter)))
+local gap = math.max(num(st[3], 0) or 0, math.floor(delay * (1 - jitter)))
 redis.call('HSET', KEYS[1], 's', now + gap)
 local dturn = 0
 if ddelay > 0 then
