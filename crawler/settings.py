@@ -487,6 +487,16 @@ PROMETHEUS_ENABLED = True
 PROMETHEUS_HOST = "127.0.0.1"
 PROMETHEUS_PORT = "9410-9430"
 PROMETHEUS_FILE_SD_DIR = ""
+# Off loopback, let only Prometheus read them (docs/operations.md, "Metrics
+# only Prometheus reads"): HTTPS with this PEM certificate (chain after the
+# leaf) and key, both or neither; with a client CA, scrapers must present a
+# certificate it signed; basic auth with this user and the password on the
+# first line of the file (never on a command line), both or neither.
+PROMETHEUS_TLS_CERT_FILE = ""
+PROMETHEUS_TLS_KEY_FILE = ""
+PROMETHEUS_TLS_CLIENT_CA_FILE = ""
+PROMETHEUS_BASIC_AUTH_USER = ""
+PROMETHEUS_BASIC_AUTH_PASSWORD_FILE = ""
 # Seconds between reads of the shared frontier for metrics (one worker reads).
 PROMETHEUS_FRONTIER_INTERVAL = 5.0
 EXTENSIONS = {

@@ -76,7 +76,7 @@ def tls_redis(users: list[str], passwords: Mapping[str, str], client_certificate
     folder = Path(tempfile.mkdtemp(prefix="crawler-test-tls-redis-"))
     ca = TestCA(folder / "ca")
     server_cert, server_key = ca.issue(["localhost"], ["127.0.0.1"])
-    client_cert, client_key = ca.issue(["broadcrawl-worker"], client=True)
+    client_cert, client_key = ca.issue_client("broadcrawl-worker")
     (folder / "users.acl").write_text("\n".join([
         "user default off",
         f"user admin on >{ADMIN_PASSWORD} ~* &* +@all",

@@ -9,6 +9,15 @@ worker writes its target there as ``<worker>.json`` for Prometheus'
 ``file_sd_configs`` and removes it when it stops);
 ``PROMETHEUS_FRONTIER_INTERVAL`` (seconds between frontier reads, 5).
 
+Who may read them (:mod:`crawler.metrics.access`): ``PROMETHEUS_TLS_CERT_FILE``
+and ``PROMETHEUS_TLS_KEY_FILE`` serve HTTPS (the file_sd target then carries
+``__scheme__: https``, so Prometheus scrapes it over HTTPS);
+``PROMETHEUS_TLS_CLIENT_CA_FILE`` requires client certificates;
+``PROMETHEUS_BASIC_AUTH_USER`` and ``PROMETHEUS_BASIC_AUTH_PASSWORD_FILE``
+require a password. A mistake in them is one ERROR line and a crawl without
+metrics, like a busy port range: metrics must not stop a crawl. An endpoint
+off loopback that anyone can read is a WARNING.
+
 What it serves, all from this extension's own registry:
 
 - Scrapy's stats, read at scrape time (:mod:`crawler.metrics.stats`);
@@ -44,6 +53,7 @@ from scrapy.exceptions import NotConfigured
 
 import crawler
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
+from crawler.metrics.access import Access, AccessError, exposure_warning
 from crawler.metrics.frontier import FrontierCollector
 from crawler.metrics.server import parse_ports, serve, stop
 from crawler.metrics.stats import StatsCollector
@@ -81,6 +91,12 @@ class PrometheusExtension:
         self.sd_dir = Path(s["PROMETHEUS_FILE_SD_DIR"]) if s.get("PROMETHEUS_FILE_SD_DIR") \
             else None
         self.frontier_interval = s.getfloat("PROMETHEUS_FRONTIER_INTERVAL", 5.0)
+        self.access: Access | None = None
+        self._refusal = ""  # why the access settings cannot be served, said at engine start
+        try:
+            self.access = Access.from_settings(s)
+        except AccessError as exc:
+            self._refusal = str(exc)
         self.registry = CollectorRegistry(auto_describe=True)
         self.registry.register(StatsCollector(crawler.stats))
         ProcessCollector(registry=self.registry)
@@ -129,14 +145,22 @@ class PrometheusExtension:
     # ------------------------------------------------------------ life cycle
 
     def engine_started(self) -> None:
+        if self.access is None:  # no metrics is bad; no crawl would be worse
+            logger.error("Metrics: not served: %s", self._refusal)
+            return
         try:
-            server, thread, self.port = serve(self.registry, self.host, self.ports)
-        except OSError as exc:  # no metrics is bad; no crawl would be worse
+            server, thread, self.port = serve(self.registry, self.host, self.ports,
+                                              tls=self.access.tls,
+                                              credentials=self.access.credentials)
+        except OSError as exc:
             logger.error("Metrics: not served: %s", exc)
             return
         self._server = (server, thread)
-        logger.info("Metrics: http://%s:%d/metrics", _url_host(self.host), self.port,
-                    extra={"metrics_port": self.port})
+        logger.info("Metrics: %s://%s:%d/metrics", self.access.scheme, _url_host(self.host),
+                    self.port, extra={"metrics_port": self.port})
+        warning = exposure_warning(self.host, self.port, self.access)
+        if warning is not None:
+            logger.warning(warning)
         if self.sd_dir is not None:
             self._write_sd_target()
 
@@ -190,8 +214,11 @@ class PrometheusExtension:
     # ------------------------------------------------------------ live gauges (HTTP thread)
 
     def _active_requests(self) -> float:
-        engine = self.crawler.engine
-        return float(len(engine.downloader.active)) if engine is not None else 0.0
+        try:
+            engine = self.crawler.engine
+        except RuntimeError:  # Scrapy raises (not None) until the crawl has an engine
+            return 0.0
+        return float(len(engine.downloader.active))
 
     def _warc_writer_gauge(self, attr: str) -> Callable[[], float]:
         """A gauge function reading the WARC writer's ``attr`` (0 while there is none)."""
@@ -206,12 +233,15 @@ class PrometheusExtension:
 
     def _write_sd_target(self) -> None:
         """``<dir>/<worker>.json`` for Prometheus' file_sd_configs (written atomically)."""
-        assert self.sd_dir is not None and self.port is not None
+        assert self.sd_dir is not None and self.port is not None and self.access is not None
         worker = worker_identity(self.crawler.settings)
         host = socket.getfqdn() if self.host in ("0.0.0.0", "::", "") else self.host
-        # No labels: the scrape config's job_name stands, and crawler_worker_info
-        # keeps its own "worker" label (a target label would rename it).
-        target = [{"targets": [f"{_url_host(host)}:{self.port}"], "labels": {}}]
+        # No other labels: the scrape config's job_name stands, and crawler_worker_info
+        # keeps its own "worker" label (a target label would rename it). __scheme__
+        # picks the target's scheme and is dropped after relabelling, like every
+        # label that starts with "__".
+        labels = {"__scheme__": "https"} if self.access.tls is not None else {}
+        target = [{"targets": [f"{_url_host(host)}:{self.port}"], "labels": labels}]
         self.sd_dir.mkdir(parents=True, exist_ok=True)
         path = self.sd_dir / f"{re.sub(r'[^A-Za-z0-9.-]', '-', worker)}.json"
         tmp = path.with_suffix(".tmp")

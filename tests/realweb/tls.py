@@ -58,19 +58,33 @@ class TestCA:
         self.cert_path.write_bytes(self.cert.public_bytes(serialization.Encoding.PEM))
         self._issued = 0
 
-    def issue(self, names: Sequence[str], addresses: Sequence[str] = ()) -> tuple[Path, Path]:
+    def issue(self, names: Sequence[str], addresses: Sequence[str] = (), client: bool = False
+              ) -> tuple[Path, Path]:
         """A server certificate for ``names`` and ``addresses``: (cert PEM, key PEM) paths.
 
         The certificate file holds the leaf and the CA, as a server sends them.
+        ``client``: it may also authenticate a client (a Redis node dialling
+        another over the cluster bus presents its own certificate).
         """
         if not names and not addresses:
             raise ValueError("a certificate needs a name or an address")
-        key = ec.generate_private_key(ec.SECP256R1())
         alt: list[x509.GeneralName] = [x509.DNSName(n) for n in names]
         alt += [x509.IPAddress(ipaddress.ip_address(a)) for a in addresses]
-        common = names[0] if names else addresses[0]
+        usages = [ExtendedKeyUsageOID.SERVER_AUTH]
+        if client:
+            usages.append(ExtendedKeyUsageOID.CLIENT_AUTH)
+        return self._leaf("leaf", names[0] if names else addresses[0], usages, alt)
+
+    def issue_client(self, name: str) -> tuple[Path, Path]:
+        """A client certificate for ``name`` (extended key usage CLIENT_AUTH only, as
+        servers that verify clients require): (cert PEM, key PEM) paths."""
+        return self._leaf("client", name, [ExtendedKeyUsageOID.CLIENT_AUTH])
+
+    def _leaf(self, kind: str, common: str, usages: list[x509.ObjectIdentifier],
+              alt: list[x509.GeneralName] | None = None) -> tuple[Path, Path]:
+        key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
-        cert = (
+        builder = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)]))
             .issuer_name(self.cert.subject)
@@ -78,17 +92,19 @@ class TestCA:
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(hours=1))
             .not_valid_after(now + _VALID)
-            .add_extension(x509.SubjectAlternativeName(alt), critical=False)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
-                           critical=False)
-            .sign(self._key, hashes.SHA256())
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         )
+        if alt:
+            builder = builder.add_extension(x509.SubjectAlternativeName(alt), critical=False)
+        cert = builder.sign(self._key, hashes.SHA256())
         self._issued += 1
-        cert_path = self.folder / f"leaf{self._issued}.pem"
-        key_path = self.folder / f"leaf{self._issued}.key"
-        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM)
-                              + self.cert.public_bytes(serialization.Encoding.PEM))
+        cert_path = self.folder / f"{kind}{self._issued}.pem"
+        key_path = self.folder / f"{kind}{self._issued}.key"
+        chain = cert.public_bytes(serialization.Encoding.PEM)
+        if kind == "leaf":
+            chain += self.cert.public_bytes(serialization.Encoding.PEM)
+        cert_path.write_bytes(chain)
         key_path.write_bytes(key.private_bytes(
             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption()))
