@@ -195,6 +195,11 @@ FRONTIER_CLAIM_SWEEP = 1.0
 # generations of hashes, a few MB) and counts a link to one of them as a
 # duplicate without asking Redis. 0: every link goes to Redis.
 FRONTIER_RECENT_OFFERS = 65536
+# Redis replicates asynchronously: a master that dies may lose the writes of
+# its last moments. A worker keeps what it admitted in the last this many
+# seconds and admits it again when Redis answers after failing (a failover),
+# so no link is lost; survivors count as duplicates. 0: off.
+FRONTIER_REPLAY_SECONDS = 10.0
 # A claimed URL is leased for this long; the worker renews it while it works.
 # After a crash the URL returns to its queue within this time.
 FRONTIER_LEASE_SECONDS = 60

@@ -94,7 +94,10 @@ def async_client(url: str, params: dict[str, Any], cluster: bool = False
     pool per node (``max_connections`` each).
     """
     if cluster:
-        options = {"max_connections": 32, **params}
+        # No retries inside redis-py: a node that fails reaches the scheduler's
+        # own retry (RedisHealth), which knows that a failover may have lost
+        # writes and admits the last ones again (scheduling/replay.py).
+        options = {"max_connections": 32, "cluster_error_retry_attempts": 0, **params}
         options.pop("timeout", None)
         return RedisCluster.from_url(url, **options)
     options = {"max_connections": 32, "timeout": 30, **params}

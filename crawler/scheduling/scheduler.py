@@ -150,7 +150,7 @@ class FrontierScheduler:
         self.intake = Intake(crawler, self.limits, self.stripper, self.meta_keys)
         self.recent = RecentOffers(s.getint("FRONTIER_RECENT_OFFERS", 65536))
         self.leases = LeaseTable(self.stats, self.limits, self._record_again)
-        self.health = RedisHealth(self.stats, self._refused)
+        self.health = RedisHealth(self.stats, self._refused, self._redis_back)
         self._closer: asyncio.Future[None] | None = None
         self.sync = Sync(self)
         self.claims = Claims(self)
@@ -213,6 +213,9 @@ class FrontierScheduler:
         else:
             return
         self.unopened = True
+
+    def _redis_back(self, same_outage: bool) -> None:
+        self.sync.resend(same_outage)
 
     def _refused(self) -> None:
         """Redis refuses this worker's commands (:class:`RedisHealth` said why):

@@ -15,6 +15,7 @@ from redis.exceptions import RedisError
 
 from crawler.deadletter import DeadReason
 from crawler.frontier.store import Admission, AdmitResult, BreakerEvent, Release, ReleaseResult
+from crawler.scheduling.replay import ReplayWindow
 
 if TYPE_CHECKING:
     from crawler.scheduling.scheduler import FrontierScheduler
@@ -31,6 +32,8 @@ class Sync:
         self.admissions: list[Admission] = []
         self.releases: list[Release] = []
         self.flushing = False
+        self.replay = ReplayWindow(scheduler.crawler.settings.getfloat(
+            "FRONTIER_REPLAY_SECONDS", 10.0))
         #: Flushes done: the frontier's counts are current once read after the last.
         self.epoch = 0
 
@@ -87,6 +90,7 @@ class Sync:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
+            self.replay.sent(admissions)
             scheduler.health.ok()
             self.epoch += 1
             if admitted.added or releases:
@@ -96,6 +100,20 @@ class Sync:
                 scheduler.recent.forget(a.canon for a in admissions)
             for event in released.events:
                 await self._breaker_event(event)
+
+    def resend(self, same_outage: bool = False) -> None:
+        """Redis answers again after failing: admit again what the window holds
+        (:mod:`crawler.scheduling.replay`); said once an outage."""
+        again = self.replay.take()
+        if not again:
+            return
+        self.stats.inc_value("frontier/replayed", len(again))
+        if not same_outage:
+            logger.warning("Frontier: admitting again the %d URL(s) sent in the last %.0f s, which "
+                           "a failover to a replica may have lost (the rest count as "
+                           "duplicates)", len(again), self.replay.seconds)
+        self.admissions[:0] = again
+        self.schedule()
 
     def _put_back(self, admissions: list[Admission], releases: list[Release]) -> None:
         self.admissions[:0] = admissions
