@@ -462,7 +462,7 @@ _RECORD_HOST = "http://a.test:80"
 _json_scalars = st.none() | st.booleans() | st.integers() | st.floats() | _junk
 _json_values = st.recursive(_json_scalars, lambda inner: st.lists(inner, max_size=3)
                             | st.dictionaries(_junk, inner, max_size=3), max_leaves=8)
-_record_fields = st.sampled_from(["u", "d", "p", "cb", "eb", "k", "r", "m", "x"])
+_record_fields = st.sampled_from(["u", "d", "p", "cb", "eb", "k", "r", "m", "v", "x"])
 _record_urls = st.builds(lambda a, b, c: a + b + c, _pieces | _junk, _pieces | _junk, _junk)
 
 

@@ -159,6 +159,7 @@ HOST = "http://a.test:80"
         ('{"u": "/x", "m": {"_ticket": 1}}', "'m': keys not in"),
         ('{"u": "/x", "k": ["a"]}', "'k': list, not dict"),
         ('{"u": "/x", "x": 1}', "field 'x': unknown"),
+        ('{"u": "/x", "v": "1 d E\\r\\nX-Evil: 1"}', "field 'v': control characters"),
         ('{"u": "/' + "a" * 70000 + '"}', "record: 70,010 characters, over 65,536"),
     ],
 )

@@ -149,10 +149,11 @@ def _absolute(url: str, host: str | None) -> str:
 #: The largest record a worker writes or reads: far above a real one (under
 #: 64 bytes for a link), far below what would hurt a worker that reads it.
 MAX_RECORD_CHARS = 65536
-#: Fields a record may have, and the JSON types of their values.
+#: Fields a record may have, and the JSON types of their values ("v": a done
+#: URL's revisit state, :mod:`crawler.revisit`).
 _FIELDS: dict[str, tuple[type, ...]] = {
     "u": (str,), "d": (int,), "p": (int,), "cb": (str,), "eb": (str,), "k": (dict,),
-    "r": (str,), "m": (dict,),
+    "r": (str,), "m": (dict,), "v": (str,),
 }
 _MAX_DEPTH = 1_000_000
 _MAX_PRIORITY = 2**31
@@ -187,6 +188,8 @@ def decode(record: str | bytes, host: str | None = None,
         raise RecordError(f"field 'd': depth {data['d']} out of range")
     if not -_MAX_PRIORITY <= data.get("p", 0) <= _MAX_PRIORITY:
         raise RecordError(f"field 'p': priority {data['p']} out of range")
+    if not data.get("v", "").isprintable():  # its validator becomes a request header
+        raise RecordError("field 'v': control characters")
     _check_url("u", record_url(data, host), host)
     if "r" in data:
         _check_url("r", _absolute(data["r"], host), None)
