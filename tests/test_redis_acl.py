@@ -10,6 +10,7 @@ line, not a traceback or a crawl that waits forever.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -103,12 +104,20 @@ def _scrapy(*args: str) -> subprocess.CompletedProcess[str]:
                           check=False)
 
 
+def _tls_params(server: TlsRedis) -> str:
+    """The TLS options as REDIS_PARAMS (JSON), for a URL that has none."""
+    return json.dumps({"ssl_ca_certs": str(server.ca), "ssl_certfile": str(server.cert),
+                       "ssl_keyfile": str(server.key)})
+
+
 def _crawl_as(sim: SimWebProcess, server: TlsRedis, tmp_path: Path, user: str,
-              namespace: str = NAMESPACE) -> tuple[int, str, list[str]]:
+              namespace: str = NAMESPACE, params: bool = False) -> tuple[int, str, list[str]]:
+    url = server.url(user)
+    extra = {"REDIS_PARAMS": _tls_params(server)} if params else {}
     result = run_crawl(sim.proxy_url, sim.web.seed_urls(), tmp_path, {
         "FRONTIER_NAMESPACE": namespace, "PROMETHEUS_ENABLED": False, "DOWNLOAD_DELAY": 0.05,
-        "CLOSESPIDER_TIMEOUT": 60,
-    }, timeout=90, env={"BROADCRAWL_REDIS_URL": server.url(user)})
+        "CLOSESPIDER_TIMEOUT": 60, **extra,
+    }, timeout=90, env={"BROADCRAWL_REDIS_URL": url.split("?")[0] if params else url})
     errors = [line for line in result.log.splitlines() if "] ERROR: " in line]
     return result.returncode, result.log, errors
 
@@ -137,7 +146,10 @@ def test_a_reader_cannot_crawl_nor_change_the_frontier(
 def test_a_worker_stays_in_its_own_namespace(
     sim: SimWebProcess, server: TlsRedis, tmp_path: Path
 ) -> None:
-    code, log, errors = _crawl_as(sim, server, tmp_path, "worker", namespace="someone-else")
+    """(Its TLS options come from REDIS_PARAMS here, not the URL: the refusal
+    is the server's, so the connection was made.)"""
+    code, log, errors = _crawl_as(sim, server, tmp_path, "worker", namespace="someone-else",
+                                  params=True)
     assert code == 1 and "Traceback" not in log, log[-3000:]
     assert len(errors) == 1 and "permissions to access one of the keys" in errors[0], errors
     assert server.admin().keys("someone-else*") == []
@@ -167,3 +179,12 @@ def test_a_client_without_a_certificate_is_turned_away_in_one_line(server: TlsRe
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert done.stderr.startswith("cannot reach Redis at rediss://reader:***@127.0.0.1:")
     assert PASSWORDS["reader"] not in done.stderr
+
+
+def test_tls_options_can_come_from_redis_params(server: TlsRedis) -> None:
+    url = server.url("reader").split("?")[0]
+    assert url.startswith("rediss://") and "ssl_" not in url
+    done = _scrapy("frontier", "status", "--redis-url", url, "-s",
+                   f"REDIS_PARAMS={_tls_params(server)}", "-s", f"FRONTIER_NAMESPACE={NAMESPACE}")
+    assert done.returncode == 0, done.stderr
+    assert f"Frontier {NAMESPACE} at rediss://reader:***@127.0.0.1:" in done.stdout
