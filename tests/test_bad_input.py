@@ -491,3 +491,65 @@ def test_a_record_is_refused_or_a_request_of_its_own_host(fields: dict[str, Any]
 @given(st.binary(max_size=200) | _junk)
 def test_record_bytes_are_refused_or_a_request_of_its_own_host(raw: bytes | str) -> None:
     _check_record(raw)
+
+
+# --- the frontier's other stored records --------------------------------------
+#
+# Heartbeats, dead-letter reasons, robots rules, learned site rules and taken
+# seed batches are read back from a Redis anyone with write access can fill:
+# each reader gives its "unreadable" answer, never an exception.
+
+_stored = st.binary(max_size=120) | _junk.map(lambda t: t.encode("utf-8", "surrogatepass")) | (
+    _json_values.map(lambda v: json.dumps(v).encode()))
+
+
+@_FAST
+@given(_stored)
+@example(b'{"seen": "nan"}')
+@example(b'{"seen": 1, "host": 7, "lease": "x", "held": [1]}')
+def test_a_stored_heartbeat_reads_as_one_or_none(raw: bytes) -> None:
+    from crawler.frontier.workers import Heartbeat
+
+    beat = Heartbeat.parse(raw)
+    assert beat is None or math.isfinite(beat.seen)
+
+
+@_FAST
+@given(_stored)
+def test_a_stored_dead_reason_always_reads(raw: bytes) -> None:
+    from crawler.deadletter import DeadReason
+
+    why = DeadReason.parse(raw.decode("utf-8", "replace"))
+    assert isinstance(why.reason, str) and isinstance(why.error, str)
+
+
+@_FAST
+@given(_stored)
+@example(b"BROBOTS1[]\nxx")
+@example(b'BROBOTS1{"k": 3}\nxx')
+def test_stored_robots_rules_read_or_disallow_everything(raw: bytes) -> None:
+    from crawler.robots.policy import _BLOB_MAGIC, decode_blob
+
+    for blob in (raw, _BLOB_MAGIC + raw):
+        kind, text = decode_blob(blob)
+        assert isinstance(kind, str) and isinstance(text, str)
+
+
+@_FAST
+@given(_stored, _stored, _stored)
+def test_stored_site_rules_always_read(noise: bytes, patterns: bytes, fetched: bytes) -> None:
+    from crawler.learning.rules import SiteRules
+
+    rules = SiteRules.parse(noise, patterns, fetched)
+    assert rules.variant_of("http://a.test/?x=1") is None or rules.noise
+
+
+@_FAST
+@given(_stored)
+@example(b'{"a": 1}')
+@example(b"[1, null, [2]]")
+def test_a_taken_seed_batch_reads_as_lines_or_none(raw: bytes) -> None:
+    from crawler.frontier.seedfeed import decode_batch
+
+    lines = decode_batch(raw)
+    assert lines is None or all(isinstance(line, bytes) for line in lines)

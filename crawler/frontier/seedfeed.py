@@ -59,6 +59,19 @@ return moved
 """
 
 
+def decode_batch(raw: bytes | str) -> list[bytes] | None:
+    """The seed lines of a taken batch (a JSON list of the list's items, as the
+    take script writes it); None when it is not one."""
+    try:
+        items = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(items, list):
+        return None
+    return [line.encode("utf-8", "replace") for item in items
+            for line in str(item).splitlines()]
+
+
 class SeedFeed:
     """One worker's end of a shared Redis list of seed lines."""
 
@@ -77,9 +90,14 @@ class SeedFeed:
         raw = await self._take(keys=[self.key, self.taken], args=[self.worker, self.batch_size])
         if not raw:
             return []
+        lines = decode_batch(raw)
+        if lines is None:  # planted, or garbled: handing it out again would loop for ever
+            logger.warning("Seed feed: a batch in %s is not one a worker wrote; dropped",
+                           self.taken)
+            await self.client.hdel(self.taken, self.worker)
+            return []
         self.holding = True
-        items = json.loads(raw)
-        return [line.encode("utf-8") for item in items for line in str(item).splitlines()]
+        return lines
 
     async def ack(self) -> None:
         """The batch is admitted: forget it."""

@@ -260,7 +260,10 @@ def decode_blob(blob: bytes) -> tuple[str, str]:
     """(kind, prepared text) of a stored blob; an unreadable one allows nothing."""
     try:
         head, body = blob[len(_BLOB_MAGIC):].split(b"\n", 1)
-        return json.loads(head)["k"], zlib.decompress(body).decode()
-    except (ValueError, KeyError, zlib.error):
+        kind = json.loads(head)["k"]
+        if not isinstance(kind, str):
+            raise TypeError(kind)
+        return kind, zlib.decompress(body).decode()
+    except (ValueError, KeyError, TypeError, zlib.error):
         logger.error("Unreadable robots rules in the frontier; disallowing")
         return "rules", "User-agent: *\nDisallow: /\n"
