@@ -27,7 +27,7 @@ from crawler.frontier.store import Admission
 class ReplayWindow:
     """The admissions sent in the last ``seconds`` (at most ``limit`` of them)."""
 
-    def __init__(self, seconds: float, limit: int = 100_000,
+    def __init__(self, seconds: float, limit: int = 50_000,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.seconds = seconds
         self.limit = limit
