@@ -54,9 +54,9 @@ class TlsRedis:
 
 def crawler_users(namespace: str, start_urls_key: str, passwords: Mapping[str, str],
                   drop: Mapping[str, str] | None = None) -> list[str]:
-    """ACL lines for users named ``worker``, ``reader`` (the roles) and any
-    other name in ``passwords`` as ``role:name`` ... (``drop``: a command
-    taken from a user, ``-cmd`` appended)."""
+    """The crawler's ACL line (:func:`crawler.frontier.acl.acl_line`) for each
+    user of ``passwords``; a name's role is its part before any ``-``
+    (``worker-noscripts`` is a worker). ``drop`` takes a command from a user."""
     patterns = key_patterns(namespace, start_urls_key)
     lines = []
     for name, password in passwords.items():
