@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -31,32 +28,11 @@ from crawler.frontier.store import Frontier, Limits, Release
 from tests.crawl_runner import REPO, finish_crawl, proxy_env, start_crawl
 from tests.frontier_harness import admission
 from tests.realweb.tls import TestCA
+from tests.redis_cluster import CLI, SERVER, free_ports, wait_for
 from tests.simweb import SimWebProcess
 
-SERVER = shutil.which("redis-server")
-CLI = shutil.which("redis-cli")
 pytestmark = pytest.mark.skipif(SERVER is None or CLI is None,
                                 reason="redis-server and redis-cli are needed for a cluster")
-
-
-def _free_ports(n: int) -> list[int]:
-    """Ports p that are free, with their cluster bus ports p + 10000 free too."""
-    found: list[int] = []
-    for port in random.sample(range(20000, 30000), 2000):
-        if all(_bindable(p) for p in (port, port + 10000)):
-            found.append(port)
-            if len(found) == n:
-                return found
-    raise RuntimeError("no free ports for a cluster")
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,7 +71,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsCluster]:
     tls = ["--tls-cert-file", str(cert), "--tls-key-file", str(key),
            "--tls-ca-cert-file", str(ca.cert_path), "--tls-auth-clients", "no",
            "--tls-cluster", "yes", "--aclfile", str(root / "users.acl")]
-    ports = _free_ports(3)
+    ports = free_ports(3)
     running = TlsCluster(ports, ca.cert_path, passwords)
     procs = []
     for port in ports:
@@ -108,14 +84,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsCluster]:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
     try:
         for port in ports:
-            _wait(lambda p=port: running.ask(p, "PING"))
+            wait_for(lambda p=port: running.ask(p, "PING"))
         subprocess.run([CLI, "--tls", "--cacert", str(ca.cert_path), "--user", "admin",
                         "--pass", passwords["admin"], "--no-auth-warning",
                         "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports),
                         "--cluster-replicas", "0", "--cluster-yes"],
                        check=True, capture_output=True, timeout=60)
         for port in ports:  # every node must know the whole slot map, not just the first
-            _wait(lambda p=port: b"cluster_state:ok" in running.ask(p, "CLUSTER", "INFO")
+            wait_for(lambda p=port: b"cluster_state:ok" in running.ask(p, "CLUSTER", "INFO")
                   and len(running.ask(p, "CLUSTER", "NODES").splitlines()) == 3)
         yield running
     finally:
@@ -129,19 +105,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsCluster]:
 def cluster_url(cluster: TlsCluster) -> str:
     """The worker's URL."""
     return cluster.url("worker")
-
-
-def _wait(check: object, seconds: float = 20) -> None:
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            if check():  # type: ignore[operator]
-                return
-        except redis.RedisError:
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError("the cluster did not come up")
-        time.sleep(0.1)
 
 
 def test_each_partition_lives_in_one_slot_and_the_store_works_across_nodes(

@@ -6,12 +6,9 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import socket
 import subprocess
 import threading
 import time
-import urllib.parse
-import urllib.request
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,6 +19,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.crawl_runner import CrawlResult, finish_crawl, start_crawl
+from tests.prometheus_process import OPENER, PROMETHEUS, prometheus, query
 from tests.simweb import SimWebProcess
 from tests.simweb.ledger import Ledger
 
@@ -29,8 +27,6 @@ pytestmark = pytest.mark.crawl
 
 MIX = {"robots:rules": 0.6, "robots:missing": 0.4, "page:normal": 0.7,
        "page:rate-limited-seconds": 0.15, "page:nonhtml": 0.15}
-OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback, no proxy
-PROMETHEUS = shutil.which("prometheus")
 PROMTOOL = shutil.which("promtool")
 
 
@@ -92,42 +88,6 @@ def total(scrapes: dict[str, str], name: str, **labels: str) -> float:
                if all(got.get(k) == v for k, v in labels.items()))
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _start_prometheus(tmp: Path, sd_dir: Path) -> tuple[subprocess.Popen[bytes], int]:
-    port = _free_port()
-    config = tmp / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
-        "scrape_configs:\n  - job_name: broadcrawl\n    file_sd_configs:\n"
-        f"      - files: ['{sd_dir}/*.json']\n        refresh_interval: 1s\n")
-    with (tmp / "prometheus.log").open("wb") as log:
-        proc = subprocess.Popen(
-            [PROMETHEUS, f"--config.file={config}", f"--web.listen-address=127.0.0.1:{port}",
-             f"--storage.tsdb.path={tmp / 'tsdb'}"],
-            stdout=subprocess.DEVNULL, stderr=log)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            OPENER.open(f"http://127.0.0.1:{port}/-/ready", timeout=1)
-            return proc, port
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError((tmp / "prometheus.log").read_text()[-2000:])
-
-
-def _query(port: int, expr: str) -> list:
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    answer = json.loads(OPENER.open(url, timeout=5).read())
-    assert answer["status"] == "success", answer
-    return answer["data"]["result"]
-
-
 @pytest.fixture(scope="module")
 def crawl(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Crawl]:
     """Two workers on one Redis, each listing its endpoint in one file_sd folder; a
@@ -142,27 +102,29 @@ def crawl(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
                 "PROMETHEUS_PORT": "0", "PROMETHEUS_FILE_SD_DIR": str(sd_dir),
                 "PROMETHEUS_FRONTIER_INTERVAL": 0.5, "FRONTIER_IDLE_WAIT": 6,
                 "LOGSTATS_INTERVAL": 2}
-    prometheus = _start_prometheus(tmp, sd_dir) if PROMETHEUS else None
+    config = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
+              "scrape_configs": [{"job_name": "broadcrawl", "file_sd_configs": [
+                  {"files": [f"{sd_dir}/*.json"], "refresh_interval": "1s"}]}]}
     scraper = Scraper(sd_dir)
     poller = threading.Thread(target=scraper.run, daemon=True)
     poller.start()
     queried: dict[str, list] | None = None
     try:
-        with SimWebProcess(seed=31, n_hosts=20, mix=MIX) as web:
+        with contextlib.ExitStack() as stack:
+            port = stack.enter_context(prometheus(tmp / "prometheus", config)) \
+                if PROMETHEUS else None
+            web = stack.enter_context(SimWebProcess(seed=31, n_hosts=20, mix=MIX))
             started = time.monotonic()
             procs = [start_crawl(web.proxy_url, web.web.seed_urls()[i::2], tmp / f"w{i}",
                                  {**settings, "FRONTIER_WORKER_ID": f"w{i}"})
                      for i in range(2)]
-            if prometheus is not None:
-                queried = _query_while_crawling(prometheus[1], procs)
+            if port is not None:
+                queried = _query_while_crawling(port, procs)
             results = [finish_crawl(p, tmp / f"w{i}", started) for i, p in enumerate(procs)]
             ledger = web.ledger()
     finally:
         scraper.stop.set()
         poller.join(5)
-        if prometheus is not None:
-            prometheus[0].terminate()
-            prometheus[0].wait(10)
     yield Crawl(results, ledger, dict(scraper.complete), scraper.targets_seen, sd_dir, queried)
     client = redis.Redis.from_url(redis_url)
     stale = list(client.scan_iter(match=f"*{namespace}*", count=1000))
@@ -176,7 +138,7 @@ def _query_while_crawling(port: int, procs: list[subprocess.Popen[str]]) -> dict
     results: dict[str, list] = {}
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and any(p.poll() is None for p in procs):
-        results = {expr: _query(port, expr) for expr in (
+        results = {expr: query(port, expr) for expr in (
             "crawler_requests_total", "crawler_frontier_reporter",
             "sum(crawler_frontier_urls)", "crawler_worker_info",
             "up{job='broadcrawl'}")}

@@ -190,21 +190,24 @@ def decode(record: str | bytes, host: str | None = None,
         raise RecordError(f"field 'p': priority {data['p']} out of range")
     if not data.get("v", "").isprintable():  # its validator becomes a request header
         raise RecordError("field 'v': control characters")
-    _check_url("u", record_url(data, host), host)
+    _check_url("u", data.get("u", ""), host, same_host=True)
     if "r" in data:
-        _check_url("r", _absolute(data["r"], host), None)
-    if meta_keys is not None:
-        unknown = set(data.get("m", {})) - set(meta_keys)
+        _check_url("r", data["r"], host, same_host=False)
+    if meta_keys is not None and "m" in data:
+        unknown = data["m"].keys() - meta_keys
         if unknown:
             raise RecordError(f"field 'm': keys not in FRONTIER_META_KEYS: {sorted(unknown)}")
     return data
 
 
-def _check_url(field: str, url: str, host: str | None) -> None:
-    scheme = url.partition(":")[0].lower()
-    if scheme not in ("http", "https"):
+def _check_url(field: str, url: str, host: str | None, same_host: bool) -> None:
+    """A stored URL (relative to ``host``'s origin when it starts with ``/``)
+    must be http(s), and with ``same_host`` of ``host`` when one is given. A
+    relative one is the host's by construction: only an absolute one is parsed."""
+    absolute = _absolute(url, host)
+    if absolute.partition(":")[0].lower() not in ("http", "https"):
         raise RecordError(f"field {field!r}: not an http(s) URL")
-    if host is not None and host_key(url) != host:
+    if same_host and host is not None and absolute is url and host_key(url) != host:
         raise RecordError(f"field {field!r}: not a URL of its queue's host {host}")
 
 
