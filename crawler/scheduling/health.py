@@ -76,6 +76,8 @@ class RedisHealth:
                 if self.on_refused is not None:
                     self.on_refused()
             return
+        if self.refused is not None:
+            return  # the crawl is ending: a call cut short by its close is no outage
         if self.down_since is None:
             self.down_since = self.clock()
             if not self._settling():
