@@ -216,6 +216,17 @@ REDIS_CLUSTER = False
 # `scrapy frontier delete --crawl-id ID --yes` removes one.
 FRONTIER_CRAWL_ID = ""
 FRONTIER_IDLE_WAIT = 0
+# A finite crawl (FRONTIER_IDLE_WAIT 0) whose remaining URLs are all held for
+# longer than this many seconds (a name whose lookups fail, an open breaker, a
+# long Retry-After, an unreachable robots.txt, a site an operator paused) ends
+# instead of waiting for them: they stay in the frontier, and the next run with
+# the same JOBDIR or crawl id takes them up when due. The summary names them.
+FRONTIER_HELD_WAIT = 20
+# While URLs are queued and nothing is leased anywhere, an idle worker reads what
+# is left every this many seconds: it decides whether only held work is left,
+# and repairs a host that waits for nothing (a bug: counted in
+# frontier/stalls_repaired and logged as a WARNING). 0: off.
+FRONTIER_WATCHDOG_INTERVAL = 5.0
 # Recurring crawls (the same crawl id, run again: a scheduled scrapyd job, or
 # one worker with a long FRONTIER_IDLE_WAIT crawling on): a done URL is fetched
 # again after FRONTIER_REVISIT_AFTER (seconds, or 7d, 12h, 30m; 0: never, each

@@ -171,7 +171,7 @@ def test_an_address_shared_by_names_of_many_partitions_is_gated_in_its_own_slot(
             await frontier.admit([admission(f"http://n{i}.test/") for i in range(12)])
             hosts = (await frontier.claim(50, "w1")).dns_jobs
             assert len(hosts) == 12
-            go = await gates.join(address, [(frontier.partition(x), x) for x in hosts])
+            go = (await gates.join(address, [(frontier.partition(x), x) for x in hosts])).go
             for host, ok in zip(hosts, go, strict=True):
                 await gates.note(frontier.partition(host),
                                  [DnsNote(host, address, 600_000, ok, 600_000)])

@@ -129,7 +129,7 @@ def test_pause_and_resume_a_server_address(make_harness: Callable[..., Harness],
     hosts = sorted(h.run(f.claim(10, "w")).dns_jobs)  # their names are looked up first
     assert control.change(addr, Change(pause=True), scope="ip") == addr
     # ... and all three wait for the paused address, parked.
-    assert h.run(gates.join(addr, [(f.partition(x), x) for x in hosts])) == [False] * 3
+    assert h.run(gates.join(addr, [(f.partition(x), x) for x in hosts])).go == [False] * 3
     for host in hosts:
         h.run(gates.note(f.partition(host), [DnsNote(host, addr, 600_000, False, 600_000)]))
     assert h.run(f.claim(10, "w")).leases == []

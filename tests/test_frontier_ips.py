@@ -107,7 +107,7 @@ def _dns_jobs(h: Harness, claim: ClaimResult, address: str = ADDR) -> list[bool]
     f = h.frontier
     gates = _gates(h)
     hosts = claim.dns_jobs
-    go = h.run(gates.join(address, [(f.partition(x), x) for x in hosts]))
+    go = h.run(gates.join(address, [(f.partition(x), x) for x in hosts])).go
     for host, ok in zip(hosts, go, strict=True):
         h.run(gates.note(f.partition(host), [DnsNote(host, address, 600_000, ok, 30_000)]))
     return go

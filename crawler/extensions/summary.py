@@ -3,7 +3,7 @@
 Scrapy ends a crawl with its stats dump: a hundred keys, useful to an
 operator who knows them, opaque to everyone else ("Crawled 2106 pages" next
 to "Stored 1847 items": which is what?). After it (the last thing logged,
-where the eye lands), this extension logs a block of at most eleven lines that
+where the eye lands), this extension logs a block of at most fourteen lines that
 says what the crawl did, in words::
 
     Crawl summary (finished, 2 min 4 s):
@@ -13,6 +13,9 @@ says what the crawl did, in words::
       dead letters: 40 URLs (gave up retrying: http-503 31, timeout 9); 2 hosts parked (...)
       items: 1847 in output/broad-2026-01-01T10-00-00.jsonl
       archive: 3 WARC file(s) in job/warc
+      left in the frontier: 4 URL(s) queued on 2 host(s), 40 dead letter(s) in all
+        held: dns 2 host(s) (broken.test: dns-servfail, 2 failed lookup(s), retry at 12:04:10; ...)
+      continue with: scrapy crawl broad -s JOBDIR=job
 
 and, when the crawl had seeds and every one was refused, one WARNING line
 ``every seed was refused: ...`` (:func:`crawler.seedrefusals.all_seeds_refused`).
@@ -29,12 +32,14 @@ hosts counted exactly up to this many, then shown as "at least").
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from scrapy import signals
 
+from crawler.frontier.leftover import HostLeft, Leftover
 from crawler.robots.fetch import ROBOTS_FETCH_META
 from crawler.seedrefusals import all_seeds_refused, refused_seeds
 
@@ -63,6 +68,8 @@ class CrawlSummary:
         self.max_hosts = crawler.settings.getint("CRAWL_SUMMARY_MAX_HOSTS", 100_000)
         self.hosts: set[str] = set()
         self.feeds: list[tuple[str, int]] = []
+        self.left: Leftover | None = None
+        self.resume = ""
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -72,7 +79,18 @@ class CrawlSummary:
         # engine_stopped: after Scrapy's stats dump and "Spider closed", so the
         # summary is the last thing on the screen.
         crawler.signals.connect(ext.engine_stopped, signal=signals.engine_stopped)
+        crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
         return ext
+
+    def spider_closed(self, **kwargs: Any) -> None:
+        """What the frontier scheduler found left (it read it on closing, before
+        this signal; by engine_stopped the scheduler is gone)."""
+        from crawler.scheduling.scheduler import scheduler_of
+
+        scheduler = scheduler_of(self.crawler)
+        if scheduler is not None and scheduler.spider is not None:
+            self.left = scheduler.left
+            self.resume = scheduler.continue_command()
 
     def response_received(self, response: Response, request: Request, **kwargs: Any) -> None:
         if request.meta.get(ROBOTS_FETCH_META):
@@ -93,7 +111,8 @@ class CrawlSummary:
     def engine_stopped(self, **kwargs: Any) -> None:
         stats = self.stats.get_stats()
         if self.enabled:
-            lines = crawl_summary(stats, feeds=self.feeds, archive=self._archive_dir(stats))
+            lines = crawl_summary(stats, feeds=self.feeds, archive=self._archive_dir(stats),
+                                  left=self.left, resume=self.resume)
             logger.info("\n".join(lines), extra={"summary": True})
         refused = all_seeds_refused(stats)
         if refused is not None:
@@ -108,12 +127,14 @@ class CrawlSummary:
 
 
 def crawl_summary(stats: Mapping[str, Any], *, feeds: Sequence[tuple[str, int]] = (),
-                  archive: str | None = None) -> list[str]:
-    """The summary block's lines (at most ten) from a crawl's final stats dict.
+                  archive: str | None = None, left: Leftover | None = None,
+                  resume: str = "") -> list[str]:
+    """The summary block's lines (at most fourteen) from a crawl's final stats dict.
 
     ``feeds``: (URI, items written) of each feed; ``archive``: the WARC
-    directory, if files were written there. Every count is named by what it
-    counts; a part with nothing to say is left out.
+    directory, if files were written there; ``left``: what the frontier
+    still holds, and ``resume`` the command that continues. Every count is
+    named by what it counts; a part with nothing to say is left out.
     """
     def n(key: str) -> int:
         return int(stats.get(key, 0) or 0)
@@ -167,7 +188,71 @@ def crawl_summary(stats: Mapping[str, Any], *, feeds: Sequence[tuple[str, int]] 
         lines.append(f"  items: {items}, written to no feed (FEEDS is empty)")
     if archive is not None:
         lines.append(f"  archive: {n('warc/files')} WARC file(s) in {archive}")
-    return lines[:11]
+    if left is not None:
+        lines += leftover_lines(left, resume)
+    return lines[:14]
+
+
+def leftover_lines(left: Leftover, resume: str = "") -> list[str]:
+    """What remains in the frontier (none when nothing does): queued URLs and
+    their hosts, the held ones by why (the hosts named when few), what is
+    delayed and dead, and the command that continues."""
+    if not (left.queued or left.delayed or left.leased):
+        return []
+    hosts = len(left.hosts)
+    counts = [f"{left.queued} URL(s) queued on {hosts} host(s)"]
+    if left.leased:
+        counts.append(f"{left.leased} leased to other workers")
+    if left.delayed:
+        counts.append(f"{left.delayed} delayed for a retry"
+                      + (f" (the first at {_clock(left.delayed_next_ms)})"
+                         if left.delayed_next_ms is not None else ""))
+    dead = left.counts.get("dead", 0)
+    if dead:
+        counts.append(f"{dead} dead letter(s) in all (scrapy frontier dead)")
+    lines = ["  left in the frontier: " + ", ".join(counts)]
+    held = left.held_by_state()
+    if held:
+        lines.append("    held: " + "; ".join(
+            f"{state} {len(group)} host(s) ({_held_hosts(group)})"
+            for state, group in sorted(held.items(), key=lambda kv: -len(kv[1]))))
+    waiting = {state: n for state, n in left.urls_by_state().items()
+               if state not in {"empty", *held}}
+    if waiting:
+        lines.append("    not held (due soon): " + _reasons(waiting) + " URL(s)")
+    if resume:
+        lines.append(f"  continue with: {resume}")
+    return lines
+
+
+def _held_hosts(group: Sequence[HostLeft], shown: int = 3) -> str:
+    """``broken.test: servfail, retry at 12:04:10`` for the first few hosts."""
+    parts = []
+    for h in group[:shown]:
+        detail = f"{_detail(h)}, " if h.detail else ""
+        when = "until an operator acts" if h.until_ms < 0 else f"retry at {_clock(h.until_ms)}"
+        parts.append(f"{h.host}: {detail}{when}")
+    more = len(group) - shown
+    return "; ".join(parts) + (f"; {more} more" if more > 0 else "")
+
+
+def _detail(h: HostLeft) -> str:
+    """A held host's detail in words (``lua/leftover.lua`` spells it for machines)."""
+    if h.state == "dns":
+        kind, _, attempts = h.detail.partition(" ")
+        return f"dns-{kind}, {attempts} failed lookup(s)"
+    if h.state == "breaker":
+        return "probe in flight" if h.detail == "probe" else f"open, opening {h.detail}"
+    if h.state == "robots-unreachable":
+        return f"{h.detail} failed fetch(es)"
+    return h.detail
+
+
+def _clock(ms: int | None) -> str:
+    """A server time in ms as the local wall clock, ``12:04:10``."""
+    if ms is None:
+        return "?"
+    return time.strftime("%H:%M:%S", time.localtime(ms / 1000))
 
 
 def _dead_letters(stats: Mapping[str, Any], dead: int, by_prefix: Any) -> str:

@@ -59,20 +59,23 @@ class HostDNS:
         self.retry = retry
         self._script = frontier.client.register_script(script_source("dns"))
 
-    async def failed(self, host: str, *, job: bool = False, count: bool = True) -> DNSVerdict:
+    async def failed(self, host: str, *, job: bool = False, count: bool = True,
+                     kind: str = "servfail") -> DNSVerdict:
         """Count a failed lookup of ``host``'s name (unless a DNS hold runs) and hold it.
 
         ``job``: the lookup was made for the host's robots job, whose hold
         (the whole robots fetch's time) is replaced by the DNS hold.
         ``count`` False: the nameservers answer nothing at all (an outage): the
         host is held for its current backoff, the failure not counted.
+        ``kind`` (servfail, timeout) is kept with the hold, for the reports of
+        what is held and why.
         """
         keys = self.frontier.keys
         part = self.frontier.partition(host)
         r = self.retry
         reply = await self._script(keys=[keys.counts(part)], args=[
             keys.prefix(part), host, r.base_ms, r.cap_ms, r.max_attempts, "job" if job else "",
-            "1" if count else "0"])
+            "1" if count else "0", kind])
         verdict, attempts, wait_ms, counted = reply
         return DNSVerdict(verdict.decode() if isinstance(verdict, bytes) else str(verdict),
                           int(attempts), int(wait_ms), bool(int(counted)))

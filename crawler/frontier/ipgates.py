@@ -71,6 +71,14 @@ class Wake(NamedTuple):
     at_ms: int
 
 
+class Joined(NamedTuple):
+    """What joining hosts to an address's queue did: per host, whether it may go
+    now; and the hosts that waited before them and now have room, to wake."""
+
+    go: list[bool]
+    wakes: list[Wake]
+
+
 def waiter(partition: int, host: str) -> str:
     """How the address's queue names a waiting host."""
     return f"{partition}\n{host}"
@@ -178,14 +186,16 @@ class IpGates:
                                      args=[self.keys.prefix(partition), host, address,
                                            wake_ms, known_ms]))
 
-    async def join(self, address: str, hosts: list[tuple[int, str]]) -> list[bool]:
+    async def join(self, address: str, hosts: list[tuple[int, str]]) -> Joined:
         """Hosts new to ``address`` (partition, host): which may go now (a place
-        reserved), the others wait in its queue (``lua/ipjoin.lua``)."""
+        reserved), the others wait in its queue; and the waiting hosts the
+        address had room for, which the caller wakes (``lua/ipjoin.lua``)."""
         reply = await self._join(
             keys=gate_keys(self.keys, address),
-            args=[self.limits.ip_concurrency, RESERVED_MS,
+            args=[self.limits.ip_concurrency, RESERVED_MS, self.limits.ip_delay_ms,
                   *(waiter(part, host) for part, host in hosts)])
-        return [bool(int(x)) for x in reply]
+        return Joined([bool(int(x)) for x in reply[:len(hosts)]],
+                      parse_wakes(reply[len(hosts):]))
 
     async def note(self, partition: int, notes: Iterable[DnsNote]) -> int:
         """The outcome of DNS jobs of one partition (``lua/ipnote.lua``): how many

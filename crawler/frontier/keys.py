@@ -48,7 +48,8 @@ key                 type       holds
                                starts); breaker: cf
                                failures in a row, bs state, bo openings; DNS
                                (lua/dns.lua): da failed lookups in a row, du
-                               the DNS hold ends at ms; d its domain;
+                               the DNS hold ends at ms, dk the last failure's
+                               kind (servfail, timeout); d its domain;
                                live control (lua/control.lua): xc
                                concurrency, xd delay ms, xp paused; ip
                                the server address it points at (learned

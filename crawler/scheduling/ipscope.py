@@ -223,16 +223,20 @@ class IpScope:
                 notes[frontier.partition(host)].append(DnsNote(host, NO_ADDRESS, again, go=True))
             else:
                 by_address[server.address].append((host, server))
+        wakes: dict[str, list[Wake]] = {}
         for address, members in by_address.items():
             joined = await self.gates.join(
                 address, [(frontier.partition(host), host) for host, _ in members])
-            for (host, server), go in zip(members, joined, strict=True):
+            wakes[address] = joined.wakes
+            for (host, server), go in zip(members, joined.go, strict=True):
                 notes[frontier.partition(host)].append(DnsNote(
                     host, address, max(server.known_ms, _KNOWN_MIN_MS), go,
                     self.fallback_ms()))
         parked = 0
         for part, part_notes in notes.items():
             parked += await self.gates.note(part, part_notes)
+        for address, woken in wakes.items():  # after the notes: a woken host is parked
+            await self._wake(address, woken)
         self.stats.inc_value("frontier/ip/dns_jobs", len(found))
         if parked:
             self.stats.inc_value("frontier/ip/parked_at_dns", parked)
@@ -253,11 +257,10 @@ class IpScope:
             by_address[address].append((frontier.partition(host), host))
         try:
             for address, hosts in by_address.items():
-                go = await self.gates.join(address, hosts)
+                joined = await self.gates.join(address, hosts)
                 back = [Wake(part, host, server_ms)
-                        for (part, host), ok in zip(hosts, go, strict=True) if ok]
-                if back:
-                    await self.gates.wake(address, back)
+                        for (part, host), ok in zip(hosts, joined.go, strict=True) if ok]
+                await self._wake(address, back + joined.wakes)
         except (RedisError, OSError):
             self.stats.inc_value("frontier/redis_errors")  # they wake at their own time
         self.stats.inc_value("frontier/ip/joined", len(waits))

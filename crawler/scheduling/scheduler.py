@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shlex
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +37,7 @@ from crawler.frontier.connection import ConnectError, async_client, configured_u
 from crawler.frontier.embedded import EmbeddedRedis
 from crawler.frontier.ipgates import IpGates
 from crawler.frontier.keys import Count, Keys, crawl_namespace
+from crawler.frontier.leftover import Leftover, LeftoverReader
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, to_record
 from crawler.frontier.seedfeed import SeedFeed
 from crawler.frontier.store import Breaker, Frontier, Lease, Limits
@@ -60,6 +62,7 @@ from crawler.scheduling.recent import RecentOffers
 from crawler.scheduling.revisits import keep_state, revisits_for
 from crawler.scheduling.robotsjobs import RobotsJobs
 from crawler.scheduling.sync import Sync
+from crawler.scheduling.watchdog import Watchdog
 from crawler.urls import stripper_from_settings, url_forms
 
 if TYPE_CHECKING:
@@ -135,6 +138,8 @@ class FrontierScheduler:
         self.namespace_template = s.get("FRONTIER_NAMESPACE", "frontier:%(spider)s")
         self.crawl_id: str = s.get("FRONTIER_CRAWL_ID") or ""
         self.idle_wait = s.getfloat("FRONTIER_IDLE_WAIT", 0.0)
+        self.held_wait_ms = round(s.getfloat("FRONTIER_HELD_WAIT", 20.0) * 1000)
+        self.watchdog_interval = s.getfloat("FRONTIER_WATCHDOG_INTERVAL", 5.0)
         self.connect_wait = s.getfloat("FRONTIER_CONNECT_WAIT", 60.0)
         self.meta_keys = tuple(s.getlist("FRONTIER_META_KEYS", list(DEFAULT_META_KEYS)))
         self.concurrency = s.getint("CONCURRENT_REQUESTS")
@@ -168,6 +173,10 @@ class FrontierScheduler:
         self._counted_at = 0.0
         #: When the frontier was last seen with nothing to do (FRONTIER_IDLE_WAIT).
         self.idle_since: float | None = None
+        self.watchdog: Watchdog | None = None
+        #: What was left in the frontier when the crawl stopped (the summary's).
+        self.left: Leftover | None = None
+        self._held_logged = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self.closing = False
         #: The frontier could not be opened: the spider is closed once open.
@@ -255,6 +264,11 @@ class FrontierScheduler:
         if self.seeds_key_template:
             key = self.seeds_key_template % {"name": self.spider.name}
             self.seed_feed = SeedFeed(self.client, key, self.worker, self.seeds_batch)
+        self.watchdog = Watchdog(
+            LeftoverReader(self.client, keys), self.stats, self._poke,
+            interval_s=self.watchdog_interval,
+            grace_ms=max(10_000, 4 * self.limits.claim_sweep_ms),
+            held_wait_ms=self.held_wait_ms)
         self._install_engine_hooks()
         self.spawn(heartbeat_loop(self))
         counts = await self.frontier.counts()
@@ -306,6 +320,7 @@ class FrontierScheduler:
         self.claims.buffer.clear()
         self.sync.releases += returned
         if self.frontier is not None:
+            await self._read_leftover()
             await self._save_last_changes()
         if returned:
             self.stats.inc_value("frontier/leases/returned", len(returned))
@@ -313,6 +328,35 @@ class FrontierScheduler:
             logger.info("Frontier: leaving the embedded Redis running: "
                         "another process uses it")
         logger.info("Frontier closed (%s)", reason)
+
+    async def _read_leftover(self) -> None:
+        """What is left in the frontier, for the end-of-crawl summary (a scan of
+        the host queues: bounded, the summary says less when it runs out)."""
+        if self.health.refused or self.watchdog is None:
+            return
+        try:
+            self.left = left = await asyncio.wait_for(self.watchdog.reader.read(), timeout=10)
+        except (RedisError, OSError, TimeoutError) as exc:
+            logger.debug("Frontier: could not read what is left: %s", exc)
+            return
+        for key, value in (("queued", left.queued), ("delayed", left.delayed),
+                           ("held", sum(h.queued for h in left.held())),
+                           ("dead", left.counts.get(Count.DEAD, 0))):
+            if value:
+                self.stats.set_value(f"frontier/left/{key}", value)
+
+    def continue_command(self) -> str:
+        """The command that takes this crawl up where it stopped (its frontier:
+        the job folder's embedded Redis, or the shared one and the crawl id)."""
+        assert self.spider is not None
+        words = ["scrapy", "crawl", self.spider.name]
+        crawl_id = getattr(self.spider, "crawl_id", None) or self.crawl_id
+        if crawl_id:
+            words += ["-a", f"crawl_id={crawl_id}"]
+        if self.redis_url is None and self.jobdir:
+            words += ["-s", f"JOBDIR={self.jobdir}"]
+        command = shlex.join(words)
+        return command if self.redis_url is None else f"{command} (with the same Redis)"
 
     async def _save_last_changes(self) -> None:
         assert self.frontier is not None
@@ -364,6 +408,8 @@ class FrontierScheduler:
     def has_pending_requests(self) -> bool:
         if (self.claims.buffer or self.sync or self.leases or self.robots_jobs):
             self.idle_since = None
+            if self.watchdog is not None:
+                self.watchdog.busy()
             return True
         if self.sync.flushing or self.claims.claiming or self._counts_epoch != self.sync.epoch:
             self.refresh_counts()
@@ -372,13 +418,54 @@ class FrontierScheduler:
         if c.get(Count.QUEUED, 0) + c.get(Count.LEASED, 0) + c.get(Count.DELAYED, 0) > 0:
             self.idle_since = None
             self.refresh_counts()
-            return True
+            return not self._only_held(c)
         now = time.monotonic()
         self.idle_since = self.idle_since or now
         if now - self.idle_since < self.idle_wait:
             self.refresh_counts()
             return True
         return False
+
+    def _only_held(self, counts: dict[str, int]) -> bool:
+        """Whether a finite crawl should end now: this worker is idle, nothing is
+        leased anywhere, and what is left is held longer than FRONTIER_HELD_WAIT
+        (the watchdog's last read said so). Keeps the watchdog reading meanwhile."""
+        watchdog = self.watchdog
+        if watchdog is None or counts.get(Count.LEASED, 0) > 0:
+            if watchdog is not None:
+                watchdog.busy()
+            return False
+        if self.idle_wait <= 0 and watchdog.only_held(counts):
+            if not self._held_logged:
+                self._held_logged = True
+                self._log_held(watchdog.last)
+            return True
+        if watchdog.wants_read():
+            self.spawn(self._watch())
+        return False
+
+    async def _watch(self) -> None:
+        assert self.watchdog is not None
+        await self.watchdog.look()
+        self.wake()  # the engine asks has_pending_requests again, with the verdict
+
+    def _poke(self) -> None:
+        """After a repair: claim again now, in every partition."""
+        if self.frontier is not None:
+            self.frontier.due.touch(*range(self.frontier.keys.partitions))
+        self.claims.claimable = True
+        self.claims.want()
+
+    def _log_held(self, left: Leftover | None) -> None:
+        if left is None:
+            return
+        due = left.next_due_ms()
+        when = ("only when an operator acts" if due is None
+                else f"the first in {(due - left.server_ms) / 1000:.0f} s")
+        logger.info("Frontier: only held work is left (%d URL(s) queued on %d host(s), "
+                    "%d delayed; %s): the crawl ends, and the next run with this frontier "
+                    "takes them up when due (FRONTIER_HELD_WAIT)", left.queued,
+                    len(left.hosts), left.delayed, when)
 
     def __len__(self) -> int:
         return len(self.claims.buffer) + (self.counts or {}).get(Count.QUEUED, 0)

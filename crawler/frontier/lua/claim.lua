@@ -246,8 +246,11 @@ end
 -- (refresh_host: if their sites have room too). While hosts still wait, the
 -- domain is looked at again: when its next turn comes (domain_took), when one
 -- of its leases ends (domain_lease_ended), or after a delay at the latest,
--- so a woken host that cannot go after all never strands the others. A
--- paused domain is woken by its resume (control.lua).
+-- so a woken host that cannot go after all never strands the others. A full
+-- domain is looked at again when its first lease in flight runs out at the
+-- latest: a lease whose end is never reported (a robots job given up, its
+-- worker gone) must not strand the hosts waiting for it. A paused domain is
+-- woken by its resume (control.lua).
 if maintain then
 local wakes = redis.call('ZRANGEBYSCORE', p .. ':dwake', '-inf', now, 'LIMIT', 0, move_max)
 for _, dom in ipairs(wakes) do
@@ -256,12 +259,17 @@ for _, dom in ipairs(wakes) do
   local room = move_max
   if conc > 0 then room = conc - domain_in_flight(p, dom, now, true) end
   if delay > 0 then room = math.min(room, 1) end
-  if now < t then
+  if paused then
+    -- the resume wakes it
+  elseif now < t then
     wake_domain(p, dom, t)
-  elseif room > 0 and not paused then
+  elseif room > 0 then
     local woken = redis.call('ZPOPMIN', p .. ':dw:' .. dom, room)
     for j = 1, #woken, 2 do refresh_host(p, woken[j]) end
     wake_domain(p, dom, now + math.max(delay, 50))
+  else
+    local first = redis.call('ZRANGE', p .. ':di:' .. dom, 0, 0, 'WITHSCORES')
+    wake_domain(p, dom, #first > 0 and tonumber(first[2]) or now + 50)
   end
 end
 

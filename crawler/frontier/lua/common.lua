@@ -245,3 +245,30 @@ local function ip_room(in_flight, reserved, conc, now)
   redis.call('ZREMRANGEBYSCORE', reserved, '-inf', now)
   return conc - redis.call('ZCARD', in_flight) - redis.call('ZCARD', reserved)
 end
+
+-- Pop up to room hosts from the head of an address's queue (KEYS as
+-- ipgate.lua: gate, in flight, queue, reservations), reserve a place for
+-- each (reserve_ms, with a concurrency limit) and space their starts by the
+-- delay (the gate's wk: the last wake handed out). st is the gate's HMGET of
+-- s, wk, xc, xd, xp. Returns {at_ms, "P\nHOST", ...}: whom the caller wakes
+-- in its partition (ipwake.lua), and from when it may start.
+local function ip_pop_waiters(keys, room, conc, delay, st, reserve_ms, now)
+  local woken = redis.call('ZPOPMIN', keys[3], room)
+  local out = {}
+  local at, wk = math.max(now, num(st[1], 0)), num(st[2], 0)
+  for j = 1, #woken, 2 do
+    if delay > 0 then
+      at = math.max(at, wk + delay)
+      wk = at
+    end
+    if conc > 0 then redis.call('ZADD', keys[4], at + reserve_ms, woken[j]) end
+    out[#out + 1] = at
+    out[#out + 1] = woken[j]
+  end
+  if conc > 0 and #woken > 0 then ip_keep(keys[4], IP_IDLE_MS) end
+  if delay > 0 and #woken > 0 then
+    redis.call('HSET', keys[1], 'wk', wk)
+    ip_keep(keys[1], IP_IDLE_MS, st)
+  end
+  return out
+end

@@ -20,6 +20,7 @@
 -- ARGV[7]  "0" when the failure must not count (the nameservers answer
 --          nothing at all: an outage, not this name): the host is held for
 --          its current backoff, its count unchanged
+-- ARGV[8]  the failure's kind (servfail, timeout), kept as dk with the hold
 -- Returns {verdict, attempts, wait ms, counted}: verdict "hold" (the host and
 -- the URL wait wait ms), "park", or "gone" (the frontier does not know it).
 local p, host = ARGV[1], ARGV[2]
@@ -33,20 +34,32 @@ local now = now_ms()
 local st = redis.call('HMGET', sk, 'da', 'du')
 local attempts, hold_end = num(st[1], 0), num(st[2], 0)
 
+-- A robots job whose lookup failed is over: its fetch is not going to
+-- happen. Its host waits for the DNS hold instead of the fetch's whole
+-- lease, and its registered domain counts it in flight no more (a host
+-- waiting for the domain may take its place).
+local function job_over(until_ms)
+  if not job then return end
+  redis.call('HSET', hk, 'rw', until_ms)
+  redis.call('HSET', sk, 'rj', 0)
+  domain_lease_ended(p, sk, 'R' .. host, now)
+end
+
 if hold_end > now then
+  job_over(hold_end)
+  refresh_site(p, host)
   return {'hold', attempts, hold_end - now, 0}
 end
 if count then attempts = attempts + 1 end
 if count and max_attempts > 0 and attempts >= max_attempts then
   redis.call('HSET', sk, 'da', attempts, 'du', 0)
+  job_over(0)
+  refresh_site(p, host)
   return {'park', attempts, 0, 1}
 end
 local wait = math.min(base * 2 ^ math.max(attempts - 1, 0), cap)
-redis.call('HSET', sk, 'da', attempts, 'du', now + wait)
-if job then
-  redis.call('HSET', hk, 'rw', now + wait)  -- replaces the robots fetch's hold
-  redis.call('HSET', sk, 'rj', 0)
-end
+redis.call('HSET', sk, 'da', attempts, 'du', now + wait, 'dk', ARGV[8] or 'servfail')
+job_over(now + wait)
 hold_host(sk, now + wait)  -- no claim (w), and no start (bk) of URLs claimed already
 refresh_site(p, host)
 return {'hold', attempts, wait, count and 1 or 0}

@@ -23,7 +23,13 @@ local mark = ARGV[5]
 local hk, qk = p .. ':h:' .. host, p .. ':q:' .. host
 if redis.call('EXISTS', hk) == 0 then return {0, 0, 0} end
 if mark ~= '' then redis.call('HSET', hk, 'b', mark) end
-if mark == 'p' then redis.call('HSET', hk, 'pr', reason) end
+if mark == 'p' then
+  redis.call('HSET', hk, 'pr', reason)
+  -- Parked by the worker that met its end (a name that does not exist, a
+  -- robots.txt given up): a robots job of the host is over, and no longer
+  -- counts against its registered domain.
+  domain_lease_ended(p, site_key(p, host), 'R' .. host, now_ms())
+end
 
 local popped = redis.call('ZPOPMIN', qk, max)
 local queued = #popped / 2

@@ -27,21 +27,4 @@ local delay = delay_in_force(ARGV[2], st[4])
 local room = 1
 if conc > 0 then room = ip_room(KEYS[2], KEYS[4], conc, now) end
 if room <= 0 then return {} end
-local woken = redis.call('ZPOPMIN', KEYS[3], room)
-local out = {}
-local at, wk = math.max(now, num(st[1], 0)), num(st[2], 0)
-for j = 1, #woken, 2 do
-  if delay > 0 then
-    at = math.max(at, wk + delay)
-    wk = at
-  end
-  if conc > 0 then redis.call('ZADD', KEYS[4], at + tonumber(ARGV[3]), woken[j]) end
-  out[#out + 1] = at
-  out[#out + 1] = woken[j]
-end
-if conc > 0 then ip_keep(KEYS[4], IP_IDLE_MS) end
-if delay > 0 and #woken > 0 then
-  redis.call('HSET', KEYS[1], 'wk', wk)
-  ip_keep(KEYS[1], IP_IDLE_MS, st)
-end
-return out
+return ip_pop_waiters(KEYS, room, conc, delay, st, tonumber(ARGV[3]), now)

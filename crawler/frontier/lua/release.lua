@@ -106,7 +106,7 @@ local function breaker_success(sk, host)
   local st = redis.call('HMGET', sk, 'cf', 'bs', 'da')
   -- An answer from the host proves its name resolves: a run of failed
   -- lookups (dns.lua) is over.
-  if st[3] then redis.call('HDEL', sk, 'da', 'du') end
+  if st[3] then redis.call('HDEL', sk, 'da', 'du', 'dk') end
   if st[2] == 'h' then
     redis.call('HDEL', sk, 'cf', 'bs', 'bo')
     redis.call('HSET', sk, 'w', 0)  -- the probe's hold

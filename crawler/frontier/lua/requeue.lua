@@ -49,7 +49,7 @@ for i = 5, #ARGV, 2 do
     end
     redis.call('HDEL', p .. ':dead', fp)
     redis.call('HDEL', hk, 'b', 'pr')  -- unblock, unpark
-    redis.call('HDEL', sk, 'da', 'du')  -- forget DNS failures
+    redis.call('HDEL', sk, 'da', 'du', 'dk')  -- forget DNS failures
     if redis.call('HGET', sk, 'bs') == 'x' then redis.call('HDEL', sk, 'bs', 'cf', 'bo') end
     push_url(p, host, score, fresh(entry))
     moved = moved + 1

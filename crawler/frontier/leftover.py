@@ -1,0 +1,189 @@
+"""What is left in a frontier, host by host: why each host with queued URLs waits.
+
+A finite crawl ends when nothing is queued, leased or delayed. What is left
+when it stops early (Ctrl-C, a timeout) or when the only work left is held
+for a long time (a name that does not resolve, an open breaker, a long
+Retry-After, a paused site) is read here, from ``lua/leftover.lua``: per
+host, its state, until when it waits and why. Three readers:
+
+- the end-of-crawl summary (what remains, held by reason, and the command
+  that continues);
+- the scheduler's decision that only held work is left (a finite crawl then
+  ends rather than wait for it: ``FRONTIER_HELD_WAIT``);
+- the watchdog, which repairs a host that waits for nothing (the script's
+  "lost" state) and wakes one whose wake time has long passed.
+
+Finding the hosts scans the host queues' keys (SCAN, like ``scrapy frontier
+status``): one pass over the partitions, then one script call per partition
+and batch of hosts, pipelined. Asynchronous, for workers.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+from crawler.frontier.keys import STATES, Count, Keys, add_counts
+from crawler.frontier.store import Call, run_per_partition, script_source
+
+#: States of a host that waits on something slow to change: a hold of the
+#: server's (Retry-After), its breaker, its name's lookups, its robots.txt,
+#: or an operator. The others (ready, paced, robots-job, dns-job, domain,
+#: address, busy) are due soon by construction.
+HELD: frozenset[str] = frozenset({"dns", "breaker", "retry-after", "robots-unreachable",
+                                   "paused"})
+#: A host whose URLs will never be claimed unless repaired.
+LOST = "lost"
+#: Hosts handed to one script call.
+BATCH = 200
+
+
+@dataclass(frozen=True, slots=True)
+class HostLeft:
+    """One host with queued URLs: its state (``lua/leftover.lua``), until when
+    (server ms; -1 until an operator acts) and a detail (the DNS failure's kind
+    and attempts, the domain or address it waits for...)."""
+
+    host: str
+    queued: int
+    state: str
+    until_ms: int
+    detail: str
+
+    @property
+    def held(self) -> bool:
+        return self.state in HELD
+
+
+@dataclass(slots=True)
+class Leftover:
+    """A frontier's remaining work as one read found it."""
+
+    server_ms: int
+    counts: dict[str, int]
+    hosts: list[HostLeft] = field(default_factory=list)
+    #: When the earliest delayed URL (a retry) is due, None if none is.
+    delayed_next_ms: int | None = None
+    #: Partitions whose timer field a repairing read put right.
+    timers_repaired: int = 0
+
+    @property
+    def queued(self) -> int:
+        return self.counts.get(Count.QUEUED, 0)
+
+    @property
+    def leased(self) -> int:
+        return self.counts.get(Count.LEASED, 0)
+
+    @property
+    def delayed(self) -> int:
+        return self.counts.get(Count.DELAYED, 0)
+
+    def lost(self) -> list[HostLeft]:
+        return [h for h in self.hosts if h.state == LOST]
+
+    def held(self) -> list[HostLeft]:
+        return [h for h in self.hosts if h.held]
+
+    def held_by_state(self) -> dict[str, list[HostLeft]]:
+        """The held hosts by state, the longest wait first within each."""
+        groups: dict[str, list[HostLeft]] = defaultdict(list)
+        for h in self.held():
+            groups[h.state].append(h)
+        for hosts in groups.values():
+            hosts.sort(key=lambda h: (h.until_ms < 0, h.until_ms), reverse=True)
+        return dict(groups)
+
+    def urls_by_state(self) -> Counter[str]:
+        counts: Counter[str] = Counter()
+        for h in self.hosts:
+            counts[h.state] += h.queued
+        return counts
+
+    def next_due_ms(self) -> int | None:
+        """The earliest time any remaining work may go (None: only what waits for
+        an operator, or nothing)."""
+        times = [h.until_ms for h in self.hosts if h.until_ms >= 0 and h.state != "empty"]
+        if self.delayed_next_ms is not None:
+            times.append(self.delayed_next_ms)
+        return min(times) if times else None
+
+    def only_held(self, bound_ms: int) -> bool:
+        """True when URLs remain, nothing is leased, no host is lost, and nothing
+        may go within ``bound_ms``: everything left is held for longer."""
+        if self.leased or not (self.queued or self.delayed) or self.lost():
+            return False
+        due = self.next_due_ms()
+        return due is None or due > self.server_ms + bound_ms
+
+
+class LeftoverReader:
+    """Reads (and, for the watchdog, repairs) what is left in one frontier."""
+
+    def __init__(self, client: Redis | RedisCluster, keys: Keys) -> None:
+        self.client = client
+        self.keys = keys
+        self._script = client.register_script(script_source("leftover"))
+
+    async def read(self, *, repair: bool = False, grace_ms: int = 0) -> Leftover:
+        """Every host with queued URLs and why it waits. ``repair``: put a lost
+        host back where it belongs; ``grace_ms``: also wake now the hosts whose
+        domain or address wake time passed longer ago than that (0: none)."""
+        counts, delayed_next, server_ms = await self._counts()
+        left = Leftover(server_ms, counts, delayed_next_ms=delayed_next)
+        if not counts.get(Count.QUEUED):
+            return left
+        by_part: dict[int, list[str]] = defaultdict(list)
+        async for key in self.client.scan_iter(match=self.keys.queues_pattern(), count=1000):
+            part, host = self.keys.queue_of(key)
+            by_part[part].append(host.decode("utf-8", "replace"))
+        calls: list[Call] = []
+        batches: list[list[str]] = []
+        for part, hosts in by_part.items():
+            for i in range(0, len(hosts), BATCH):
+                batch = hosts[i:i + BATCH]
+                calls.append((self._script, [self.keys.counts(part)],
+                              [self.keys.prefix(part), int(repair), grace_ms, *batch]))
+                batches.append(batch)
+        for batch, reply in zip(batches, await run_per_partition(self.client, calls),
+                                strict=True):
+            left.server_ms = int(reply[0])  # the scripts' clock (a test's, in tests)
+            left.timers_repaired += int(reply[1])
+            left.hosts += parse(batch, reply[2:])
+        return left
+
+    async def _counts(self) -> tuple[dict[str, int], int | None, int]:
+        async with self.client.pipeline(transaction=False) as pipe:
+            for part in range(self.keys.partitions):
+                pipe.hgetall(self.keys.counts(part))
+                pipe.zrange(self.keys.delayed(part), 0, 0, withscores=True)
+            replies = await pipe.execute()
+        counts: dict[str, int] = dict.fromkeys(STATES, 0)
+        firsts = []
+        for raw, first in zip(replies[0::2], replies[1::2], strict=True):
+            add_counts(counts, raw)
+            if first:
+                firsts.append(int(first[0][1]))
+        sec, usec = await self.client.time()
+        return counts, (min(firsts) if firsts else None), int(sec) * 1000 + int(usec) // 1000
+
+
+def parse(hosts: Iterable[str], reply: list[Any]) -> list[HostLeft]:
+    """``lua/leftover.lua``'s answer for ``hosts`` (four values per host)."""
+    out = []
+    for i, host in enumerate(hosts):
+        state, until, detail, queued = reply[4 * i:4 * i + 4]
+        out.append(HostLeft(host, int(queued), _text(state), int(until), _text(detail)))
+    return [h for h in out if h.state != "empty"]
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+__all__ = ["HELD", "LOST", "HostLeft", "Leftover", "LeftoverReader"]

@@ -1,0 +1,168 @@
+-- What each host with queued URLs is waiting for, and until when; with
+-- ARGV[2] "1", repair a host that waits for nothing (the watchdog).
+--
+-- The liveness invariant (docs/architecture.md): a host with queued URLs is
+-- in its partition's ready set (scored by when it may go next), or waits in
+-- a set that a timer looks at again (its registered domain's :dw: with the
+-- domain in :dwake, its server address's :iw: with the address in :iwake),
+-- or its site has as many leases in flight as its concurrency (each lease
+-- runs out by itself), or an operator paused it. A host in none of these is
+-- "lost": nothing would ever claim it. The scripts keep the invariant; this
+-- reads it back, for the end-of-crawl summary, for the decision that only
+-- held work is left, and for the watchdog's repair.
+--
+-- KEYS[1]  the partition's counts hash (routes the call to the partition)
+-- ARGV[1]  prefix, ARGV[2] "1" to repair lost hosts, ARGV[3] a grace (ms):
+--          wake now the hosts waiting for a domain or an address whose time
+--          passed longer ago than that (the watchdog, once the frontier has
+--          sat idle; 0: none), then host keys
+-- Returns the server's time (ms), 1 if the partition's timer field was
+-- repaired (else 0), then per host four values: state, until (ms; -1: until an operator acts), detail,
+-- how many URLs it has queued. States:
+--   ready           may be claimed now
+--   paced           its next turn (delay, Crawl-delay, adaptive pacing)
+--   robots-job      its (or its site's) robots.txt is being fetched
+--   dns-job         its name is being resolved (the IP scope)
+--   dns             held after failed lookups (detail: kind, attempts)
+--   breaker         its circuit breaker is open (detail: openings)
+--   retry-after     the server asked us to wait (429, 503, Retry-After)
+--   robots-unreachable  its robots.txt could not be fetched; retried then
+--   paused          an operator paused its site or domain (detail: which)
+--   domain          waits for its registered domain (detail: the domain)
+--   address         waits for its server address (detail: the address)
+--   busy            its site has its concurrency in flight
+--   dropped         dropped or parked (its URLs become dead letters)
+--   lost            waits for nothing (repaired when asked: detail "repaired")
+local p, repair, grace = ARGV[1], ARGV[2] == '1', num(ARGV[3], 0)
+local now = now_ms()
+local leases_here = redis.call('ZCARD', p .. ':leased')
+local out = {now, 0}
+local queued = 0  -- of the host at hand
+
+-- The partition's timer field (common.lua, timer_at) must not be later than
+-- the earliest entry of its timed sets, or no claim looks at them in time.
+if repair then
+  local mt = math.abs(num(redis.call('HGET', KEYS[1], 'mt'), 0))
+  for _, key in ipairs({p .. ':delayed', p .. ':leased', p .. ':dwake', p .. ':iwake',
+                        p .. ':vdue'}) do
+    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    if #first > 0 and tonumber(first[2]) < mt and tonumber(first[2]) <= now then
+      redis.call('HDEL', KEYS[1], 'mt')  -- no field: the next claim looks now
+      out[2] = 1
+      break
+    end
+  end
+end
+
+local function put(state, until_ms, detail)
+  out[#out + 1] = state
+  out[#out + 1] = until_ms
+  out[#out + 1] = detail or ''
+  out[#out + 1] = queued
+end
+
+-- Why a host in the ready set is not due yet: the field its score came from.
+local function why_late(host, score, g, h)
+  if score <= now then return put('ready', score) end
+  local w, rw, rj, dj = num(g.w, 0), num(h.rw, 0), num(g.rj, 0), num(g.dj, 0)
+  if w >= score then
+    if num(g.du, 0) >= score then
+      return put('dns', score, (g.dk or 'servfail') .. ' ' .. num(g.da, 0))
+    elseif g.bs == 'o' then
+      return put('breaker', score, tostring(num(g.bo, 1)))
+    elseif g.bs == 'h' then
+      return put('breaker', score, 'probe')
+    end
+    return put('retry-after', score)
+  end
+  if rw >= score then
+    if h.rs == 'u' then return put('robots-unreachable', score, tostring(num(h.ra, 0))) end
+    return put('robots-job', score)
+  end
+  if rj >= score then return put('robots-job', score) end
+  if dj >= score then return put('dns-job', score) end
+  put('paced', score)
+end
+
+local function fields(key, names)
+  local vals = redis.call('HMGET', key, unpack(names))
+  local t = {}
+  for j, name in ipairs(names) do t[name] = vals[j] end
+  return t
+end
+
+local function wait_for_domain(host, dom)
+  local d = fields(p .. ':d:' .. dom, {'xp'})
+  if d.xp then return put('paused', -1, 'domain ' .. dom) end
+  local at = redis.call('ZSCORE', p .. ':dwake', dom)
+  if not at or (grace > 0 and num(at, 0) < now - grace) then
+    if repair or grace > 0 then
+      redis.call('ZREM', p .. ':dwake', dom)
+      wake_domain(p, dom, now)
+      return put('domain', now, dom .. ' (woken)')
+    end
+    if not at then return put('lost', -1, 'domain ' .. dom .. ' has no wake') end
+  end
+  put('domain', num(at, now), dom)
+end
+
+local function wait_for_address(host, addr, score)
+  local at = redis.call('ZSCORE', p .. ':iwake', addr)
+  if grace > 0 and num(score, 0) < now - grace then
+    -- its own time came and went: look at its address again now (claim.lua step 5)
+    redis.call('ZADD', p .. ':iw:' .. addr, now, host)
+    redis.call('ZADD', p .. ':iwake', now, addr)
+    timer_at(p, now)
+    return put('address', now, addr .. ' (woken)')
+  end
+  if not at or num(at, 0) > num(score, 0) then
+    if not repair then return put('lost', -1, 'address ' .. addr .. ' has no wake') end
+    redis.call('ZADD', p .. ':iwake', num(score, now), addr)
+    timer_at(p, num(score, now))
+    return put('address', num(score, now), addr .. ' (woken)')
+  end
+  put('address', num(score, 0), addr)
+end
+
+for i = 4, #ARGV do
+  local host = ARGV[i]
+  local hk, sk = p .. ':h:' .. host, site_key(p, host)
+  queued = redis.call('ZCARD', p .. ':q:' .. host)
+  local h = fields(hk, {'n', 'rw', 'rs', 'ra', 'b'})
+  local g = fields(sk, {'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl', 'dl', 'ad', 'dj', 'du',
+                        'da', 'dk', 'bs', 'bo', 'd', 'ip'})
+  local score = redis.call('ZSCORE', p .. ':ready', host)
+  local dom = g.d
+  local addr = g.ip
+  local parked_at = addr and redis.call('ZSCORE', p .. ':iw:' .. addr, host)
+  if queued == 0 then
+    put('empty', 0)
+  elseif h.b == '1' or h.b == 'p' then
+    put('dropped', -1, h.b == 'p' and 'parked' or 'dropped')
+  elseif g.xp then
+    put('paused', -1, 'site')
+  elseif parked_at then
+    wait_for_address(host, addr, parked_at)
+  elseif score then
+    why_late(host, tonumber(score), g, h)
+  elseif dom and redis.call('ZSCORE', p .. ':dw:' .. dom, host) then
+    wait_for_domain(host, dom)
+  elseif num(g.i, 0) >= site_concurrency(g.c, g.xc, g.fl, g.dl, g.ad) and leases_here > 0 then
+    put('busy', 0)
+  elseif num(g.i, 0) > 0 and leases_here > 0 and (h.rs ~= 'k') then
+    put('busy', 0)  -- its robots.txt waits until nothing of the site is in flight
+  elseif repair then
+    -- Lost: its count of queued URLs or its site's count in flight went
+    -- wrong (a partition with no lease has none in flight), or a wake was
+    -- missed. Set both from the truth and put it where it belongs.
+    redis.call('HSET', hk, 'n', queued)
+    if leases_here == 0 then redis.call('HSET', sk, 'i', 0) end
+    redis.call('HDEL', hk, 'iwk')
+    refresh_site(p, host)
+    local again = redis.call('ZSCORE', p .. ':ready', host)
+    put('lost', again and tonumber(again) or -1, 'repaired')
+  else
+    put('lost', -1, '')
+  end
+end
+return out
