@@ -108,6 +108,9 @@ COUNTERS: tuple[Rule, ...] = (
          "observation batches lost, by event.", None, (("event", "trap_patterns"),)),
     Rule("crawler_redis_errors", "frontier/redis_errors",
          "Frontier operations that failed on a Redis error."),
+    Rule("crawler_frontier_stalls_repaired", "frontier/stalls_repaired",
+         "Hosts the watchdog found waiting for nothing (or a wake missed) and woke: "
+         "a bug of the frontier's, which should stay at 0."),
     Rule("crawler_reactor_stalls", "reactor/stalls",
          "Times the reactor ran LOOPLAG_STALL seconds or more late."),
     Rule("crawler_seeds", "seeds/loaded", "Seed lines read.", None, (("result", "loaded"),)),
