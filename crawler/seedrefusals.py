@@ -14,7 +14,9 @@ which logs each refused seed host once at WARNING, with the reason and, for
 the address guard, the setting that would allow it
 (``ADDRESS_GUARD_ALLOW=127.0.0.0/8``, ``ADDRESS_GUARD_ALLOW_HOSTS=localhost``).
 At the end of the crawl :func:`all_seeds_refused` says whether every seed was
-refused (see :mod:`crawler.extensions.summary`, which logs it).
+refused and nothing else was crawled (see :mod:`crawler.extensions.summary`,
+which logs it at WARNING); ``scrapy crawl`` then exits with code 1
+(:mod:`crawler.commands.crawl`), so scrapyd and cron see a failed job.
 
 Stats: ``seeds/refused/<reason>`` (the guard's reason, e.g. ``loopback``, or
 the frontier's, e.g. ``not-http-url``), next to the spider's ``seeds/loaded``.
@@ -40,6 +42,10 @@ logger = logging.getLogger(__name__)
 
 #: Stats prefix of refused seeds, by reason.
 REFUSED_PREFIX = "seeds/refused/"
+#: Stats that say a crawl had work besides its seeds: a URL claimed from the
+#: frontier (queued by an earlier run of the crawl, or by another worker: a
+#: refused seed is never queued) or any answer from a server.
+OTHER_WORK = ("frontier/leases/claimed", "downloader/response_count")
 
 _HOST_REASONS = frozenset({"localhost", "local-name", "single-label"})
 _LOOPBACK_V4 = ipaddress.IPv4Network("127.0.0.0/8")
@@ -124,14 +130,23 @@ def refused_seeds(stats: Mapping[str, Any]) -> dict[str, int]:
 
 
 def all_seeds_refused(stats: Mapping[str, Any]) -> str | None:
-    """The "every seed was refused" line for a crawl whose every seed was, else ``None``.
+    """The "every seed was refused" line for a crawl whose every seed was, and that
+    crawled nothing else, else ``None``.
 
-    Counts seeds read (``seeds/loaded``) against seeds refused; a crawl
-    without seeds (resumed, or joining a shared frontier) never says it.
+    Counts seeds read (``seeds/loaded``: the seed file's and the Redis seed
+    list's) against seeds refused. A crawl without seeds (resumed, or joining a
+    shared frontier) never says it, nor does one that had other work
+    (:data:`OTHER_WORK`): a crawl that resumes a frontier with queued URLs and
+    whose new seeds are all refused did its job, and its WARNING lines already
+    name each refused seed host. Only the decision is taken here; when it is
+    taken, at the end of the crawl, every seed that was going to come has come
+    (the Redis seed list is read until the frontier has nothing left).
     """
     loaded = int(stats.get("seeds/loaded", 0) or 0)
     by_reason = refused_seeds(stats)
     if loaded == 0 or sum(by_reason.values()) < loaded:
+        return None
+    if any(stats.get(key) for key in OTHER_WORK):
         return None
     reasons = ", ".join(f"{n} {r}" for r, n in sorted(by_reason.items()))
     return (f"every seed was refused: {loaded} of {loaded} ({reasons}), so nothing was "

@@ -107,3 +107,15 @@ def filled_world(url: str, namespace: str) -> World:
               rel("http://c.test/0", "done"),
               *[Release(x.host, x.fingerprint, "return") for x in by_url.values()])
     return w
+
+
+def sites_world(url: str, namespace: str) -> World:
+    """One dead letter on each of g.test's authorities (http, https, http on 8080), on
+    another site of its domain (www.g.test) and on another name (other.test)."""
+    w = World(url, namespace, concurrency=10, delay_ms=0)
+    w.admit("http://g.test/0", "https://g.test/1", "http://g.test:8080/2",
+            "https://www.g.test/3", "http://other.test/4")
+    dead = '{"reason":"download-error","error":"TimeoutError"}'
+    w.release("w1", *(Release(lease.host, lease.fingerprint, "dead", dead)
+                      for lease in w.claim_all("w1")))
+    return w

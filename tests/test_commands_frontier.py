@@ -23,7 +23,7 @@ from scrapy.settings import Settings
 import crawler.settings
 from crawler.frontier.embedded import EmbeddedRedis
 from crawler.frontier.store import Release
-from tests.frontier_world import PARTITIONS, World, filled_world
+from tests.frontier_world import PARTITIONS, World, filled_world, sites_world
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,7 +63,7 @@ def test_command_dead_requeue_drop_host(world: World, redis_url: str,
     code, out, _ = _scrapy(monkeypatch, capsys, "dead", "--host", "a.test", **opts)
     assert code == 0
     assert "TimeoutError" in out and "http://a.test/1" in out and "b.test" not in out
-    assert "2 matching (host http://a.test:80), of 3 dead" in out
+    assert "2 matching (host a.test, every scheme and port), of 3 dead" in out
     code, out, _ = _scrapy(monkeypatch, capsys, "dead", "--json", "--limit", "1", **opts)
     assert code == 0 and len(out.splitlines()) == 1 and json.loads(out)["url"]
     code, out, _ = _scrapy(monkeypatch, capsys, "requeue", "--reason", "http-404", **opts)
@@ -79,6 +79,32 @@ def test_command_dead_requeue_drop_host(world: World, redis_url: str,
     assert re.search(r"Oldest queued URL waiting [01]s \(\+-10 s\)", out), out
     counts = world.assert_consistent()
     assert (counts["queued"], counts["dead"]) == (6, 3)
+
+
+def test_command_host_names_every_scheme_and_port_a_url_one(
+        redis_url: str, redis_prefix: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    w = sites_world(redis_url, redis_prefix + "sites")
+    try:
+        opts = {"REDIS_URL": redis_url, "FRONTIER_NAMESPACE": w.keys.namespace,
+                "FRONTIER_PARTITIONS": PARTITIONS}
+        code, out, _ = _scrapy(monkeypatch, capsys, "dead", "--host", "g.test", "--json",
+                               **opts)
+        assert code == 0
+        assert sorted(json.loads(line)["host"] for line in out.splitlines()) == [
+            "http://g.test:80", "http://g.test:8080", "https://g.test:443"]
+        code, out, _ = _scrapy(monkeypatch, capsys, "dead", "--host", "https://g.test/", **opts)
+        assert code == 0 and "https://g.test/1" in out and "http://g.test/0" not in out
+        assert "1 matching (host https://g.test:443), of 5 dead" in out
+        code, out, _ = _scrapy(monkeypatch, capsys, "requeue", "--host", "g.test", **opts)
+        assert (code, out.strip()) == (
+            0, "requeued 3 dead letter(s) (host g.test, every scheme and port)")
+        assert sorted(d.host for d in w.admin.dead()) == [
+            "http://other.test:80", "https://www.g.test:443"]
+        code, out, _ = _scrapy(monkeypatch, capsys, "--help")
+        assert "every scheme and port" in out
+    finally:
+        w.close()
 
 
 def test_command_usage_errors(monkeypatch: pytest.MonkeyPatch,

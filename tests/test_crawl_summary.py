@@ -15,6 +15,7 @@ from scrapy.settings import Settings
 from crawler.addressguard import AddressPolicy
 from crawler.extensions.progress import progress_text
 from crawler.extensions.summary import crawl_summary
+from crawler.frontier.leftover import HostLeft, Leftover
 from crawler.seedrefusals import all_seeds_refused, allow_hint
 
 STATS: dict[str, Any] = {
@@ -127,3 +128,39 @@ def test_the_error_share_needs_enough_downloads() -> None:
         "Progress: 90 pages fetched; last 60 s: 40 pages/min (36 2xx answers/min), "
         "errors 5.0% of 40 downloads")
     assert "errors -" in progress_text(90, busy, 1.0, 60, min_sample=41)
+
+
+def _left() -> Leftover:
+    now = 1_800_000_000_000
+    hosts = [HostLeft("http://broken.test:80", 3, "dns", now + 120_000, "servfail 2"),
+             HostLeft("http://quiet.test:80", 1, "dns", now + 60_000, "timeout 1"),
+             HostLeft("https://shop.test:443", 4, "breaker", now + 1_800_000, "2"),
+             HostLeft("http://ops.test:80", 2, "paused", -1, "site"),
+             HostLeft("http://slow.test:80", 5, "paced", now + 3_000, "")]
+    return Leftover(now, {"queued": 15, "leased": 0, "delayed": 2, "done": 40, "dead": 7},
+                    hosts, delayed_next_ms=now + 90_000)
+
+
+def test_the_summary_says_what_is_left_why_and_how_to_continue() -> None:
+    lines = crawl_summary({"finish_reason": "shutdown"}, left=_left(),
+                          resume="scrapy crawl broad -s JOBDIR=job")
+    text = "\n".join(lines)
+    assert len(lines) <= 14
+    assert ("  left in the frontier: 15 URL(s) queued on 5 host(s), 2 delayed for a retry "
+            "(the first at ") in text
+    assert "7 dead letter(s) in all (scrapy frontier dead)" in text
+    held = next(line for line in lines if line.startswith("    held: "))
+    # By reason, the most hosts first, each host with why and until when.
+    assert held.startswith("    held: dns 2 host(s) (http://broken.test:80: dns-servfail, 2 "
+                           "failed lookup(s), retry at ")
+    assert "http://quiet.test:80: dns-timeout, 1 failed lookup(s), retry at" in held
+    assert "breaker 1 host(s) (https://shop.test:443: open, opening 2, retry at" in held
+    assert "paused 1 host(s) (http://ops.test:80: site, until an operator acts)" in held
+    assert "    not held (due soon): paced 5 URL(s)" in lines
+    assert lines[-1] == "  continue with: scrapy crawl broad -s JOBDIR=job"
+
+
+def test_a_frontier_left_empty_adds_nothing() -> None:
+    empty = Leftover(0, {"queued": 0, "leased": 0, "delayed": 0, "done": 9, "dead": 0})
+    assert crawl_summary({"finish_reason": "finished"}, left=empty, resume="x") == \
+        crawl_summary({"finish_reason": "finished"})

@@ -14,10 +14,25 @@ from collections.abc import Iterator
 
 import pytest
 
-from crawler.frontier.admin import AdminError, FrontierAdmin, frontier_keys, parse_dead, parse_host
+from crawler.frontier.admin import (
+    AdminError,
+    FrontierAdmin,
+    HostMatch,
+    frontier_keys,
+    parse_dead,
+    parse_host,
+    parse_host_match,
+)
 from crawler.frontier.store import Release
 from crawler.frontier.workers import Heartbeat
-from tests.frontier_world import PARTITIONS, World, admission, filled_world, lease_url
+from tests.frontier_world import (
+    PARTITIONS,
+    World,
+    admission,
+    filled_world,
+    lease_url,
+    sites_world,
+)
 
 A, B, C = "http://a.test:80", "http://b.test:80", "http://c.test:80"
 
@@ -39,6 +54,26 @@ def test_parse_host_accepts_names_and_urls() -> None:
     assert parse_host("https://example.com") == "https://example.com:443"
     with pytest.raises(AdminError):
         parse_host("ftp://example.com/")
+
+
+def test_host_match_a_name_is_every_scheme_and_port_a_url_one_authority() -> None:
+    name = parse_host_match("G.test")
+    assert name == HostMatch("g.test")
+    assert str(name) == "g.test, every scheme and port"
+    assert all(name.matches(h) for h in ("http://g.test:80", "https://g.test:443",
+                                         "http://g.test:8080"))
+    assert not any(name.matches(h) for h in ("http://www.g.test:80", "http://g.test.x:80",
+                                             "http://xg.test:80"))
+    on_port = parse_host_match("g.test:8443")
+    assert str(on_port) == "g.test:8443, every scheme"
+    assert on_port.matches("https://g.test:8443") and on_port.matches("http://g.test:8443")
+    assert not on_port.matches("https://g.test:443")
+    for one in ("https://g.test", "https://g.test/", "https://g.test:443/x"):
+        assert parse_host_match(one) == HostMatch.exact("https://g.test:443")
+    assert not parse_host_match("https://g.test").matches("http://g.test:80")
+    assert parse_host_match("[::1]:8080").matches("https://[::1]:8080")
+    with pytest.raises(AdminError):
+        parse_host_match("ftp://g.test/")
 
 
 def test_dead_letter_whose_fingerprint_holds_newlines() -> None:
@@ -218,3 +253,45 @@ def test_drop_host_makes_its_urls_dead_and_unclaimable(world: World) -> None:
     assert world.admin.requeue(reason="dropped", host=A) == 3
     assert world.assert_consistent()["queued"] == 4
     assert world.run(world.frontier.admit(late[:1])).added == 1
+
+
+def test_dead_and_requeue_by_name_take_every_scheme_and_port(redis_url: str,
+                                                             redis_prefix: str) -> None:
+    w = sites_world(redis_url, redis_prefix + "sites")
+    try:
+        def hosts(host: HostMatch) -> list[str]:
+            return sorted(d.host for d in w.admin.dead(host=host))
+
+        name = parse_host_match("g.test")
+        assert hosts(name) == ["http://g.test:80", "http://g.test:8080", "https://g.test:443"]
+        assert hosts(parse_host_match("https://g.test/")) == ["https://g.test:443"]
+        assert hosts(parse_host_match("g.test:8080")) == ["http://g.test:8080"]
+        assert w.admin.dead(host="http://g.test:80")[0].url == "http://g.test/0"  # a key
+        assert w.admin.requeue(host=parse_host_match("https://g.test:443")) == 1
+        assert w.admin.requeue(host=name) == 2
+        assert sorted(d.host for d in w.admin.dead()) == [
+            "http://other.test:80", "https://www.g.test:443"]
+        counts = w.assert_consistent()
+        assert (counts["queued"], counts["dead"]) == (3, 2)
+    finally:
+        w.close()
+
+
+def test_requeue_by_name_unblocks_every_dropped_authority(redis_url: str,
+                                                          redis_prefix: str) -> None:
+    """A name's authorities dropped with nothing queued (so nothing dead to requeue)
+    take new links again after one requeue of the name; another name stays dropped."""
+    w = World(redis_url, redis_prefix + "drops", concurrency=10, delay_ms=0)
+    try:
+        w.admit("http://g.test/0", "https://g.test/1", "http://other.test/2")
+        w.release("w1", *(Release(x.host, x.fingerprint, "done") for x in w.claim_all("w1")))
+        for host in ("http://g.test:80", "https://g.test:443", "http://other.test:80"):
+            assert w.admin.drop_host(host).queued == 0
+        late = [admission(u) for u in ("http://g.test/late", "https://g.test/late",
+                                       "http://other.test/late")]
+        assert w.run(w.frontier.admit(late)).blocked == 3
+        assert w.admin.requeue(host=parse_host_match("g.test")) == 0
+        result = w.run(w.frontier.admit(late))
+        assert (result.added, result.blocked) == (2, 1)
+    finally:
+        w.close()

@@ -10,7 +10,7 @@ import pytest
 import redis
 from scrapy.http.headers import Headers
 
-from crawler.frontier.admin import FrontierAdmin
+from crawler.frontier.admin import FrontierAdmin, parse_host_match
 from crawler.frontier.store import Release
 from crawler.lease import Ticket
 from crawler.revisit import Refetch, RevisitPolicy, RevisitState, parse_duration, validator_of
@@ -246,6 +246,20 @@ def test_an_operator_makes_revisits_due_now(harness: Harness, redis_url: str) ->
             "http://a.test:80"}
         assert admin.revisit_now() == (1, 3)  # b: a's are queued, not waiting any more
     assert len(harness.run(f.claim(10, "w")).leases) == 3
+
+
+def test_revisit_now_of_a_name_takes_every_scheme_and_port(harness: Harness,
+                                                          redis_url: str) -> None:
+    f = harness.frontier
+    harness.run(f.admit([admission(u) for u in (
+        "http://a.test/0", "https://a.test/1", "https://a.test/2", "http://b.test/3")]))
+    leases = harness.run(f.claim(10, "w")).leases
+    harness.run(f.release([_done(lease, 7 * 24 * HOUR_MS) for lease in leases], "w"))
+    with redis.Redis.from_url(redis_url) as client:
+        admin = FrontierAdmin(client, harness.keys)
+        assert admin.revisit_now(parse_host_match("a.test")) == (2, 3)
+    assert {lease.host for lease in harness.run(f.claim(10, "w")).leases} == {
+        "http://a.test:80", "https://a.test:443"}
 
 
 def test_status_says_how_many_wait_and_when_the_next_is_due(make_harness, redis_url: str

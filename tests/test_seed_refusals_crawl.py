@@ -2,7 +2,8 @@
 
 A first crawl is often of a test server on 127.0.0.1 or localhost, which the
 address guard refuses: the log must say so, once per host, with the setting
-that allows it, and say at the end when every seed was refused. The crawl of
+that allows it, say at the end when every seed was refused, and exit with
+code 1 (scrapyd shows a failed job, not a successful one). The crawl of
 an allowed seed (a simulated host, through the web's proxy) ends with the
 summary block, whose page count is what the web's ledger answered.
 """
@@ -22,8 +23,8 @@ pytestmark = pytest.mark.crawl
 ALL_REFUSED = "every seed was refused"
 
 
-def _warnings(log: str, needle: str) -> list[str]:
-    return [line for line in log.splitlines() if "WARNING" in line and needle in line]
+def _warnings(log: str, needle: str, level: str = "WARNING") -> list[str]:
+    return [line for line in log.splitlines() if level in line and needle in line]
 
 
 def test_loopback_and_localhost_seeds_are_reported_once_per_host(tmp_path: Path) -> None:
@@ -31,14 +32,15 @@ def test_loopback_and_localhost_seeds_are_reported_once_per_host(tmp_path: Path)
     seeds = ["http://127.0.0.1:8101/", "http://127.0.0.1:8101/other", "http://127.0.0.1:8102/",
              "http://localhost:8101/", "http://LOCALHOST:8101/x"]
     result = run_crawl(None, seeds, tmp_path, timeout=120)
-    assert result.returncode == 0, result.log[-3000:]
+    assert result.returncode == 1, result.log[-3000:]  # a crawl that could do nothing failed
+    assert "'finish_reason': 'finished'" in result.log  # it ended, it was not broken
     loopback = _warnings(result.log, "Seed refused by the address guard: 127.0.0.1 is loopback")
     assert len(loopback) == 1, result.log[-3000:]
     assert "ADDRESS_GUARD_ALLOW=127.0.0.0/8" in loopback[0]
     localhost = _warnings(result.log, "Seed refused by the address guard: localhost is localhost")
     assert len(localhost) == 1
     assert "ADDRESS_GUARD_ALLOW_HOSTS=localhost" in localhost[0]
-    final = _warnings(result.log, ALL_REFUSED)
+    final = _warnings(result.log, ALL_REFUSED, "ERROR")  # the job failed
     assert len(final) == 1
     assert "5 of 5 (2 localhost, 3 loopback)" in final[0]
     # It is the last word of the crawl, after the summary block.

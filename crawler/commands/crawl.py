@@ -11,7 +11,15 @@ them from the crawl: each is logged once (a
 :class:`~crawler.spiders.args.SpiderArgumentError` is logged by the broad
 spider itself), no traceback, exit code 1 (Scrapy's ``bootstrap_failed``).
 A frontier that cannot be opened (Redis unreachable or refusing the
-worker) closes the spider with ``frontier_unavailable``, also exit code 1.
+worker) closes the spider with ``frontier_unavailable``, also exit code 1;
+so does a crawl whose every seed was refused and that crawled nothing else
+(:func:`crawler.seedrefusals.all_seeds_refused`: the end-of-crawl summary has
+said so in one WARNING line): scrapyd would otherwise show a job that did
+nothing as a success. That one is decided from the final stats rather than by
+closing the spider early: seeds come from the seed file and from the Redis
+seed list, which is read until the frontier has nothing left, so only the
+end of the crawl knows that none will come, and a crawl that resumes a
+frontier with queued URLs must run them (and succeed) whatever its new seeds.
 Any other exception is left to Scrapy, traceback and all. Everything else is
 Scrapy's ``crawl`` command unchanged; the project's ``COMMANDS_MODULE``
 (crawler/settings.py) puts it in place of Scrapy's, and scrapyd's runner
@@ -23,15 +31,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+from collections.abc import Mapping
+from typing import Any
 
 from scrapy.commands.crawl import Command as ScrapyCrawlCommand
-from scrapy.crawler import Crawler
 from scrapy.exceptions import UsageError
 from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from crawler import compat
 from crawler.scheduling.opening import FRONTIER_UNAVAILABLE
+from crawler.seedrefusals import all_seeds_refused
 from crawler.spiders.args import SpiderArgumentError
 
 logger = logging.getLogger(__name__)
@@ -54,15 +64,17 @@ class Command(ScrapyCrawlCommand):
         elif isinstance(started, Deferred):
             started.addErrback(_trap_usage_error, name)
         self.crawler_process.start()
-        if self.crawler_process.bootstrap_failed or _failed_to_open(crawler):
+        stats = crawler.stats.get_stats() if crawler.stats is not None else {}
+        if self.crawler_process.bootstrap_failed or crawl_failed(stats):
             self.exitcode = 1
 
 
-def _failed_to_open(crawler: Crawler) -> bool:
-    """Whether the crawl closed because its frontier could not be opened (the
-    scheduler logged why, in one line)."""
-    stats = crawler.stats
-    return stats is not None and stats.get_value("finish_reason") == FRONTIER_UNAVAILABLE
+def crawl_failed(stats: Mapping[str, Any]) -> bool:
+    """Whether a crawl that ran must exit with code 1, from its final stats: its
+    frontier could not be opened (the scheduler logged why, in one line), or
+    every seed was refused and nothing else crawled (the summary said so)."""
+    return (stats.get("finish_reason") == FRONTIER_UNAVAILABLE
+            or all_seeds_refused(stats) is not None)
 
 
 def _report(exc: BaseException, name: str) -> bool:

@@ -56,6 +56,7 @@ from crawler.frontier.admin import (
     FrontierAdmin,
     frontier_keys,
     parse_host,
+    parse_host_match,
     refuse_older_layout,
 )
 from crawler.frontier.connection import (
@@ -104,6 +105,9 @@ class Command(ScrapyCommand):
             "dead). "
             "dead: list dead letters (--reason, --host, --limit). "
             "requeue: put dead letters back in their queues (--reason, --host, --front). "
+            "--host example.com takes every scheme and port of the name (http://example.com:80, "
+            "https://example.com:443, ...), example.com:8080 every scheme on that port, a URL "
+            "or host key (https://example.com:8443) only that one. "
             "drop-host HOST: make a host's queued URLs dead letters (reason 'dropped') and "
             "refuse its new links until requeue --host HOST. "
             "revisit-now: done URLs (of --host H, else all) are due for their revisit now "
@@ -137,7 +141,9 @@ class Command(ScrapyCommand):
                            help="status refreshes every SECONDS until Ctrl-C")
         group.add_argument("--reason", metavar="R", help="dead and requeue take only this reason")
         group.add_argument("--host", metavar="H",
-                           help="dead and requeue take only this host (example.com, https://h:8443)")
+                           help="dead, requeue and revisit-now take only this host: a name "
+                                "(example.com) is every scheme and port of it, a URL or host "
+                                "key (https://example.com:8443) only that one")
         group.add_argument("--limit", type=int, default=50, metavar="N",
                            help="dead shows at most N (0 for all, default 50)")
         group.add_argument("--front", action="store_true",
@@ -280,7 +286,7 @@ class Command(ScrapyCommand):
 
     def _dispatch(self, sub: str, rest: list[str], admin: FrontierAdmin, conn: Connection,
                   opts: argparse.Namespace) -> None:
-        host = parse_host(opts.host) if opts.host else None
+        host = parse_host_match(opts.host) if opts.host else None
         if sub == "status":
             if opts.watch:
                 watch(admin, conn, opts.watch, opts.json)

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from crawler.frontier.admin import AdminError, DeadLetter, FrontierAdmin, parse_host
+from crawler.frontier.admin import AdminError, DeadLetter, FrontierAdmin, HostMatch, parse_host
 from crawler.frontier.capacity import Capacity
 from crawler.frontier.connection import Connection
 from crawler.frontier.control import AddressView, Gate, HostView
@@ -50,8 +50,9 @@ def note(message: str) -> None:
     print(message, file=sys.stderr)
 
 
-def filters(reason: str | None, host: str | None) -> str:
-    """`` (reason R, host H)``: what an answer was restricted to, or nothing."""
+def filters(reason: str | None, host: HostMatch | str | None) -> str:
+    """`` (reason R, host H)``: what an answer was restricted to, or nothing
+    (``host a.test, every scheme and port`` for a bare name: see :class:`HostMatch`)."""
     parts = [f"reason {reason}"] if reason else []
     parts += [f"host {host}"] if host else []
     return f" ({', '.join(parts)})" if parts else ""
@@ -192,8 +193,8 @@ def print_top_hosts(rows: list[HostRow], by: str, as_json: bool) -> None:
     print(table(lines))
 
 
-def print_dead(admin: FrontierAdmin, reason: str | None, host: str | None, limit: int,
-                as_json: bool) -> None:
+def print_dead(admin: FrontierAdmin, reason: str | None, host: HostMatch | None, limit: int,
+               as_json: bool) -> None:
     """Matching dead letters (up to ``limit``), and how many there are in all."""
     if as_json:  # streamed: --limit 0 on millions of dead letters stays flat in memory
         for i, letter in enumerate(admin.iter_dead(reason, host)):

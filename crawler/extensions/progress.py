@@ -9,11 +9,26 @@ operator wants to know every minute, each number named by what it counts::
     12 delayed, 3 dead letters; hosts: 210 ready, 1480 waiting, 2 breaker-open
 
 "pages" are responses other than robots.txt (the end-of-crawl summary counts
-the same, :mod:`crawler.extensions.summary`); "errors" are download exceptions
-and 5xx answers, as a share of every download (robots.txt included) that
-finished in the interval, shown only over at least
-``PROGRESS_MIN_ERROR_SAMPLE`` (20) downloads, else ``errors -``: one timeout
-in an idle minute is not "100% errors".
+the same, :mod:`crawler.extensions.summary`). "errors" are downloads that
+failed on the network (timeouts, refused or reset connections, TLS errors,
+failed DNS lookups) and 5xx answers, as a share of the downloads that went to
+the network and finished in the interval (robots.txt fetches included):
+:func:`download_totals`. Shown only over at least ``PROGRESS_MIN_ERROR_SAMPLE``
+(20) downloads, else ``errors -``: one timeout in an idle minute is not "100% errors".
+
+Scrapy counts every exception that ends a request in the downloader
+middlewares as a download exception (``downloader/exception_count`` and
+``downloader/exception_type_count/<type>``), also an ``IgnoreRequest`` raised
+by a middleware's ``process_request`` before anything was sent: a robots.txt
+denial, a learned duplicate or trap, an address-guard refusal, a URL given back
+to the frontier by the pacing gate or sent to wait for its retry. Those are
+the crawler's decisions, not failures, and no download happened: counting them
+made a healthy crawl show "errors 49.4%". So an exception type is a failure,
+and a download, only if it is no ``IgnoreRequest``; a body cut at
+``DOWNLOAD_MAXSIZE`` (``DownloadCancelledError``) is a download but no failure
+(the crawler's limit, not the host's fault). A failed lookup that the DNS step
+turns into a host outcome never reaches Scrapy's counter: it is counted from
+``dns/requests/<kind>`` instead.
 Hosts "waiting" have a next-allowed time in the future: paced by their
 delay, backing off after a 429/503, or cooling down behind an open breaker.
 The frontier part comes from Redis (one pipelined round trip); when there is
@@ -23,9 +38,13 @@ no frontier, or Redis does not answer in time, the line has the pages part only.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from typing import TYPE_CHECKING, Any
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
+from scrapy.exceptions import DownloadCancelledError, IgnoreRequest
 from scrapy.extensions.logstats import LogStats
 from scrapy.utils.defer import deferred_from_coro
 
@@ -40,6 +59,15 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
+
+EXCEPTION_PREFIX = "downloader/exception_type_count/"
+STATUS_PREFIX = "downloader/response_status_count/"
+#: Page requests whose lookup failed, turned into host outcomes by the DNS step
+#: (crawler/middlewares/dns.py) before Scrapy's downloader stats see them.
+DNS_FAILED_PREFIX = "dns/requests/"
+
+#: What an exception that ended a request says of its download (:func:`exception_kind`).
+ExceptionKind = Literal["decision", "cut", "failure"]
 
 
 class ProgressLog(LogStats):
@@ -76,16 +104,74 @@ class ProgressLog(LogStats):
 
     def _interval_counts(self, stats: dict[str, Any], pages: int) -> dict[str, int]:
         """Pages, 2xx answers, errors and finished downloads since the last line."""
-        prefix = "downloader/response_status_count/"
-        useful = sum(v for k, v in stats.items() if k.startswith(prefix + "2"))
-        errors = stats.get("downloader/exception_count", 0) + sum(
-            v for k, v in stats.items() if k.startswith(prefix + "5"))
-        finished = stats.get("downloader/response_count", 0) + stats.get(
-            "downloader/exception_count", 0)
-        now = {"pages": pages, "useful": useful, "errors": errors, "finished": finished}
+        now = {"pages": pages, **download_totals(stats)}
         delta = {k: now[k] - self._prev[k] for k in now}
         self._prev = now
         return delta
+
+
+def download_totals(stats: Mapping[str, Any]) -> dict[str, int]:
+    """Since the crawl began: ``useful`` (2xx answers), ``errors`` (network failures
+    and 5xx answers) and ``finished`` (downloads that went to the network and ended:
+    answers, network failures, bodies cut at the size limit).
+
+    Decisions (``IgnoreRequest`` and its subclasses) count in neither: see the
+    module docstring for which stats feed which number and why.
+    """
+    useful = server_errors = failed = cut = 0
+    for key, value in stats.items():
+        if key.startswith(STATUS_PREFIX):
+            status_class = key[len(STATUS_PREFIX):len(STATUS_PREFIX) + 1]
+            if status_class == "2":
+                useful += value
+            elif status_class == "5":
+                server_errors += value
+        elif key.startswith(EXCEPTION_PREFIX):
+            kind = exception_kind(key[len(EXCEPTION_PREFIX):])
+            if kind == "failure":
+                failed += value
+            elif kind == "cut":
+                cut += value
+        elif key.startswith(DNS_FAILED_PREFIX):
+            failed += value
+    answers = int(stats.get("downloader/response_count", 0))
+    return {"useful": useful, "errors": failed + server_errors,
+            "finished": answers + failed + cut}
+
+
+@functools.cache
+def exception_kind(type_name: str) -> ExceptionKind:
+    """What an exception type counted by Scrapy's ``DownloaderStats`` (named as
+    ``global_object_name`` writes it: ``module.QualName``) says of a download:
+    ``decision`` (an ``IgnoreRequest``: nothing was sent), ``cut`` (a body cut at
+    ``DOWNLOAD_MAXSIZE``) or ``failure``.
+
+    The type is found among the modules already imported (it was raised, so its
+    module is), never by importing one; a type that cannot be found is a failure:
+    an exception nobody decided on is more likely a fault than a decision.
+    """
+    found = _imported_object(type_name)
+    if isinstance(found, type) and issubclass(found, IgnoreRequest):
+        return "decision"
+    if isinstance(found, type) and issubclass(found, DownloadCancelledError):
+        return "cut"
+    return "failure"
+
+
+def _imported_object(dotted: str) -> object | None:
+    """``a.b.C.D`` as module ``a.b`` (the longest imported prefix), then attributes."""
+    parts = dotted.split(".")
+    for split in range(len(parts) - 1, 0, -1):
+        module = sys.modules.get(".".join(parts[:split]))
+        if module is None:
+            continue
+        found: object = module
+        for name in parts[split:]:
+            found = getattr(found, name, None)
+            if found is None:
+                return None
+        return found
+    return None
 
 
 def progress_text(pages: int, delta: dict[str, int], per_minute: float, seconds: float,

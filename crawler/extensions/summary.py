@@ -17,8 +17,10 @@ says what the crawl did, in words::
         held: dns 2 host(s) (broken.test: dns-servfail, 2 failed lookup(s), retry at 12:04:10; ...)
       continue with: scrapy crawl broad -s JOBDIR=job
 
-and, when the crawl had seeds and every one was refused, one WARNING line
-``every seed was refused: ...`` (:func:`crawler.seedrefusals.all_seeds_refused`).
+and, when the crawl had seeds, every one was refused and nothing else was
+crawled, one ERROR line ``every seed was refused: ...``
+(:func:`crawler.seedrefusals.all_seeds_refused`; ``scrapy crawl`` then exits
+with code 1).
 
 The block is :func:`crawl_summary` of the final stats dict (a plain function,
 testable without a crawl); the extension only adds what stats lack: pages
@@ -115,8 +117,8 @@ class CrawlSummary:
                                   left=self.left, resume=self.resume)
             logger.info("\n".join(lines), extra={"summary": True})
         refused = all_seeds_refused(stats)
-        if refused is not None:
-            logger.warning(refused, extra={"seeds_refused": refused_seeds(stats)})
+        if refused is not None:  # an ERROR: the job failed (scrapy crawl exits with 1)
+            logger.error(refused, extra={"seeds_refused": refused_seeds(stats)})
 
     def _archive_dir(self, stats: Mapping[str, Any]) -> str | None:
         if not stats.get("warc/files"):

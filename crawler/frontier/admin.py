@@ -19,11 +19,12 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import redis
 
 from crawler.deadletter import DeadReason
-from crawler.frontier.keys import Field, Keys, older_layout, partition_of
+from crawler.frontier.keys import Field, Keys, older_layout, partition_of, site_of
 from crawler.frontier.records import record_url
 from crawler.frontier.status import FrontierStatus, Status
 from crawler.frontier.store import Limits, script_source
@@ -47,6 +48,57 @@ def parse_host(text: str) -> str:
     if key is None:
         raise AdminError(f"not a host: {text!r} (use example.com or https://example.com:8443)")
     return key
+
+
+@dataclass(frozen=True, slots=True)
+class HostMatch:
+    """The hosts an operator's ``--host`` names (``dead``, ``requeue``, ``revisit-now``).
+
+    A bare name (``github.com``) is the site: every scheme and port of the name
+    (``http://github.com:80``, ``https://github.com:443``, ``http://github.com:8080``).
+    That is what an operator means by it, and what the crawler parks together
+    (a name that does not resolve, a breaker that kept opening): matching only
+    ``http://github.com:80`` left the https dead letters dead. A name with a port
+    (``github.com:8080``) is every scheme on that port; a URL or host key
+    (``https://github.com:443``, ``https://github.com/``) is that one authority.
+    Every authority of a name lives in one partition (:func:`partition_of`).
+    """
+
+    site: str
+    #: One authority (``scheme://name:port``); None: the site's, on ``port`` if given.
+    host: str | None = None
+    port: int | None = None
+
+    @classmethod
+    def exact(cls, host: str) -> HostMatch:
+        """Only the host key ``host``."""
+        return cls(site_of(host), host=host)
+
+    def matches(self, host: str) -> bool:
+        """Whether the host key ``host`` is one of the named hosts."""
+        if self.host is not None:
+            return host == self.host
+        return site_of(host) == self.site and (
+            self.port is None or host.rpartition(":")[2] == str(self.port))
+
+    def __str__(self) -> str:
+        if self.host is not None:
+            return self.host
+        if self.port is not None:
+            return f"{self.site}:{self.port}, every scheme"
+        return f"{self.site}, every scheme and port"
+
+
+def parse_host_match(text: str) -> HostMatch:
+    """What an operator's ``--host`` names (see :class:`HostMatch`)."""
+    key = parse_host(text)
+    if "://" in text:
+        return HostMatch.exact(key)
+    try:
+        port = urlsplit(f"http://{text.strip()}/").port
+    except ValueError:  # parse_host took it, so this does not happen; be safe
+        port = None
+    return HostMatch(site_of(key), port=port)
 
 
 def frontier_keys(
@@ -173,9 +225,18 @@ class FrontierAdmin:
     def partition(self, host: str) -> int:
         return partition_of(host, self.keys.partitions)
 
-    def _partitions(self, host: str | None) -> range | list[int]:
-        """Only the host's partition holds its URLs: scan just that one."""
-        return [self.partition(host)] if host else range(self.keys.partitions)
+    def _partitions(self, host: HostMatch | None) -> range | list[int]:
+        """Only the host's partition holds its URLs (all its schemes and ports
+        too): scan just that one."""
+        return [self.partition(host.site)] if host is not None else range(self.keys.partitions)
+
+    def _authorities(self, host: HostMatch) -> list[str]:
+        """The host keys the frontier knows that ``host`` names (its site's set)."""
+        if host.host is not None:
+            return [host.host]
+        members = self.client.smembers(self.keys.site_hosts(self.partition(host.site),
+                                                            host.site))
+        return sorted(m.decode() for m in members if host.matches(m.decode()))
 
     def status(self, oldest: bool = True) -> Status:
         """The frontier's status (:meth:`FrontierStatus.read`)."""
@@ -183,22 +244,24 @@ class FrontierAdmin:
 
     # --- dead letters
 
-    def iter_dead(self, reason: str | None = None, host: str | None = None
+    def iter_dead(self, reason: str | None = None, host: str | HostMatch | None = None
                   ) -> Iterator[DeadLetter]:
-        """Dead letters matching ``reason`` and ``host`` (a host key), streamed."""
-        for part in self._partitions(host):
-            yield from self._iter_part(part, reason, host)
+        """Dead letters matching ``reason`` and ``host`` (a host key: that one
+        authority; a :class:`HostMatch`: the hosts it names), streamed."""
+        match = _match(host)
+        for part in self._partitions(match):
+            yield from self._iter_part(part, reason, match)
 
-    def _iter_part(self, part: int, reason: str | None, host: str | None
+    def _iter_part(self, part: int, reason: str | None, host: HostMatch | None
                    ) -> Iterator[DeadLetter]:
         for fp, value in self.client.hscan_iter(self.keys.dead(part), count=BATCH):
             letter = parse_dead(fp, value)
             if (reason is None or letter.reason == reason) and (
-                    host is None or letter.host == host):
+                    host is None or host.matches(letter.host)):
                 yield letter
 
-    def dead(self, reason: str | None = None, host: str | None = None, limit: int = 0
-             ) -> list[DeadLetter]:
+    def dead(self, reason: str | None = None, host: str | HostMatch | None = None,
+             limit: int = 0) -> list[DeadLetter]:
         """Up to ``limit`` matching dead letters (0: all)."""
         out = []
         for letter in self.iter_dead(reason, host):
@@ -207,7 +270,7 @@ class FrontierAdmin:
                 break
         return out
 
-    def requeue(self, reason: str | None = None, host: str | None = None,
+    def requeue(self, reason: str | None = None, host: str | HostMatch | None = None,
                 front: bool = False) -> int:
         """Move matching dead letters back to their hosts' queues; how many moved.
 
@@ -218,19 +281,22 @@ class FrontierAdmin:
         every field that was there all along, and the script skips a
         fingerprint that is no longer dead.
         """
+        match = _match(host)
         moved = 0
-        for part in self._partitions(host):
+        for part in self._partitions(match):
             batch: list[bytes | int] = []
-            for letter in self._iter_part(part, reason, host):
+            for letter in self._iter_part(part, reason, match):
                 batch += [letter.fingerprint, _priority(letter.record)]
                 if len(batch) >= 2 * BATCH:
                     moved += self._requeue_batch(part, batch, front)
                     batch = []
             if batch:
                 moved += self._requeue_batch(part, batch, front)
-        if host:  # a dropped host with nothing dead left is unblocked all the same
-            self.client.hdel(self.keys.host(self.partition(host), host), Field.HOST_BLOCKED,
-                             Field.HOST_PARKED_REASON)
+        if match is not None:  # a dropped host with nothing dead left is unblocked all the same
+            part = self.partition(match.site)
+            for one in self._authorities(match):
+                self.client.hdel(self.keys.host(part, one), Field.HOST_BLOCKED,
+                                 Field.HOST_PARKED_REASON)
         return moved
 
     def _requeue_batch(self, part: int, batch: list[bytes | int], front: bool) -> int:
@@ -273,17 +339,29 @@ class FrontierAdmin:
 
     # --- revisits
 
-    def revisit_now(self, host: str | None = None) -> tuple[int, int]:
+    def revisit_now(self, host: str | HostMatch | None = None) -> tuple[int, int]:
         """Make the done URLs of ``host`` (every host if None) due for their
         revisit now; returns (hosts, URLs). Workers fetch them at their next
         claims, politely as ever; an operator's "crawl it again"."""
+        match = _match(host)
         hosts = urls = 0
-        for part in self._partitions(host):
+        if match is not None:
+            part = self.partition(match.site)
+            for one in self._authorities(match):
+                moved, due, _ = self._revisit_now(
+                    keys=[self.keys.counts(part)], args=[self.keys.prefix(part), one, BATCH])
+                hosts, urls = hosts + int(moved), urls + int(due)
+            return hosts, urls
+        for part in self._partitions(None):
             while True:
                 moved, due, left = self._revisit_now(
-                    keys=[self.keys.counts(part)],
-                    args=[self.keys.prefix(part), host or "", BATCH])
+                    keys=[self.keys.counts(part)], args=[self.keys.prefix(part), "", BATCH])
                 hosts, urls = hosts + int(moved), urls + int(due)
-                if host or not int(left):
+                if not int(left):
                     break
         return hosts, urls
+
+
+def _match(host: str | HostMatch | None) -> HostMatch | None:
+    """A host key is that one authority (what the admin's callers in code pass)."""
+    return HostMatch.exact(host) if isinstance(host, str) else host

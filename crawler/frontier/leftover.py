@@ -37,6 +37,8 @@ from crawler.frontier.store import Call, run_per_partition, script_source
 #: address, busy) are due soon by construction.
 HELD: frozenset[str] = frozenset({"dns", "breaker", "retry-after", "robots-unreachable",
                                    "paused"})
+#: States of a host in a run of failures (held, or between two tries).
+FAILING: frozenset[str] = frozenset({"dns", "breaker", "robots-unreachable"})
 #: A host whose URLs will never be claimed unless repaired.
 LOST = "lost"
 #: Hosts handed to one script call.
@@ -114,12 +116,23 @@ class Leftover:
         return min(times) if times else None
 
     def only_held(self, bound_ms: int) -> bool:
-        """True when URLs remain, nothing is leased, no host is lost, and nothing
-        may go within ``bound_ms``: everything left is held for longer."""
-        if self.leased or not (self.queued or self.delayed) or self.lost():
+        """True when URLs remain, nothing is leased, and every host left is held:
+        by a run of failures (its lookups, its breaker, its robots.txt), by an
+        operator, or by a server's Retry-After longer than ``bound_ms``; and no
+        delayed URL is due within ``bound_ms``. A run of failures counts
+        whatever its host does at the moment (between two tries it is due
+        soon, and will most likely fail again), so that the decision does not
+        depend on when it is taken."""
+        if self.leased or not (self.queued or self.delayed):
             return False
-        due = self.next_due_ms()
-        return due is None or due > self.server_ms + bound_ms
+        horizon = self.server_ms + bound_ms
+        for h in self.hosts:
+            if h.state in FAILING or h.state == "paused":
+                continue
+            if h.state == "retry-after" and h.until_ms > horizon:
+                continue
+            return False
+        return self.delayed_next_ms is None or self.delayed_next_ms > horizon
 
 
 class LeftoverReader:
@@ -186,4 +199,4 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-__all__ = ["HELD", "LOST", "HostLeft", "Leftover", "LeftoverReader"]
+__all__ = ["FAILING", "HELD", "LOST", "HostLeft", "Leftover", "LeftoverReader"]

@@ -35,6 +35,17 @@ Two places meet a failed lookup:
   for hours by the robots policy). Skipped when the host's requests go through
   a proxy (``http_proxy``...): the proxy resolves names then, not us.
 
+Logged once per name and outcome for the crawl's lifetime: the first hold of a
+name for ``servfail``, the first for ``timeout``, its park, each one INFO line;
+every later hold or park of that name at DEBUG (a failure while the nameservers
+answer nothing at all starts no hold of its own and is not logged: the resolver
+has said so once, at WARNING). A failing nameserver fails a name again and
+again (each hold's end is the next attempt), and every name of the crawl
+alike: an INFO line per attempt was hundreds a minute. The stats below count
+every one. Names, not host keys: a name fails, and is parked, for all its
+schemes and ports (the requeue hint names the name: ``--host NAME`` takes
+every scheme and port).
+
 It also counts every lookup of the process's resolver for this crawl (the
 resolver exists before any crawl, see :data:`crawler.dns.events.RECORDER`). Stats:
 ``dns/lookups/<ok|nxdomain|nodata|servfail|timeout|blocked>``,
@@ -66,6 +77,7 @@ from crawler.dns.events import RECORDER, LookupEvent
 from crawler.dns.failures import PERMANENT, DNSFailure
 from crawler.dns.resolver import installed_resolver
 from crawler.frontier.dnsstate import DNSRetry, HostDNS, register_dns_step
+from crawler.frontier.keys import site_of
 from crawler.lease import ticket_of
 from crawler.proxies import ProxyRoutes
 from crawler.scheduling.scheduler import scheduler_of
@@ -187,7 +199,7 @@ class DNSStepMiddleware:
         count = await self._nameservers_answer()
         if not count:
             self.stats.inc_value("dns/hosts/held_in_outage")
-        verdict = await hosts.failed(host, job=job, count=count)
+        verdict = await hosts.failed(host, job=job, count=count, kind=failure.kind)
         if verdict.verdict == "park":
             reason = _dead_reason("dns-failed", failure, verdict.attempts)
             await self._park(host, "failed", reason)
@@ -195,7 +207,8 @@ class DNSStepMiddleware:
         wait_ms = verdict.wait_ms if verdict.verdict == "hold" else self.retry.base_ms
         if verdict.counted:
             self.stats.inc_value("dns/hosts/held")
-            logger.log(logging.INFO if verdict.attempts == 1 else logging.DEBUG,
+            first = self._logged.first(f"{site_of(host)} {failure.kind}")
+            logger.log(logging.INFO if first else logging.DEBUG,
                        "DNS: %s failed (%s), attempt %d: host held %.1f s", failure.name,
                        failure.kind, verdict.attempts, wait_ms / 1000,
                        extra={"host": host, "dns": failure.kind, "attempts": verdict.attempts})
@@ -210,13 +223,17 @@ class DNSStepMiddleware:
 
     async def _park(self, host: str, what: str, reason: DeadReason) -> None:
         parked = await self._host_dns().park(host, reason.json())
-        if self._logged.first(host):
+        site = site_of(host)
+        first = self._logged.first(f"{site} park")
+        if first:  # parked once per name: every later failure of it parks it again
             self.stats.inc_value(f"dns/hosts/parked/{what}")
-            label = reason.reason
-            logger.info("DNS: host %s parked (%s): %d queued URL(s) are dead letters "
-                        "(requeue with: scrapy frontier requeue --reason %s --host %s)",
-                        host, label, parked, label, host,
-                        extra={"host": host, "dns": what, "parked": parked})
+        label = reason.reason
+        # The site's name: a park is of every scheme and port, and so is the requeue.
+        logger.log(logging.INFO if first else logging.DEBUG,
+                   "DNS: host %s parked (%s): %d queued URL(s) are dead letters "
+                   "(requeue with: scrapy frontier requeue --reason %s --host %s)",
+                   site, label, parked, label, site,
+                   extra={"host": host, "dns": what, "parked": parked})
 
     def _host_dns(self) -> HostDNS:
         if self._hosts is None:

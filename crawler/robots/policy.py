@@ -25,6 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from crawler.addressguard import SeenOnce
 from crawler.deadletter import DeadReason
 from crawler.frontier.store import Frontier, RobotsOutcome, RobotsRetry
 from crawler.robots.fetch import BLOCKED_ERROR, Fetched, RobotsFetcher
@@ -100,6 +101,7 @@ class RobotsPolicy:
         self.fetcher = RobotsFetcher(crawler, self.settings.timeout, self.settings.max_bytes)
         self.frontier: Frontier | None = None
         self._cache: OrderedDict[str, tuple[int, Rules]] = OrderedDict()
+        self._logged = SeenOnce()
 
     @property
     def fetch_lease_ms(self) -> int:
@@ -163,8 +165,11 @@ class RobotsPolicy:
             logger.info("robots.txt of %s unreachable (%s): its last good copy still applies",
                         host, why, extra=extra)
             return
-        logger.info("robots.txt of %s unreachable (%s), attempt %d: its URLs wait",
-                    host, why, outcome.attempts, extra=extra)
+        # One INFO line per host: a host whose robots.txt stays unreachable is
+        # tried again and again (its URLs wait); the later tries at DEBUG.
+        logger.log(logging.INFO if self._logged.first(host) else logging.DEBUG,
+                   "robots.txt of %s unreachable (%s), attempt %d: its URLs wait",
+                   host, why, outcome.attempts, extra=extra)
         if outcome.state == "park" or fetched.error == BLOCKED_ERROR:
             assert self.frontier is not None
             blocked = fetched.error == BLOCKED_ERROR  # never reachable: park at once

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from redis.exceptions import RedisError
 
 from crawler.deadletter import DeadReason
+from crawler.frontier.keys import site_of
 from crawler.frontier.store import Admission, AdmitResult, BreakerEvent, Release, ReleaseResult
 from crawler.scheduling.replay import ReplayWindow
 
@@ -168,4 +169,4 @@ class Sync:
         logger.warning(
             "Host %s parked: its breaker kept opening; %d queued URL(s) are dead letters "
             "(requeue with: scrapy frontier requeue --reason host-unreachable --host %s)",
-            event.host, parked, event.host, extra=extra)
+            event.host, parked, site_of(event.host), extra=extra)

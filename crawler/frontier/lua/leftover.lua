@@ -23,10 +23,13 @@
 --   paced           its next turn (delay, Crawl-delay, adaptive pacing)
 --   robots-job      its (or its site's) robots.txt is being fetched
 --   dns-job         its name is being resolved (the IP scope)
---   dns             held after failed lookups (detail: kind, attempts)
---   breaker         its circuit breaker is open (detail: openings)
+--   dns             its lookups fail (a run not yet broken by an answer from the
+--                   host: held, or between two tries; detail: kind, attempts)
+--   breaker         its circuit breaker is open, or its probe is out (detail:
+--                   openings, or "probe")
 --   retry-after     the server asked us to wait (429, 503, Retry-After)
---   robots-unreachable  its robots.txt could not be fetched; retried then
+--   robots-unreachable  its robots.txt could not be fetched (held, or being
+--                   tried again; detail: failed tries)
 --   paused          an operator paused its site or domain (detail: which)
 --   domain          waits for its registered domain (detail: the domain)
 --   address         waits for its server address (detail: the address)
@@ -61,25 +64,25 @@ local function put(state, until_ms, detail)
   out[#out + 1] = queued
 end
 
--- Why a host in the ready set is not due yet: the field its score came from.
+-- Why a host in the ready set waits, or that it has nothing to wait for
+-- (ready). A host in the middle of a run of failures is held by that run,
+-- whatever it is doing now (between two lookups, its next robots.txt try,
+-- its breaker's probe): its state says so, so that a crawl whose only work
+-- left is such hosts is seen to be held, not busy, at any moment.
 local function why_late(host, score, g, h)
+  if g.da then
+    return put('dns', score, (g.dk or 'servfail') .. ' ' .. num(g.da, 0))
+  elseif g.bs == 'o' then
+    return put('breaker', score, tostring(num(g.bo, 1)))
+  elseif g.bs == 'h' then
+    return put('breaker', score, 'probe')
+  elseif num(h.ra, 0) > 0 and h.rs ~= 'k' then
+    return put('robots-unreachable', score, tostring(num(h.ra, 0)))
+  end
   if score <= now then return put('ready', score) end
   local w, rw, rj, dj = num(g.w, 0), num(h.rw, 0), num(g.rj, 0), num(g.dj, 0)
-  if w >= score then
-    if num(g.du, 0) >= score then
-      return put('dns', score, (g.dk or 'servfail') .. ' ' .. num(g.da, 0))
-    elseif g.bs == 'o' then
-      return put('breaker', score, tostring(num(g.bo, 1)))
-    elseif g.bs == 'h' then
-      return put('breaker', score, 'probe')
-    end
-    return put('retry-after', score)
-  end
-  if rw >= score then
-    if h.rs == 'u' then return put('robots-unreachable', score, tostring(num(h.ra, 0))) end
-    return put('robots-job', score)
-  end
-  if rj >= score then return put('robots-job', score) end
+  if w >= score then return put('retry-after', score) end
+  if rw >= score or rj >= score then return put('robots-job', score) end
   if dj >= score then return put('dns-job', score) end
   put('paced', score)
 end
