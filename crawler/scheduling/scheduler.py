@@ -320,7 +320,6 @@ class FrontierScheduler:
         self.claims.buffer.clear()
         self.sync.releases += returned
         if self.frontier is not None:
-            await self._read_leftover()
             await self._save_last_changes()
         if returned:
             self.stats.inc_value("frontier/leases/returned", len(returned))
@@ -374,6 +373,8 @@ class FrontierScheduler:
             await self.client.hdel(self.frontier.keys.workers(), self.worker)
         except (RedisError, OSError, TimeoutError) as exc:
             logger.error("Frontier: could not save the last changes on close: %s", exc)
+        else:
+            await self._read_leftover()  # with this worker's leases given back
         await self.client.aclose()
 
     # ------------------------------------------------------------------ scheduler API
