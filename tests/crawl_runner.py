@@ -195,3 +195,34 @@ def run_crawl(
     started = time.monotonic()
     proc = start_crawl(proxy_url, seeds, workdir, settings, env)
     return finish_crawl(proc, workdir, started, timeout)
+
+
+def frontier_dead_letters(workdir: Path) -> list[dict[str, Any]]:
+    """The dead letters of the crawl whose JOBDIR is ``workdir/job`` (its embedded
+    frontier), as the operator's ``scrapy frontier dead --json`` prints them."""
+    done = subprocess.run(
+        [sys.executable, "-m", "scrapy", "frontier", "dead", "--json", "--limit", "0",
+         "-s", f"JOBDIR={workdir / 'job'}"],
+        cwd=REPO, env=proxy_env(None), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+def tcp_ports_of(pid: int) -> set[int]:
+    """The local ports of process ``pid``'s TCP sockets (Linux ``/proc``): which of
+    the requests a test web sees (by their remote port) come from that process."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()  # sl local_address rem_address st ... uid timeout inode
+            if fields[9] in inodes:
+                ports.add(int(fields[1].rpartition(":")[2], 16))
+    return ports

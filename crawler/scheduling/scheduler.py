@@ -407,7 +407,7 @@ class FrontierScheduler:
         return self.claims.pop()
 
     def has_pending_requests(self) -> bool:
-        if (self.claims.buffer or self.sync or self.leases or self.robots_jobs):
+        if self.claims.buffer or self.sync or self.leases:
             self.idle_since = None
             if self.watchdog is not None:
                 self.watchdog.busy()
@@ -416,7 +416,10 @@ class FrontierScheduler:
             self.refresh_counts()
             return True
         c = self.counts or {}
-        if c.get(Count.QUEUED, 0) + c.get(Count.LEASED, 0) + c.get(Count.DELAYED, 0) > 0:
+        if (c.get(Count.QUEUED, 0) + c.get(Count.LEASED, 0) + c.get(Count.DELAYED, 0) > 0
+                or self.robots_jobs):
+            # (A robots job in flight is no reason to wait when only held work
+            # is left: it is then the next try of a host in a run of failures.)
             self.idle_since = None
             self.refresh_counts()
             return not self._only_held(c)
@@ -460,13 +463,12 @@ class FrontierScheduler:
     def _log_held(self, left: Leftover | None) -> None:
         if left is None:
             return
-        due = left.next_due_ms()
-        when = ("only when an operator acts" if due is None
-                else f"the first in {(due - left.server_ms) / 1000:.0f} s")
-        logger.info("Frontier: only held work is left (%d URL(s) queued on %d host(s), "
-                    "%d delayed; %s): the crawl ends, and the next run with this frontier "
-                    "takes them up when due (FRONTIER_HELD_WAIT)", left.queued,
-                    len(left.hosts), left.delayed, when)
+        why = ", ".join(f"{state} {len(hosts)}" for state, hosts in
+                        sorted(left.held_by_state().items(), key=lambda kv: -len(kv[1])))
+        logger.info("Frontier: only held work is left (%d URL(s) queued on %d host(s): %s; "
+                    "%d delayed): the crawl ends, and the next run with this frontier takes "
+                    "them up when due (FRONTIER_HELD_WAIT; the summary names them)",
+                    left.queued, len(left.hosts), why, left.delayed)
 
     def __len__(self) -> int:
         return len(self.claims.buffer) + (self.counts or {}).get(Count.QUEUED, 0)

@@ -218,6 +218,7 @@ local function lease_head(host, hk, dom)
   end
   local entry, score = popped[1], popped[2]
   local fp = string.sub(entry, 1, 16)
+  redis.call('HDEL', hk, 'iwk')  -- its place at the address is taken now
   redis.call('ZADD', p .. ':leased', now + lease_ms, fp)
   redis.call('HSET', p .. ':ld', fp, host .. '\n' .. score .. '\n' .. worker .. '\n' .. entry)
   local sk = site_key(p, host)
@@ -333,7 +334,10 @@ local function joins_ip_waiters(host, hk, sk)
     return true
   end
   if st[1] == '-' then return false end  -- no address to gate (a proxy, a failed lookup)
-  if redis.call('HDEL', hk, 'iwk') == 1 then return false end
+  -- Woken for a place at the address (ipwake.lua, ipnote.lua): it goes, and
+  -- keeps the mark until it is handed out (a busy domain may send it to wait
+  -- first: the place is still its own when the domain lets it go).
+  if redis.call('HEXISTS', hk, 'iwk') == 1 then return false end
   local parked = p .. ':iw:' .. st[1]
   if redis.call('EXISTS', parked) == 0 then return false end
   if redis.call('ZSCORE', parked, host) then
@@ -368,6 +372,7 @@ while got < want and dns_jobs < dns_job_max do
       -- passes the start gate first); the site's URLs wait here meanwhile,
       -- holding no download slot.
       redis.call('HSET', hk, 'rs', 'f', 'rw', now + robots_ms)
+      redis.call('HDEL', hk, 'iwk')
       redis.call('HSET', sk, 'rj', now + robots_ms)
       domain_took(dom, 'R' .. host, now + robots_ms)
       refresh_site(p, host)
