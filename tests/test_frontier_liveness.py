@@ -159,10 +159,17 @@ def test_held_hosts_say_why_and_until_when(make_harness: Callable[..., Harness])
     left = h.run(LeftoverReader(h.client, h.keys).read())
     assert left.delayed == 1 and left.delayed_next_ms == now + 60_000
     assert left.only_held(20_000)
-    # A run of failed lookups holds its host whenever its hold ends; the
-    # server's Retry-After (and the delayed retry) holds only past the bound.
-    assert left.only_held(50_000)
-    assert not left.only_held(70_000)
+    # A run of failed lookups holds its host by its hold's length (30 s), whatever
+    # is left of it; the server's Retry-After (and the delayed retry) holds by
+    # when it ends (in 60 s).
+    (dns,) = [x for x in left.hosts if x.state == "dns"]
+    assert dns.hold_ms == 30_000
+    assert left.only_held(30_000)
+    assert not left.only_held(30_001)
+    h.clock.advance(25_000)
+    left = h.run(LeftoverReader(h.client, h.keys).read())
+    assert left.only_held(30_000)  # 5 s left of the DNS hold: held still
+    assert not left.only_held(36_000)  # the retry is due in 35 s
 
 
 def test_a_host_waiting_for_nothing_is_found_and_repaired(

@@ -177,7 +177,8 @@ def test_robots_jobs_whose_lookups_time_out_do_not_stall_their_domain(
     """Twelve names of one registered domain (h0 ... h11.sf.test) that the DNS
     server never answers, linked from three sites, next to an answering host
     of the same domain (www.sf.test, a chain of pages taking at least 11 s)
-    and two ordinary hosts; DNS_TIMEOUT=1, DNS_RETRY_BASE=3,
+    and two ordinary hosts; DNS_TIMEOUT=1, DNS_RETRY_BASE=3 (and
+    FRONTIER_HELD_WAIT=2: a 3 s hold is a long one here),
     FRONTIER_DOMAIN_CONCURRENCY=2, robots.txt obeyed:
 
     * each silent name's first lookup (the IP scope's DNS job) times out and
@@ -205,7 +206,7 @@ def test_robots_jobs_whose_lookups_time_out_do_not_stall_their_domain(
     web = realweb(Web(hosts))
     result = crawl(web, [web.url(name) for name in [*sites, "www.sf.test", *ordinary]],
                    tmp_path / "crawl", DNS_TIMEOUT=1, DNS_RETRY_BASE=3,
-                   FRONTIER_DOMAIN_CONCURRENCY=2,
+                   FRONTIER_HELD_WAIT=2, FRONTIER_DOMAIN_CONCURRENCY=2,
                    DOWNLOAD_DELAY=0, FRONTIER_ADAPTIVE_FACTOR=0, CLOSESPIDER_TIMEOUT=90)
 
     ledger = web.ledger()
@@ -282,13 +283,13 @@ def test_a_worker_killed_while_hosts_wait_for_their_address_loses_nothing(
         tmp_path: Path) -> None:
     """Two workers on one Redis share a crawl of forty names on one address
     (each name its own registered domain, five pages answering in 0.15 s,
-    FRONTIER_IP_CONCURRENCY=2) and four ordinary hosts. Once the shared
-    server has answered some pages, while most of its names still wait for
-    a place, worker 0 is killed (SIGKILL: no release, no goodbye) while the
-    address's open requests are its own (both if that moment comes within
-    20 s, else at least one): they stay counted at the address, as its leases
-    stay with it, until FRONTIER_LEASE_SECONDS=10 s runs out, and worker 1
-    has no request of its own there whose end would wake the next host.
+    FRONTIER_IP_CONCURRENCY=2) and four ordinary hosts. Worker 0 starts
+    alone; once the shared server has answered some of its pages, while
+    most of its names still wait for a place, worker 1 joins and worker 0 is
+    killed (SIGKILL: no release, no goodbye) while it holds a place at the
+    address: its requests stay counted there, as its leases stay with it,
+    until FRONTIER_LEASE_SECONDS=10 s runs out, and worker 1 has no request
+    of its own there whose end would wake the next host.
 
     * worker 1 ends by itself, with no watchdog repair;
     * every page of every host was requested (once, or twice for what worker
@@ -313,21 +314,18 @@ def test_a_worker_killed_while_hosts_wait_for_their_address_loses_nothing(
                 "FRONTIER_LEASE_SECONDS": 10, "FRONTIER_CLAIM_SWEEP": 0}
     seeds = [web.url(name) for name in [*names, *ordinary]]
     started = time.monotonic()
-    victim = start_crawl(None, seeds[0::2], tmp_path / "w0", settings)
-    survivor = start_crawl(None, seeds[1::2], tmp_path / "w1", settings)
+    # Worker 0 alone first, so that the address's open requests are its own;
+    # worker 1 joins, and worker 0 dies while it still holds a place there.
     # (Should this fail, the autouse fixture stop_leftover_crawls kills both.)
-    both_until, deadline = started + 20, started + 60
-    while True:
-        assert victim.poll() is None and survivor.poll() is None, "a worker ended early"
-        on_server = web.ledger().at_address(address)
-        pages = sum(1 for r in on_server if r.target != b"/robots.txt")
-        ports = tcp_ports_of(victim.pid)
-        its_own = [r for r in on_server if r.done is None and r.remote_port in ports]
-        if pages >= 10 and len(its_own) >= (2 if time.monotonic() < both_until else 1):
-            break
-        assert time.monotonic() < deadline, (
-            f"{pages} pages on the shared server, none open from worker 0, in 60 s")
+    victim = start_crawl(None, seeds[0::2], tmp_path / "w0", settings)
+    pages = _wait_at(web, address, victim, 60, lambda pages, own: pages >= 10 and own >= 2)
+    survivor = start_crawl(None, seeds[1::2], tmp_path / "w1", settings)
+    theirs = set([*names, *ordinary][1::2])
+    deadline = time.monotonic() + 30
+    while not theirs & web.ledger().hosts():  # worker 1 crawls (its seeds are in)
+        assert survivor.poll() is None and time.monotonic() < deadline, "worker 1 never crawled"
         time.sleep(0.03)
+    _wait_at(web, address, victim, 20, lambda pages, own: own >= 1)
     victim.kill()
     killed = time.time()
     victim.wait()
@@ -348,3 +346,22 @@ def test_a_worker_killed_while_hosts_wait_for_their_address_loses_nothing(
         assert first < killed, (host, target, first - killed)
     assert ledger.max_in_flight_at(address) <= 2, [
         (r.host, r.target, r.arrival, r.done) for r in ledger.at_address(address)[:40]]
+
+
+def _wait_at(web: RealWebProcess, address: str, worker: Any, timeout: float,
+             ready: Callable[[int, int], bool]) -> int:
+    """Wait until ``ready(pages, open)`` holds for the pages the shared server at
+    ``address`` has answered and the requests ``worker`` has open there; the
+    pages."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert worker.poll() is None, "worker 0 ended early"
+        on_server = web.ledger().at_address(address)
+        pages = sum(1 for r in on_server if r.target != b"/robots.txt")
+        ports = tcp_ports_of(worker.pid)
+        own = sum(1 for r in on_server if r.done is None and r.remote_port in ports)
+        if ready(pages, own):
+            return pages
+        assert time.monotonic() < deadline, (
+            f"{pages} pages on the shared server, {own} open from worker 0, in {timeout} s")
+        time.sleep(0.03)

@@ -64,9 +64,18 @@ class Command(ScrapyCrawlCommand):
         elif isinstance(started, Deferred):
             started.addErrback(_trap_usage_error, name)
         self.crawler_process.start()
-        stats = crawler.stats.get_stats() if crawler.stats is not None else {}
-        if self.crawler_process.bootstrap_failed or crawl_failed(stats):
+        if self.crawler_process.bootstrap_failed or crawl_failed(_final_stats(crawler)):
             self.exitcode = 1
+
+
+def _final_stats(crawler: Any) -> Mapping[str, Any]:
+    """The crawl's final stats; none for a crawl that never started (Scrapy's
+    ``Crawler.stats`` raises until then)."""
+    try:
+        stats = crawler.stats
+    except RuntimeError:
+        return {}
+    return stats.get_stats() if stats is not None else {}
 
 
 def crawl_failed(stats: Mapping[str, Any]) -> bool:

@@ -36,7 +36,8 @@ key                 type       holds
                                pr why parked; robots: rs state (f fetching,
                                k known, u unreachable), rw held until ms
                                (fetching or unreachable: no claims), rx
-                               refresh ms, ra failed tries, rt last good fetch
+                               refresh ms, ra failed tries, rh the wait after
+                               the last (ms), rt last good fetch
                                ms, rv version of the rules; rc, rdl, rfl the
                                concurrency, delay and floor its file asks for
 ``PP:g:SITE``       hash       site: i in flight, t next claim ms, s next
@@ -49,7 +50,8 @@ key                 type       holds
                                failures in a row, bs state, bo openings; DNS
                                (lua/dns.lua): da failed lookups in a row, du
                                the DNS hold ends at ms, dk the last failure's
-                               kind (servfail, timeout); d its domain;
+                               kind (servfail, timeout), dh the hold's length
+                               ms; bh the breaker's cool-down ms; d its domain;
                                live control (lua/control.lua): xc
                                concurrency, xd delay ms, xp paused; ip
                                the server address it points at (learned

@@ -56,6 +56,9 @@ class HostLeft:
     state: str
     until_ms: int
     detail: str
+    #: In a run of failures (:data:`FAILING`): how long its current hold is (ms;
+    #: -1 not known); else 0.
+    hold_ms: int = 0
 
     @property
     def held(self) -> bool:
@@ -116,18 +119,20 @@ class Leftover:
         return min(times) if times else None
 
     def only_held(self, bound_ms: int) -> bool:
-        """True when URLs remain, nothing is leased, and every host left is held:
-        by a run of failures (its lookups, its breaker, its robots.txt), by an
-        operator, or by a server's Retry-After longer than ``bound_ms``; and no
-        delayed URL is due within ``bound_ms``. A run of failures counts
-        whatever its host does at the moment (between two tries it is due
-        soon, and will most likely fail again), so that the decision does not
-        depend on when it is taken."""
+        """True when URLs remain, nothing is leased, and every host left is held
+        for longer than ``bound_ms``: by a run of failures whose hold is that
+        long (its lookups, its breaker, its robots.txt), by an operator, or by
+        a server's Retry-After that ends later; and no delayed URL is due
+        within ``bound_ms``. A run of failures is judged by the length of its
+        current hold, not by what is left of it: between two tries its host
+        is due soon and will most likely fail again, so the decision does not
+        depend on the moment it is taken; a run of short holds (settings that
+        retry within seconds) is waited for."""
         if self.leased or not (self.queued or self.delayed):
             return False
         horizon = self.server_ms + bound_ms
         for h in self.hosts:
-            if h.state in FAILING or h.state == "paused":
+            if h.state == "paused" or (h.state in FAILING and not 0 <= h.hold_ms < bound_ms):
                 continue
             if h.state == "retry-after" and h.until_ms > horizon:
                 continue
@@ -187,11 +192,12 @@ class LeftoverReader:
 
 
 def parse(hosts: Iterable[str], reply: list[Any]) -> list[HostLeft]:
-    """``lua/leftover.lua``'s answer for ``hosts`` (four values per host)."""
+    """``lua/leftover.lua``'s answer for ``hosts`` (five values per host)."""
     out = []
     for i, host in enumerate(hosts):
-        state, until, detail, queued = reply[4 * i:4 * i + 4]
-        out.append(HostLeft(host, int(queued), _text(state), int(until), _text(detail)))
+        state, until, detail, queued, hold = reply[5 * i:5 * i + 5]
+        out.append(HostLeft(host, int(queued), _text(state), int(until), _text(detail),
+                            int(hold)))
     return [h for h in out if h.state != "empty"]
 
 

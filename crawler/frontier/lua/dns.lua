@@ -21,6 +21,7 @@
 --          nothing at all: an outage, not this name): the host is held for
 --          its current backoff, its count unchanged
 -- ARGV[8]  the failure's kind (servfail, timeout), kept as dk with the hold
+--          (and dh, the hold's length: reports tell a long hold from a short one)
 -- Returns {verdict, attempts, wait ms, counted}: verdict "hold" (the host and
 -- the URL wait wait ms), "park", or "gone" (the frontier does not know it).
 local p, host = ARGV[1], ARGV[2]
@@ -58,7 +59,7 @@ if count and max_attempts > 0 and attempts >= max_attempts then
   return {'park', attempts, 0, 1}
 end
 local wait = math.min(base * 2 ^ math.max(attempts - 1, 0), cap)
-redis.call('HSET', sk, 'da', attempts, 'du', now + wait, 'dk', ARGV[8] or 'servfail')
+redis.call('HSET', sk, 'da', attempts, 'du', now + wait, 'dk', ARGV[8] or 'servfail', 'dh', wait)
 job_over(now + wait)
 hold_host(sk, now + wait)  -- no claim (w), and no start (bk) of URLs claimed already
 refresh_site(p, host)

@@ -17,8 +17,10 @@
 --          passed longer ago than that (the watchdog, once the frontier has
 --          sat idle; 0: none), then host keys
 -- Returns the server's time (ms), 1 if the partition's timer field was
--- repaired (else 0), then per host four values: state, until (ms; -1: until an operator acts), detail,
--- how many URLs it has queued. States:
+-- repaired (else 0), then per host five values: state, until (ms; -1: until
+-- an operator acts), detail, how many URLs it has queued, and for a host in a
+-- run of failures the length of its current hold (ms; -1: not known), else 0.
+-- States:
 --   ready           may be claimed now
 --   paced           its next turn (delay, Crawl-delay, adaptive pacing)
 --   robots-job      its (or its site's) robots.txt is being fetched
@@ -57,11 +59,12 @@ if repair then
   end
 end
 
-local function put(state, until_ms, detail)
+local function put(state, until_ms, detail, hold_ms)
   out[#out + 1] = state
   out[#out + 1] = until_ms
   out[#out + 1] = detail or ''
   out[#out + 1] = queued
+  out[#out + 1] = hold_ms or 0
 end
 
 -- Why a host in the ready set waits, or that it has nothing to wait for
@@ -71,13 +74,13 @@ end
 -- left is such hosts is seen to be held, not busy, at any moment.
 local function why_late(host, score, g, h)
   if g.da then
-    return put('dns', score, (g.dk or 'servfail') .. ' ' .. num(g.da, 0))
+    return put('dns', score, (g.dk or 'servfail') .. ' ' .. num(g.da, 0), num(g.dh, -1))
   elseif g.bs == 'o' then
-    return put('breaker', score, tostring(num(g.bo, 1)))
+    return put('breaker', score, tostring(num(g.bo, 1)), num(g.bh, -1))
   elseif g.bs == 'h' then
-    return put('breaker', score, 'probe')
+    return put('breaker', score, 'probe', num(g.bh, -1))
   elseif num(h.ra, 0) > 0 and h.rs ~= 'k' then
-    return put('robots-unreachable', score, tostring(num(h.ra, 0)))
+    return put('robots-unreachable', score, tostring(num(h.ra, 0)), num(h.rh, -1))
   end
   if score <= now then return put('ready', score) end
   local w, rw, rj, dj = num(g.w, 0), num(h.rw, 0), num(g.rj, 0), num(g.dj, 0)
@@ -131,9 +134,9 @@ for i = 4, #ARGV do
   local host = ARGV[i]
   local hk, sk = p .. ':h:' .. host, site_key(p, host)
   queued = redis.call('ZCARD', p .. ':q:' .. host)
-  local h = fields(hk, {'n', 'rw', 'rs', 'ra', 'b'})
+  local h = fields(hk, {'n', 'rw', 'rs', 'ra', 'rh', 'b'})
   local g = fields(sk, {'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl', 'dl', 'ad', 'dj', 'du',
-                        'da', 'dk', 'bs', 'bo', 'd', 'ip'})
+                        'da', 'dk', 'dh', 'bs', 'bo', 'bh', 'd', 'ip'})
   local score = redis.call('ZSCORE', p .. ':ready', host)
   local dom = g.d
   local addr = g.ip

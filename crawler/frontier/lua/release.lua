@@ -56,7 +56,7 @@ local function breaker_failure(sk, host)
     return
   end
   local cool = math.min(base * 2 ^ (bo - 1), cap)
-  redis.call('HSET', sk, 'bs', 'o')
+  redis.call('HSET', sk, 'bs', 'o', 'bh', cool)
   if bs == 'h' then
     redis.call('HSET', sk, 'w', now + cool)  -- replaces the probe's hold
   else
@@ -106,9 +106,9 @@ local function breaker_success(sk, host)
   local st = redis.call('HMGET', sk, 'cf', 'bs', 'da')
   -- An answer from the host proves its name resolves: a run of failed
   -- lookups (dns.lua) is over.
-  if st[3] then redis.call('HDEL', sk, 'da', 'du', 'dk') end
+  if st[3] then redis.call('HDEL', sk, 'da', 'du', 'dk', 'dh') end
   if st[2] == 'h' then
-    redis.call('HDEL', sk, 'cf', 'bs', 'bo')
+    redis.call('HDEL', sk, 'cf', 'bs', 'bo', 'bh')
     redis.call('HSET', sk, 'w', 0)  -- the probe's hold
     counts.breaker_open = counts.breaker_open - 1
     transitions[#transitions + 1] = {'close', host, 0}

@@ -49,8 +49,8 @@ for i = 5, #ARGV, 2 do
     end
     redis.call('HDEL', p .. ':dead', fp)
     redis.call('HDEL', hk, 'b', 'pr')  -- unblock, unpark
-    redis.call('HDEL', sk, 'da', 'du', 'dk')  -- forget DNS failures
-    if redis.call('HGET', sk, 'bs') == 'x' then redis.call('HDEL', sk, 'bs', 'cf', 'bo') end
+    redis.call('HDEL', sk, 'da', 'du', 'dk', 'dh')  -- forget DNS failures
+    if redis.call('HGET', sk, 'bs') == 'x' then redis.call('HDEL', sk, 'bs', 'cf', 'bo', 'bh') end
     push_url(p, host, score, fresh(entry))
     moved = moved + 1
   end

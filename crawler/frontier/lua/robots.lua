@@ -75,11 +75,11 @@ local good = num(redis.call('HGET', hk, 'rt'), -1)
 local version = num(redis.call('HGET', hk, 'rv'), 0)
 hincr(KEYS[1], 'robots_failed', 1)
 if good >= 0 and now - good <= tonumber(ARGV[13]) then
-  redis.call('HSET', hk, 'rs', 'k', 'rx', now + backoff, 'rw', 0)
+  redis.call('HSET', hk, 'rs', 'k', 'rx', now + backoff, 'rw', 0, 'rh', backoff)
   refresh_site(p, host)
   return {'stale', attempts, version}
 end
-redis.call('HSET', hk, 'rs', 'u', 'rw', now + backoff)
+redis.call('HSET', hk, 'rs', 'u', 'rw', now + backoff, 'rh', backoff)
 refresh_site(p, host)
 local max_attempts = tonumber(ARGV[12])
 if max_attempts > 0 and attempts >= max_attempts then
