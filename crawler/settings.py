@@ -218,9 +218,10 @@ FRONTIER_CRAWL_ID = ""
 FRONTIER_IDLE_WAIT = 0
 # A finite crawl (FRONTIER_IDLE_WAIT 0) whose remaining URLs are all held for
 # longer than this many seconds (a name whose lookups fail, an open breaker, a
-# long Retry-After, an unreachable robots.txt, a site an operator paused) ends
-# instead of waiting for them: they stay in the frontier, and the next run with
-# the same JOBDIR or crawl id takes them up when due. The summary names them.
+# long Retry-After, an unreachable robots.txt) ends instead of waiting for them:
+# they stay in the frontier, and the next run with the same JOBDIR or crawl id
+# takes them up when due. The summary names them. (A site an operator paused
+# keeps the crawl waiting for the resume.)
 FRONTIER_HELD_WAIT = 20
 # While URLs are queued and nothing is leased anywhere, an idle worker reads what
 # is left every this many seconds: it decides whether only held work is left,

@@ -121,8 +121,9 @@ class Leftover:
     def only_held(self, bound_ms: int) -> bool:
         """True when URLs remain, nothing is leased, and every host left is held
         for longer than ``bound_ms``: by a run of failures whose hold is that
-        long (its lookups, its breaker, its robots.txt), by an operator, or by
-        a server's Retry-After that ends later; and no delayed URL is due
+        long (its lookups, its breaker, its robots.txt), or by a server's
+        Retry-After that ends later (not by an operator's pause: the crawl
+        waits for the resume); and no delayed URL is due
         within ``bound_ms``. A run of failures is judged by the length of its
         current hold, not by what is left of it: between two tries its host
         is due soon and will most likely fail again, so the decision does not
@@ -132,7 +133,7 @@ class Leftover:
             return False
         horizon = self.server_ms + bound_ms
         for h in self.hosts:
-            if h.state == "paused" or (h.state in FAILING and not 0 <= h.hold_ms < bound_ms):
+            if h.state in FAILING and not 0 <= h.hold_ms < bound_ms:
                 continue
             if h.state == "retry-after" and h.until_ms > horizon:
                 continue

@@ -13,7 +13,8 @@ every few seconds. The read answers two questions:
   WARNING line saying what was found: a safety net, not the mechanism.
 - **Is only held work left?** Everything left waits for a hold longer than
   ``FRONTIER_HELD_WAIT`` (a name that does not resolve, an open breaker, a
-  long Retry-After, an unreachable robots.txt, a paused site). A finite crawl
+  long Retry-After, an unreachable robots.txt; not a site an operator paused,
+  whose resume is waited for). A finite crawl
   (``FRONTIER_IDLE_WAIT`` 0) then ends; the held URLs stay in the frontier
   for the next run with the same job folder or crawl id.
 """
