@@ -13,9 +13,6 @@ to HTTPS, two schemes of one host with different files, an IPv6-only host.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -23,12 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.crawl_runner import (
-    REPO,
-    CrawlResult,
-    crawl_realweb,
-    proxy_env,
-)
+from tests.crawl_runner import CrawlResult, crawl_realweb, frontier_dead_letters
 from tests.realweb import Host, Name, RealWebProcess, Web, links_to, page, to_https
 
 pytestmark = pytest.mark.crawl
@@ -44,16 +36,6 @@ def crawl(web: RealWebProcess, seeds: list[str], workdir: Path, **settings: Any)
 def received(web: RealWebProcess, name: str) -> Counter[tuple[str, bytes]]:
     """How often each (scheme, request-target) reached host ``name``."""
     return Counter((r.scheme, r.target) for r in web.ledger().for_host(name))
-
-
-def dead_letters(workdir: Path) -> list[dict[str, Any]]:
-    """The crawl's dead letters, as ``scrapy frontier dead --json`` prints them."""
-    done = subprocess.run(
-        [sys.executable, "-m", "scrapy", "frontier", "dead", "--json", "--limit", "0",
-         "-s", f"JOBDIR={workdir / 'job'}"],
-        cwd=REPO, env=proxy_env(None), capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
 
 
 def test_robots_outcomes_on_real_sockets(realweb: Callable[..., RealWebProcess],
@@ -104,7 +86,7 @@ def test_robots_outcomes_on_real_sockets(realweb: Callable[..., RealWebProcess],
     # /private on up.test and http://two.test/x
     assert result.stat("robots/denied") == "2"
 
-    dead = dead_letters(workdir)
+    dead = frontier_dead_letters(workdir)
     assert {(d["url"], d["reason"]) for d in dead} == {
         (web.url("r500.test"), "robots-unreachable")}, dead
 
@@ -173,7 +155,7 @@ def test_dns_failure_of_one_seed_leaves_the_other_hosts_whole(
     assert ledger.hosts() == {"ok.test", "v6.test"}
     assert web.dns_questions("gone.test"), "the bad name was never looked up"
 
-    dead = dead_letters(workdir)
+    dead = frontier_dead_letters(workdir)
     assert sorted((d["url"], d["reason"]) for d in dead) == [
         (url, "dns-nxdomain") for url in sorted(gone)], dead
     assert all("NXDOMAIN" in d["error"] for d in dead), dead
