@@ -164,3 +164,11 @@ def test_a_frontier_left_empty_adds_nothing() -> None:
     empty = Leftover(0, {"queued": 0, "leased": 0, "delayed": 0, "done": 9, "dead": 0})
     assert crawl_summary({"finish_reason": "finished"}, left=empty, resume="x") == \
         crawl_summary({"finish_reason": "finished"})
+
+
+def test_a_frontier_too_large_to_read_gives_its_counts() -> None:
+    left = Leftover(0, {"queued": 2_000_000, "leased": 0, "delayed": 0, "dead": 0},
+                    complete=False)
+    lines = crawl_summary({"finish_reason": "shutdown"}, left=left, resume="scrapy crawl broad")
+    assert "  left in the frontier: 2000000 URL(s) queued on ? host(s)" in lines
+    assert not left.only_held(0)  # nothing is known of its hosts: never "only held"

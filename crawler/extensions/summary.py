@@ -201,7 +201,7 @@ def leftover_lines(left: Leftover, resume: str = "") -> list[str]:
     delayed and dead, and the command that continues."""
     if not (left.queued or left.delayed or left.leased):
         return []
-    hosts = len(left.hosts)
+    hosts = len(left.hosts) if left.complete else "?"
     counts = [f"{left.queued} URL(s) queued on {hosts} host(s)"]
     if left.leased:
         counts.append(f"{left.leased} leased to other workers")
@@ -213,6 +213,9 @@ def leftover_lines(left: Leftover, resume: str = "") -> list[str]:
     if dead:
         counts.append(f"{dead} dead letter(s) in all (scrapy frontier dead)")
     lines = ["  left in the frontier: " + ", ".join(counts)]
+    if not left.complete:
+        lines.append("    (too many hosts to read them at the stop: scrapy frontier status, "
+                     "scrapy frontier hosts)")
     held = left.held_by_state()
     if held:
         lines.append("    held: " + "; ".join(

@@ -76,6 +76,9 @@ class Leftover:
     delayed_next_ms: int | None = None
     #: Partitions whose timer field a repairing read put right.
     timers_repaired: int = 0
+    #: False when only the counts were read (``hosts`` is empty): the frontier
+    #: was too large to scan in the time given.
+    complete: bool = True
 
     @property
     def queued(self) -> int:
@@ -129,7 +132,7 @@ class Leftover:
         is due soon and will most likely fail again, so the decision does not
         depend on the moment it is taken; a run of short holds (settings that
         retry within seconds) is waited for."""
-        if self.leased or not (self.queued or self.delayed):
+        if self.leased or not (self.queued or self.delayed) or not self.complete:
             return False
         horizon = self.server_ms + bound_ms
         for h in self.hosts:
@@ -175,6 +178,11 @@ class LeftoverReader:
             left.timers_repaired += int(reply[1])
             left.hosts += parse(batch, reply[2:])
         return left
+
+    async def counts_only(self) -> Leftover:
+        """The counts and the first delayed URL's time, without the hosts."""
+        counts, delayed_next, server_ms = await self._counts()
+        return Leftover(server_ms, counts, delayed_next_ms=delayed_next, complete=False)
 
     async def _counts(self) -> tuple[dict[str, int], int | None, int]:
         async with self.client.pipeline(transaction=False) as pipe:

@@ -73,6 +73,9 @@ logger = logging.getLogger(__name__)
 
 #: Seconds between two reads of the frontier's counts (refresh_counts).
 COUNTS_INTERVAL = 0.5
+#: Seconds the closing worker spends reading what is left, host by host (about
+#: 500,000 hosts); a larger frontier's summary gives its counts only.
+LEFTOVER_READ_S = 10.0
 
 
 def scheduler_of(crawler: Crawler) -> FrontierScheduler | None:
@@ -333,11 +336,16 @@ class FrontierScheduler:
         the host queues: bounded, the summary says less when it runs out)."""
         if self.health.refused or self.watchdog is None:
             return
+        reader = self.watchdog.reader
         try:
-            self.left = left = await asyncio.wait_for(self.watchdog.reader.read(), timeout=10)
+            try:
+                left = await asyncio.wait_for(reader.read(), timeout=LEFTOVER_READ_S)
+            except TimeoutError:  # a very large frontier: its counts, not its hosts
+                left = await asyncio.wait_for(reader.counts_only(), timeout=LEFTOVER_READ_S)
         except (RedisError, OSError, TimeoutError) as exc:
             logger.debug("Frontier: could not read what is left: %s", exc)
             return
+        self.left = left
         for key, value in (("queued", left.queued), ("delayed", left.delayed),
                            ("held", sum(h.queued for h in left.held())),
                            ("dead", left.counts.get(Count.DEAD, 0))):

@@ -34,6 +34,8 @@ logger = logging.getLogger(__name__)
 
 #: Seconds a worker is idle, with nothing leased anywhere, before its first read.
 SETTLE_S = 1.0
+#: The gap between two reads is at least this many times the last read's time.
+GAP_PER_READ = 10
 #: Repairs named in the WARNING line, at most.
 SHOWN = 5
 
@@ -56,6 +58,7 @@ class Watchdog:
         self.held_wait_ms = held_wait_ms
         self.last: Leftover | None = None
         self._last_at = 0.0
+        self._gap_s = interval_s
         self._idle_since: float | None = None
         self._reading = False
 
@@ -75,14 +78,14 @@ class Watchdog:
         if self._idle_since is None:
             self._idle_since = now
         return (now - self._idle_since >= SETTLE_S
-                and now - self._last_at >= self.interval_s)
+                and now - self._last_at >= self._gap_s)
 
     def only_held(self, counts: dict[str, int], now: float | None = None) -> bool:
         """The last read, if it is recent and the counts have not moved since, found
         only work held longer than ``FRONTIER_HELD_WAIT``."""
         last = self.last
         now = time.monotonic() if now is None else now
-        if last is None or now - self._last_at > max(self.interval_s, 2.0):
+        if last is None or now - self._last_at > max(self._gap_s, 2.0):
             return False
         if any(counts.get(k, 0) != last.counts.get(k, 0) for k in ("queued", "delayed")):
             return False
@@ -91,6 +94,7 @@ class Watchdog:
     async def look(self) -> Leftover | None:
         """Read what is left, repairing as it goes (None: Redis did not answer)."""
         self._reading = True
+        started = time.monotonic()
         try:
             left = await self.reader.read(repair=True, grace_ms=self.grace_ms)
         except (RedisError, OSError) as exc:
@@ -99,6 +103,9 @@ class Watchdog:
         finally:
             self._reading = False
             self._last_at = time.monotonic()
+            # A large frontier (a read takes 2 s per 100,000 hosts): read it at
+            # most a tenth of the time, whatever the interval.
+            self._gap_s = max(self.interval_s, GAP_PER_READ * (self._last_at - started))
         self.last = left
         self._repaired(left)
         return left
