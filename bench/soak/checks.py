@@ -407,10 +407,16 @@ def worker_rows(exits: list[tuple[str, int, str]], logs: Mapping[str, str]) -> l
     """Every exit explained: SIGKILLed by the driver, or a clean exit (SIGTERM included)."""
     bad = [(wid, code) for wid, code, how in exits if how != "SIGKILL" and code != 0]
     tracebacks = {wid: log.count("Traceback") for wid, log in logs.items() if "Traceback" in log}
+    # The frontier's watchdog woke a host that waited for nothing: a lost wake.
+    repairs = {wid: log.count("Frontier watchdog:") for wid, log in logs.items()
+               if "Frontier watchdog:" in log}
     return [
         Row("workers exiting with an error", _some(bad), "0", not bad),
         Row("tracebacks in worker logs", f"{sum(tracebacks.values())} {list(tracebacks)[:3]}"
             if tracebacks else "0", "0", not tracebacks),
+        Row("watchdog repairs (frontier/stalls_repaired) in worker logs",
+            f"{sum(repairs.values())} {list(repairs)[:3]}" if repairs else "0", "0",
+            not repairs),
     ]
 
 
