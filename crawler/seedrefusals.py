@@ -15,7 +15,7 @@ the address guard, the setting that would allow it
 (``ADDRESS_GUARD_ALLOW=127.0.0.0/8``, ``ADDRESS_GUARD_ALLOW_HOSTS=localhost``).
 At the end of the crawl :func:`all_seeds_refused` says whether every seed was
 refused and nothing else was crawled (see :mod:`crawler.extensions.summary`,
-which logs it at WARNING); ``scrapy crawl`` then exits with code 1
+which logs it at ERROR); ``scrapy crawl`` then exits with code 1
 (:mod:`crawler.commands.crawl`), so scrapyd and cron see a failed job.
 
 Stats: ``seeds/refused/<reason>`` (the guard's reason, e.g. ``loopback``, or

@@ -14,7 +14,7 @@ A frontier that cannot be opened (Redis unreachable or refusing the
 worker) closes the spider with ``frontier_unavailable``, also exit code 1;
 so does a crawl whose every seed was refused and that crawled nothing else
 (:func:`crawler.seedrefusals.all_seeds_refused`: the end-of-crawl summary has
-said so in one WARNING line): scrapyd would otherwise show a job that did
+said so in one ERROR line): scrapyd would otherwise show a job that did
 nothing as a success. That one is decided from the final stats rather than by
 closing the spider early: seeds come from the seed file and from the Redis
 seed list, which is read until the frontier has nothing left, so only the

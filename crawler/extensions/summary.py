@@ -43,6 +43,7 @@ from scrapy import signals
 
 from crawler.frontier.leftover import HostLeft, Leftover
 from crawler.robots.fetch import ROBOTS_FETCH_META
+from crawler.scheduling.scheduler import scheduler_of
 from crawler.seedrefusals import all_seeds_refused, refused_seeds
 
 if TYPE_CHECKING:
@@ -87,8 +88,6 @@ class CrawlSummary:
     def spider_closed(self, **kwargs: Any) -> None:
         """What the frontier scheduler found left (it read it on closing, before
         this signal; by engine_stopped the scheduler is gone)."""
-        from crawler.scheduling.scheduler import scheduler_of
-
         scheduler = scheduler_of(self.crawler)
         if scheduler is not None and scheduler.spider is not None:
             self.left = scheduler.left
@@ -220,7 +219,7 @@ def leftover_lines(left: Leftover, resume: str = "") -> list[str]:
     if held:
         lines.append("    held: " + "; ".join(
             f"{state} {len(group)} host(s) ({_held_hosts(group)})"
-            for state, group in sorted(held.items(), key=lambda kv: -len(kv[1]))))
+            for state, group in held.items()))
     waiting = {state: n for state, n in left.urls_by_state().items()
                if state not in {"empty", *held}}
     if waiting:

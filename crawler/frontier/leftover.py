@@ -99,27 +99,20 @@ class Leftover:
         return [h for h in self.hosts if h.held]
 
     def held_by_state(self) -> dict[str, list[HostLeft]]:
-        """The held hosts by state, the longest wait first within each."""
+        """The held hosts by state, the state with the most hosts first, and the
+        longest wait first within each."""
         groups: dict[str, list[HostLeft]] = defaultdict(list)
         for h in self.held():
             groups[h.state].append(h)
         for hosts in groups.values():
             hosts.sort(key=lambda h: (h.until_ms < 0, h.until_ms), reverse=True)
-        return dict(groups)
+        return dict(sorted(groups.items(), key=lambda kv: -len(kv[1])))
 
     def urls_by_state(self) -> Counter[str]:
         counts: Counter[str] = Counter()
         for h in self.hosts:
             counts[h.state] += h.queued
         return counts
-
-    def next_due_ms(self) -> int | None:
-        """The earliest time any remaining work may go (None: only what waits for
-        an operator, or nothing)."""
-        times = [h.until_ms for h in self.hosts if h.until_ms >= 0 and h.state != "empty"]
-        if self.delayed_next_ms is not None:
-            times.append(self.delayed_next_ms)
-        return min(times) if times else None
 
     def only_held(self, bound_ms: int) -> bool:
         """True when URLs remain, nothing is leased, and every host left is held

@@ -179,7 +179,6 @@ class FrontierScheduler:
         self.watchdog: Watchdog | None = None
         #: What was left in the frontier when the crawl stopped (the summary's).
         self.left: Leftover | None = None
-        self._held_logged = False
         self._tasks: set[asyncio.Task[Any]] = set()
         self.closing = False
         #: The frontier could not be opened: the spider is closed once open.
@@ -448,9 +447,7 @@ class FrontierScheduler:
                 watchdog.busy()
             return False
         if self.idle_wait <= 0 and watchdog.only_held(counts):
-            if not self._held_logged:
-                self._held_logged = True
-                self._log_held(watchdog.last)
+            watchdog.say_held()
             return True
         if watchdog.wants_read():
             self.spawn(self._watch())
@@ -467,16 +464,6 @@ class FrontierScheduler:
             self.frontier.due.touch(*range(self.frontier.keys.partitions))
         self.claims.claimable = True
         self.claims.want()
-
-    def _log_held(self, left: Leftover | None) -> None:
-        if left is None:
-            return
-        why = ", ".join(f"{state} {len(hosts)}" for state, hosts in
-                        sorted(left.held_by_state().items(), key=lambda kv: -len(kv[1])))
-        logger.info("Frontier: only held work is left (%d URL(s) queued on %d host(s): %s; "
-                    "%d delayed): the crawl ends, and the next run with this frontier takes "
-                    "them up when due (FRONTIER_HELD_WAIT; the summary names them)",
-                    left.queued, len(left.hosts), why, left.delayed)
 
     def __len__(self) -> int:
         return len(self.claims.buffer) + (self.counts or {}).get(Count.QUEUED, 0)

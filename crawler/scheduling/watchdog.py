@@ -28,6 +28,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from crawler.frontier.keys import Count
 from crawler.frontier.leftover import Leftover, LeftoverReader
 
 logger = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class Watchdog:
         self._gap_s = interval_s
         self._idle_since: float | None = None
         self._reading = False
+        self._held_said = False
 
     @property
     def on(self) -> bool:
@@ -87,9 +89,21 @@ class Watchdog:
         now = time.monotonic() if now is None else now
         if last is None or now - self._last_at > max(self._gap_s, 2.0):
             return False
-        if any(counts.get(k, 0) != last.counts.get(k, 0) for k in ("queued", "delayed")):
+        if any(counts.get(k, 0) != last.counts.get(k, 0) for k in (Count.QUEUED, Count.DELAYED)):
             return False
         return last.only_held(self.held_wait_ms)
+
+    def say_held(self) -> None:
+        """Log, once, that only held work is left and the crawl ends on it."""
+        left = self.last
+        if left is None or self._held_said:
+            return
+        self._held_said = True
+        why = ", ".join(f"{state} {len(hosts)}" for state, hosts in left.held_by_state().items())
+        logger.info("Frontier: only held work is left (%d URL(s) queued on %d host(s): %s; "
+                    "%d delayed): the crawl ends, and the next run with this frontier takes "
+                    "them up when due (FRONTIER_HELD_WAIT; the summary names them)",
+                    left.queued, len(left.hosts), why, left.delayed)
 
     async def look(self) -> Leftover | None:
         """Read what is left, repairing as it goes (None: Redis did not answer)."""

@@ -72,7 +72,7 @@ end
 -- whatever it is doing now (between two lookups, its next robots.txt try,
 -- its breaker's probe): its state says so, so that a crawl whose only work
 -- left is such hosts is seen to be held, not busy, at any moment.
-local function why_late(host, score, g, h)
+local function why_late(score, g, h)
   if g.da then
     return put('dns', score, (g.dk or 'servfail') .. ' ' .. num(g.da, 0), num(g.dh, -1))
   elseif g.bs == 'o' then
@@ -97,7 +97,7 @@ local function fields(key, names)
   return t
 end
 
-local function wait_for_domain(host, dom)
+local function wait_for_domain(dom)
   local d = fields(p .. ':d:' .. dom, {'xp'})
   if d.xp then return put('paused', -1, 'domain ' .. dom) end
   local at = redis.call('ZSCORE', p .. ':dwake', dom)
@@ -150,9 +150,9 @@ for i = 4, #ARGV do
   elseif parked_at then
     wait_for_address(host, addr, parked_at)
   elseif score then
-    why_late(host, tonumber(score), g, h)
+    why_late(tonumber(score), g, h)
   elseif dom and redis.call('ZSCORE', p .. ':dw:' .. dom, host) then
-    wait_for_domain(host, dom)
+    wait_for_domain(dom)
   elseif num(g.i, 0) >= site_concurrency(g.c, g.xc, g.fl, g.dl, g.ad) and leases_here > 0 then
     put('busy', 0)
   elseif num(g.i, 0) > 0 and leases_here > 0 and (h.rs ~= 'k') then
