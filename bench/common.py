@@ -512,10 +512,14 @@ class MeasuredCrawl:
 
 
 def measured_crawl(sim: Any, wanted: Mapping[str, Any], workdir: Path, tag: str,
-                   timeout: float = 600) -> MeasuredCrawl:
+                   timeout: float = 600, checkout: Path | None = None) -> MeasuredCrawl:
     """Crawl every seed of ``sim`` (a fresh ledger) with ``wanted`` settings and the
-    Redis :func:`scheduler_redis` gives them, measuring CPU and Redis usage around it."""
-    from tests.crawl_runner import run_crawl
+    Redis :func:`scheduler_redis` gives them, measuring CPU and Redis usage around it.
+    ``checkout``: crawl with that copy of the project (:func:`checkout_of`), not this one."""
+    from tests.crawl_runner import REPO, run_crawl
+
+    where = {"cwd": checkout, "env": {"PYTHONPATH": str(checkout)}} if checkout else {
+        "cwd": REPO}
 
     with scheduler_redis(wanted, workdir / "job", tag) as (settings, url):
         client = usage_client(url) if url else None
@@ -524,10 +528,27 @@ def measured_crawl(sim: Any, wanted: Mapping[str, Any], workdir: Path, tag: str,
             sim.reset()
             cpu_before = child_cpu_seconds()
             result = run_crawl(sim.proxy_url, sim.web.seed_urls(), workdir, settings,
-                               timeout=timeout)
+                               timeout=timeout, **where)
             cpu = child_cpu_seconds() - cpu_before
             usage = RedisUsage.read(client) - before if client and before else RedisUsage()
         finally:
             if client:
                 client.close()
     return MeasuredCrawl(result, cpu, usage)
+
+
+@contextmanager
+def checkout_of(ref: str) -> Iterator[Path]:
+    """The project at git ``ref``, in a temporary worktree (removed after): the
+    baseline of a benchmark that prices one change against the commit before it."""
+    from tests.crawl_runner import REPO
+
+    where = Path(tempfile.mkdtemp(prefix="bench-checkout-")) / "tree"
+    subprocess.run(["git", "worktree", "add", "--detach", "-q", str(where), ref], cwd=REPO,
+                   check=True, capture_output=True, text=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(where)], cwd=REPO,
+                       check=False, capture_output=True)
+        shutil.rmtree(where.parent, ignore_errors=True)

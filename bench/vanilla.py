@@ -28,7 +28,12 @@ answer. Reactor lag: a 10 ms timer in both crawls (``bench/lagprobe.py``),
 its lateness p99. Redis commands per page: ``INFO commandstats`` (commands
 run inside scripts included).
 
-    python -m bench.vanilla [--quick] [--runs N] [--web small|large]
+``--against REF`` adds a fourth side, ``project@REF``: the project at an
+earlier git commit (a temporary worktree), with the same settings, so a
+change is priced against the commit before it in the same run (the ratio
+of CPU per request, project / project@REF).
+
+    python -m bench.vanilla [--quick] [--runs N] [--web small|large] [--against REF]
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +55,7 @@ from bench.common import (
     Col,
     Report,
     Table,
+    checkout_of,
     child_cpu_seconds,
     finish,
     measured_crawl,
@@ -81,10 +87,17 @@ SIDES = ("scrapy", "project", "project-noarchive")
 LAG = "bench.lagprobe.LagProbe"
 
 
-def _project_extensions() -> dict[str, Any]:
-    from crawler import settings as project
+def _project_extensions(checkout: Path | None = None) -> dict[str, Any]:
+    """The project's EXTENSIONS (this checkout's, or ``checkout``'s) and the lag probe."""
+    if checkout is None:
+        from crawler import settings as project
 
-    return {**project.EXTENSIONS, LAG: 0}
+        return {**project.EXTENSIONS, LAG: 0}
+    listed = subprocess.run(
+        [python(), "-c", "import json, crawler.settings as s; print(json.dumps(s.EXTENSIONS))"],
+        cwd=checkout, env={**os.environ, "PYTHONPATH": str(checkout)}, capture_output=True,
+        text=True, check=True).stdout
+    return {**json.loads(listed), LAG: 0}
 
 
 def _vanilla_crawl(sim: SimWebProcess, workdir: Path, lag_file: Path) -> tuple[int, float]:
@@ -113,8 +126,9 @@ def _vanilla_crawl(sim: SimWebProcess, workdir: Path, lag_file: Path) -> tuple[i
     return code, child_cpu_seconds() - before
 
 
-def one_crawl(side: str, sim: SimWebProcess, root: Path) -> dict[str, Any]:
-    workdir = Path(tempfile.mkdtemp(prefix=f"{side}-", dir=root))
+def one_crawl(side: str, sim: SimWebProcess, root: Path, checkout: Path | None = None
+              ) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix=f"{side.replace('@', '-')}-", dir=root))
     lag_file = workdir / "lag.json"
     redis_cpu, commands, scripts, by_command = 0.0, 0.0, 0.0, {}
     writer_cpu = 0.0
@@ -123,9 +137,11 @@ def one_crawl(side: str, sim: SimWebProcess, root: Path) -> dict[str, Any]:
         log = (workdir / "crawl.log").read_text()
     else:
         wanted = {**COMMON, "JOBDIR": str(workdir / "job"),
-                  "EXTENSIONS": _project_extensions(), "BENCH_LAG_FILE": str(lag_file),
+                  "EXTENSIONS": _project_extensions(checkout if "@" in side else None),
+                  "BENCH_LAG_FILE": str(lag_file),
                   **({"WARC_ENABLED": False} if side == "project-noarchive" else {})}
-        measured = measured_crawl(sim, wanted, workdir, side, timeout=900)
+        measured = measured_crawl(sim, wanted, workdir, side, timeout=900,
+                                  checkout=checkout if "@" in side else None)
         code, cpu, log = measured.result.returncode, measured.crawl_cpu_s, measured.result.log
         writer_cpu = float(measured.result.stat("warc/writer_cpu_seconds") or 0)
         usage = measured.usage
@@ -168,13 +184,18 @@ def pinned_web(spec: dict[str, Any]) -> Any:
         yield sim
 
 
-def crawl_web(name: str, spec: dict[str, Any], runs: int, root: Path
-              ) -> dict[str, list[dict[str, Any]]]:
-    results: dict[str, list[dict[str, Any]]] = {side: [] for side in SIDES}
+def sides_of(against: str | None) -> tuple[str, ...]:
+    return SIDES + ((f"project@{against}",) if against else ())
+
+
+def crawl_web(name: str, spec: dict[str, Any], runs: int, root: Path,
+              against: tuple[str, Path] | None = None) -> dict[str, list[dict[str, Any]]]:
+    sides = sides_of(against[0] if against else None)
+    results: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
     with pinned_web(spec) as sim:
         for run in range(runs):
-            for side in rotated(SIDES, run):
-                r = one_crawl(side, sim, root)
+            for side in rotated(sides, run):
+                r = one_crawl(side, sim, root, against[1] if against else None)
                 results[side].append(r)
                 print(f"{name} run {run + 1}/{runs} {side:18} {r['requests']} requests, "
                       f"{r['pages_per_s']:.0f} pages/s, {r['cpu_ms_per_page']:.2f} ms CPU/page "
@@ -190,6 +211,9 @@ def main(argv: list[str] | None = None) -> Report:
                             help="crawl only this web (repeatable; default both)")
         parser.add_argument("--from-json", type=Path, metavar="REPORT.json",
                             help="crawl nothing: report again the runs an earlier --json kept")
+        parser.add_argument("--against", metavar="REF",
+                            help="also crawl with the project at this git commit (a side "
+                            "project@REF), to price a change against the commit before it")
 
     args = parse_args(__doc__.splitlines()[0], argv, options=options)
     started = time.monotonic()
@@ -210,7 +234,11 @@ def main(argv: list[str] | None = None) -> Report:
             for name, spec in WEBS.items() if not args.web or name in args.web}
     root = Path(tempfile.mkdtemp(prefix="bench-vanilla-"))
     try:
-        results = {name: crawl_web(name, spec, args.runs, root) for name, spec in webs.items()}
+        with ExitStack() as stack:
+            against = ((args.against, stack.enter_context(checkout_of(args.against)))
+                       if args.against else None)
+            results = {name: crawl_web(name, spec, args.runs, root, against)
+                       for name, spec in webs.items()}
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return _report(args, webs, results, started)
@@ -237,7 +265,7 @@ def _report(args: argparse.Namespace, webs: dict[str, dict[str, Any]],
              "distinct pages/s", "CPU ms/request (crawl + Redis)", "CPU ms/distinct page",
              "of which Redis (per request)", "Redis commands/request", "reactor lag p99 ms",
              "lag max ms"],
-            [median_row(side, runs[side], cols) for side in SIDES],
+            [median_row(side, runs[side], cols) for side in runs],
             "One core for the crawl and its Redis, one for the web. Requests served include "
             "robots.txt; distinct pages are the web's pages however spelt (the vanilla "
             "spider fetches the web's disguised duplicates, ?utm_source= and the like, "
@@ -261,6 +289,11 @@ def _report(args: argparse.Namespace, webs: dict[str, dict[str, Any]],
             Check(f"{name}: archive's share of the project's CPU per page", f"{archive:.0%}",
                   "<= 10%", archive <= 0.10),
         ]
+        for side in (side for side in runs if "@" in side):
+            change = med("project", "cpu_ms_per_page") / med(side, "cpu_ms_per_page")
+            report.checks.append(Check(
+                f"{name}: project / {side}, CPU per request (what the change costs)",
+                f"{change:.3f}x", "<= 1.02x", change <= 1.02))
         if all("writer_share" in r for r in runs["project"]):  # not in older reports
             report.checks.append(Check(
                 f"{name}: the archive's writer thread's share of the project's CPU "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from crawler.deadletter import DeadReason
 from crawler.revisit import Refetch, RevisitState
@@ -75,6 +76,12 @@ class Ticket:
     verdict: Verdict | None = None
     #: The type name of the download error the request met, if any.
     error: str | None = None
+    #: The archive's promises for the answers to this request (its redirect
+    #: hops included): Deferreds the WARC writer fires with where each record
+    #: went, or with the exception that kept it out. A page counts as done
+    #: only once every one of them has come true (see
+    #: :mod:`crawler.scheduling.leases`).
+    records: list[Any] = field(default_factory=list)
     _refused: bool = False
 
     # -- verbs, one per way a policy can end the lease ----------------------------
@@ -113,6 +120,10 @@ class Ticket:
     def fetched(self, refetch: Refetch) -> None:
         """Note what the answer was (its digest and validator, or not modified)."""
         self.refetch = refetch
+
+    def archiving(self, record: Any) -> None:
+        """Note a record the archive promised to write (a Deferred of its outcome)."""
+        self.records.append(record)
 
     def failed(self, error: str) -> None:
         """Note a download error; without another verdict the URL dies of it."""

@@ -470,6 +470,19 @@ WARC_QUEUE_MAX_BYTES = 64 * 1024 * 1024
 WARC_REVISITS = True
 WARC_DIGEST_INDEX = ""
 WARC_DIGEST_INDEX_MAX = 2_000_000
+# A page counts as done only once its records reached the OS; one that could
+# not be written goes back to its queue and is fetched again. The file being
+# written is fsynced every WARC_SYNC_INTERVAL seconds while records come, and
+# at each rotation and close (a power loss costs at most that many seconds).
+WARC_SYNC_INTERVAL = 10.0
+# The disk guard (crawler/extensions/storage.py): below WARC_MIN_FREE free
+# (bytes, "512MiB", "2GB", or "5%" of the filesystem) on WARC_DIR, JOBDIR (the
+# embedded frontier's files) or a local feed's folder, this worker stops
+# claiming URLs until there is room again (a tenth more than the minimum),
+# and says so once; other workers carry on. Checked every
+# STORAGE_CHECK_INTERVAL seconds (one statvfs per folder, on a thread).
+WARC_MIN_FREE = "1GiB"
+STORAGE_CHECK_INTERVAL = 1.0
 # Who runs the crawl (a contact), and what it is for: in every file's warcinfo.
 WARC_OPERATOR = ""
 WARC_DESCRIPTION = ""
@@ -526,6 +539,9 @@ EXTENSIONS = {
     "crawler.extensions.progress.ProgressLog": 0,
     "crawler.extensions.prometheus.PrometheusExtension": 0,
     "crawler.extensions.looplag.ReactorLag": 0,
+    # The disk guard: no claims while WARC_DIR, JOBDIR or a feed's folder is
+    # short of room (WARC_MIN_FREE) or the archive cannot write.
+    "crawler.extensions.storage.StorageGuard": 0,
     # The end-of-crawl summary (pages, hosts, dead letters, where the items and
     # the archive are), after Scrapy's stats dump; and the "every seed was
     # refused" warning.

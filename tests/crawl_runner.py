@@ -123,6 +123,7 @@ def start_crawl(
     workdir: Path,
     settings: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
+    cwd: Path = REPO,
 ) -> subprocess.Popen[str]:
     """Start ``scrapy crawl broad`` in the background (its log goes to workdir/crawl.log).
 
@@ -143,7 +144,7 @@ def start_crawl(
     try:
         proc = subprocess.Popen(
             crawl_command(seeds_path, workdir / "items.jsonl", settings),
-            cwd=REPO, env={**proxy_env(proxy_url), **(env or {})},
+            cwd=cwd, env={**proxy_env(proxy_url), **(env or {})},
             stdout=subprocess.DEVNULL, stderr=log, text=True,
         )
     finally:
@@ -190,10 +191,14 @@ def run_crawl(
     settings: dict[str, Any] | None = None,
     timeout: float = 300,
     env: dict[str, str] | None = None,
+    cwd: Path = REPO,
 ) -> CrawlResult:
-    """Crawl ``seeds`` through the proxy (``None``: directly); return when it finishes."""
+    """Crawl ``seeds`` through the proxy (``None``: directly); return when it finishes.
+
+    ``cwd`` (with ``PYTHONPATH`` in ``env``) runs another checkout of the project:
+    a benchmark's earlier commit."""
     started = time.monotonic()
-    proc = start_crawl(proxy_url, seeds, workdir, settings, env)
+    proc = start_crawl(proxy_url, seeds, workdir, settings, env, cwd)
     return finish_crawl(proc, workdir, started, timeout)
 
 

@@ -21,7 +21,7 @@ PURE = frozenset({
     "crawler.warc.exchange",
     "crawler.warc.records", "crawler.warc.wire", "crawler.warc.cdxj", "crawler.warc.files",
     "crawler.learning", "crawler.learning.variants", "crawler.learning.traps",
-    "crawler.learning.rules",
+    "crawler.learning.rules", "crawler.diskspace",
 })
 
 

@@ -40,6 +40,7 @@ from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 
 from crawler import compat
+from crawler.pipelines.warc import WARC_UNWRITABLE
 from crawler.scheduling.opening import FRONTIER_UNAVAILABLE
 from crawler.seedrefusals import all_seeds_refused
 from crawler.spiders.args import SpiderArgumentError
@@ -80,9 +81,10 @@ def _final_stats(crawler: Any) -> Mapping[str, Any]:
 
 def crawl_failed(stats: Mapping[str, Any]) -> bool:
     """Whether a crawl that ran must exit with code 1, from its final stats: its
-    frontier could not be opened (the scheduler logged why, in one line), or
+    frontier could not be opened or its WARC_DIR written (each logged why, in
+    one line), or
     every seed was refused and nothing else crawled (the summary said so)."""
-    return (stats.get("finish_reason") == FRONTIER_UNAVAILABLE
+    return (stats.get("finish_reason") in (FRONTIER_UNAVAILABLE, WARC_UNWRITABLE)
             or all_seeds_refused(stats) is not None)
 
 

@@ -112,11 +112,14 @@ def format_status(st: Status, url: str, max_workers: int = MAX_WORKER_ROWS) -> s
     if st.workers:
         rows: list[list[Any]] = [["worker", "state", "last seen", "held", "pid", "host"]]
         for w in st.workers[:max_workers]:
-            rows.append([w.id, w.state, ago(w.seen_ago), "?" if w.held is None else w.held,
+            state = "paused" if w.paused and w.state == "alive" else w.state
+            rows.append([w.id, state, ago(w.seen_ago), "?" if w.held is None else w.held,
                          w.pid or "?", w.host or "?"])
         lines.append(table(rows, left=(0, 1, 2, 5), indent="  "))
         if len(st.workers) > max_workers:
             lines.append(f"  ... {len(st.workers) - max_workers} more (--json lists all)")
+        lines += [f"  {w.id} is paused: {w.paused}" for w in st.workers[:max_workers]
+                  if w.paused and w.state == "alive"]
     return "\n".join(lines)
 
 

@@ -189,9 +189,29 @@ def crawl_summary(stats: Mapping[str, Any], *, feeds: Sequence[tuple[str, int]] 
         lines.append(f"  items: {items}, written to no feed (FEEDS is empty)")
     if archive is not None:
         lines.append(f"  archive: {n('warc/files')} WARC file(s) in {archive}")
+    if n("storage/pauses") or n("warc/errors") or n("feed/rows_lost"):
+        lines.append(storage_line(stats))
     if left is not None:
         lines += leftover_lines(left, resume)
     return lines[:14]
+
+
+def storage_line(stats: Mapping[str, Any]) -> str:
+    """What storage trouble cost: pauses, records that could not be written
+    (their pages fetched again), feed rows lost."""
+    def n(key: str) -> int:
+        return int(stats.get(key) or 0)
+
+    parts = []
+    if n("storage/pauses"):
+        parts.append(f"paused {n('storage/pauses')} time(s) for disk room or a failing "
+                     f"archive ({float(stats.get('storage/paused_seconds') or 0):.0f} s)")
+    if n("warc/errors"):
+        parts.append(f"{n('warc/errors')} record(s) not written "
+                     f"({n('frontier/leases/unarchived')} page(s) to fetch again)")
+    if n("feed/rows_lost"):
+        parts.append(f"{n('feed/rows_lost')} feed row(s) lost")
+    return "  storage: " + "; ".join(parts) + " (see the Storage, WARC and Feed lines)"
 
 
 def leftover_lines(left: Leftover, resume: str = "") -> list[str]:

@@ -46,6 +46,7 @@ class Worker:
     pid: int | None
     host: str | None
     rate: float | None = None  # answers a second it received lately
+    paused: str | None = None  # why it claims nothing now (None: it claims)
 
 
 @dataclass(slots=True)
@@ -90,7 +91,7 @@ def workers_of(raw: dict[bytes, bytes], now: float, lease_seconds: float) -> lis
             continue
         state = "alive" if beat.alive(now, lease_seconds) else "gone"
         workers.append(Worker(wid, state, round(beat.age(now), 1), beat.held, beat.pid,
-                              beat.host, beat.rate))
+                              beat.host, beat.rate, beat.paused))
     order = {"alive": 0, "gone": 1}
     workers.sort(key=lambda w: (order.get(w.state, 2), w.seen_ago or 0.0, w.id))
     return workers

@@ -57,6 +57,8 @@ class Heartbeat:
     lease: float | None = None  # its FRONTIER_LEASE_SECONDS; None from older workers
     #: Answers a second it received since its previous beat (None: not yet known).
     rate: float | None = None
+    #: Why it claims nothing now (its disk is full, say); None: it claims.
+    paused: str | None = None
 
     def to_json(self) -> str:
         """The wire form; fields that are ``None`` are left out."""
@@ -78,13 +80,14 @@ class Heartbeat:
             return None
         if not math.isfinite(seen):
             return None
-        host = data.get("host")
+        host, paused = data.get("host"), data.get("paused")
         lease = _number(data.get("lease"))
         rate = _number(data.get("rate"))
         return cls(seen, _int(data.get("held")), _int(data.get("pid")),
                    host if isinstance(host, str) else None,
                    lease if lease is not None and lease > 0 else None,
-                   rate if rate is not None and rate >= 0 else None)
+                   rate if rate is not None and rate >= 0 else None,
+                   paused if isinstance(paused, str) and paused else None)
 
     def age(self, now: float) -> float:
         """Seconds since the beat (0 if the worker's clock is ahead of ``now``)."""

@@ -111,6 +111,10 @@ COUNTERS: tuple[Rule, ...] = (
     Rule("crawler_frontier_stalls_repaired", "frontier/stalls_repaired",
          "Hosts the watchdog found waiting for nothing (or a wake missed) and woke: "
          "a bug of the frontier's, which should stay at 0."),
+    Rule("crawler_storage_pauses", "storage/pauses",
+         "Times this worker stopped claiming URLs for want of disk room or a failing archive."),
+    Rule("crawler_feed_rows_lost", "feed/rows_lost",
+         "Feed rows that could not be written (a full or failing disk)."),
     Rule("crawler_reactor_stalls", "reactor/stalls",
          "Times the reactor ran LOOPLAG_STALL seconds or more late."),
     Rule("crawler_seeds", "seeds/loaded", "Seed lines read.", None, (("result", "loaded"),)),
@@ -124,6 +128,12 @@ GAUGES: tuple[Rule, ...] = (
          "Seconds between the download and the WARC write of the last record."),
     Rule("crawler_warc_lag_max_seconds", "warc/lag_max_seconds",
          "Largest download-to-write lag of the crawl so far."),
+    Rule("crawler_storage_paused", "storage/paused",
+         "1 while this worker claims nothing for want of disk room (WARC_MIN_FREE) or "
+         "because the archive cannot write; 0 otherwise."),
+    Rule("crawler_storage_free_bytes", "storage/free_bytes/",
+         "Free bytes where the crawl writes, by place (warc_dir, jobdir, feed, ...).",
+         "place"),
     Rule("crawler_reactor_lag_max_seconds", "reactor/lag_max",
          "Latest the reactor ran a timer so far (seconds past due)."),
 )

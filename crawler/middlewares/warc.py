@@ -12,16 +12,19 @@ never reach a spider. Requests are archived as Scrapy sends them, with the
 Writing happens on the archive's thread (:mod:`crawler.warc.writer`); this
 method only waits when the writer's queue is full, which is how a slow disk
 slows the crawl. The record's future goes into ``request.meta["warc"]`` so
-that :class:`crawler.pipelines.warc.WarcPipeline` can say where the page went.
+that :class:`crawler.pipelines.warc.WarcPipeline` can say where the page went,
+and onto the request's lease ticket: the page counts as done only once its
+records are written (:mod:`crawler.scheduling.leases`).
 """
 
 from __future__ import annotations
 
 import http
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scrapy.utils.httpobj import urlparse_cached
+from twisted.internet.defer import Deferred
 
 from crawler.lease import ticket_of
 from crawler.revisit import not_modified
@@ -63,7 +66,23 @@ class WarcCaptureMiddleware:
             return response
         record = await writer.put(capture(request, response))
         request.meta[WARC_META] = record
+        ticket = ticket_of(request.meta)
+        if ticket is not None:  # the lease ends once the record is written
+            ticket.archiving(_copy_of(record))
         return response
+
+
+def _copy_of(record: Deferred[Any]) -> Deferred[Any]:
+    """A Deferred of its own with ``record``'s outcome: the pipeline's await
+    consumes ``record``'s result, and the lease must still read it."""
+    copy: Deferred[Any] = Deferred()
+
+    def hand_on(outcome: Any) -> Any:
+        copy.callback(outcome)
+        return outcome
+
+    record.addBoth(hand_on)
+    return copy
 
 
 def capture(request: Request, response: Response) -> Exchange:

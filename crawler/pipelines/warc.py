@@ -13,13 +13,21 @@ record, then writes its file name and offset into the item (``warc_file``,
 Settings (``WARC_*``): ``WARC_ENABLED``; ``WARC_DIR`` (default ``output/warc``,
 whatever ``JOBDIR`` is: the archive is the crawl's product, not job state, so
 deleting ``JOBDIR`` to start afresh leaves it); ``WARC_PREFIX`` (``%(name)s``: the spider's name);
-``WARC_MAX_SIZE`` (rotate past this many bytes, 1 GB); ``WARC_QUEUE_MAX_BYTES``
+``WARC_MAX_SIZE`` (rotate past this many bytes, 1 GB); ``WARC_SYNC_INTERVAL``
+(fsync the file being written this often, seconds; and at each rotation and
+close); ``WARC_QUEUE_MAX_BYTES``
 (the writer queue's bound, 64 MiB); ``WARC_REVISITS`` (identical payloads as
 ``revisit`` records); ``WARC_DIGEST_INDEX`` (a name: crawl ids that give the
 same one share their digest index, so a new crawl id does not archive again
 what an earlier one holds) and ``WARC_DIGEST_INDEX_MAX`` (its bound, in
 entries); ``WARC_OPERATOR`` and ``WARC_DESCRIPTION`` (in each file's
 ``warcinfo``).
+
+A ``WARC_DIR`` that cannot be written when the spider opens stops the crawl
+before its first request: one ERROR line, finish reason ``warc_unwritable``,
+exit code 1. A page whose record could not be written later is not counted
+done (:mod:`crawler.scheduling.leases`) and has no row in the feed: its item
+is dropped here, quietly, and the page comes back when it is fetched again.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
-from scrapy.exceptions import NotConfigured
+from scrapy.exceptions import CloseSpider, DropItem, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
 from twisted.internet.threads import deferToThread
 
@@ -41,7 +49,7 @@ from crawler.scheduling.opening import worker_identity
 from crawler.scheduling.scheduler import scheduler_of
 from crawler.warc.digests import DigestIndex
 from crawler.warc.files import WarcFiles, Written
-from crawler.warc.writer import ArchiveWriter
+from crawler.warc.writer import ArchiveWriter, condition, probe_writable
 
 if TYPE_CHECKING:
     from typing import Self
@@ -55,6 +63,8 @@ _ARCHIVES: WeakKeyDictionary[Crawler, Archive] = WeakKeyDictionary()
 
 #: Where the archive goes when ``WARC_DIR`` is empty: next to the default feed.
 DEFAULT_WARC_DIR = Path("output", "warc")
+#: The finish reason of a crawl whose WARC_DIR could not be written at start.
+WARC_UNWRITABLE = "warc_unwritable"
 
 
 def warc_dir(settings: Any) -> Path:
@@ -79,6 +89,7 @@ class Archive:
         self.prefix_template: str = s.get("WARC_PREFIX") or "%(name)s"
         self.max_size = s.getint("WARC_MAX_SIZE")
         self.queue_bytes = s.getint("WARC_QUEUE_MAX_BYTES")
+        self.sync_s = s.getfloat("WARC_SYNC_INTERVAL", 10.0)
         self.revisits = s.getbool("WARC_REVISITS")
         self.writer: ArchiveWriter | None = None
 
@@ -90,13 +101,23 @@ class Archive:
         return _ARCHIVES[crawler]
 
     def open(self) -> None:
+        """Start the writer; a WARC_DIR that cannot be written stops the crawl
+        here, before its first request (one line, exit code 1)."""
         spider = self.crawler.spider
         assert spider is not None
         worker = worker_identity(self.crawler.settings)
-        files = WarcFiles(self.directory, self.prefix_template % {"name": spider.name},
-                          worker, self.max_size, self.info(spider.name, worker))
+        try:
+            files = WarcFiles(self.directory, self.prefix_template % {"name": spider.name},
+                              worker, self.max_size, self.info(spider.name, worker))
+            probe_writable(self.directory, worker)
+        except OSError as exc:
+            logger.error("WARC: cannot write to WARC_DIR %s: %s; the crawl stops before its "
+                         "first request", self.directory.resolve(), condition(exc),
+                         extra={"warc_dir": str(self.directory.resolve())})
+            raise CloseSpider(WARC_UNWRITABLE) from None
         self.writer = ArchiveWriter(files, self._digest_index(), self.queue_bytes,
-                                    self.crawler.stats, revisits=self.revisits)
+                                    self.crawler.stats, revisits=self.revisits,
+                                    sync_s=self.sync_s)
         self.writer.start()
         logger.info("WARC: writing to %s", self.directory.resolve(),
                     extra={"warc_dir": str(self.directory.resolve())})
@@ -168,6 +189,10 @@ class WarcPipeline:
         record = item.warc
         item.warc = None  # the Deferred is not data
         outcome = await maybe_deferred_to_future(record)
+        if isinstance(outcome, Exception):
+            # The page goes back to its queue; its row comes when it is archived.
+            raise DropItem(f"not archived ({condition(outcome)}): fetched again later",
+                           log_level="DEBUG")
         if isinstance(outcome, Written):
             item.warc_file = outcome.name
             item.warc_offset = outcome.offset

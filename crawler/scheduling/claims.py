@@ -54,7 +54,7 @@ class Claims:
         """Claim as many URLs as there are free download slots (one claim at a time)."""
         scheduler = self.scheduler
         if (self.claiming or scheduler.closing or scheduler.frontier is None
-                or not self.claimable):
+                or not self.claimable or scheduler.pauses):
             return
         active = len(scheduler.crawler.engine.downloader.active)
         free = (scheduler.concurrency - active - len(self.buffer)

@@ -73,6 +73,15 @@ class AnswerRate:
         return self._rate
 
 
+async def beat_quietly(scheduler: FrontierScheduler) -> None:
+    """Announce the worker out of turn (it paused or resumed), leases untouched:
+    a failure is the next regular beat's to see."""
+    try:
+        await announce(scheduler)
+    except (RedisError, OSError):
+        return
+
+
 async def beat(scheduler: FrontierScheduler, rate: float | None = None) -> None:
     """One heartbeat: renew every held lease, then note the worker as seen."""
     frontier = scheduler.frontier
@@ -83,9 +92,16 @@ async def beat(scheduler: FrontierScheduler, rate: float | None = None) -> None:
         scheduler.stats.inc_value("frontier/leases/lost", len(leases) - renewed)
         logger.warning("Frontier: %d lease(s) expired before this worker renewed "
                        "them; their URLs may be fetched twice", len(leases) - renewed)
+    await announce(scheduler, rate)
+
+
+async def announce(scheduler: FrontierScheduler, rate: float | None = None) -> None:
+    """Note the worker as seen, with what it holds and whether it is paused."""
+    frontier = scheduler.frontier
+    assert frontier is not None
     client = scheduler.client
     beat = Heartbeat(time.time(), held=len(scheduler.leases), pid=os.getpid(),
                      host=socket.gethostname(), lease=scheduler.limits.lease_ms / 1000,
-                     rate=rate)
+                     rate=rate, paused=scheduler.paused or None)
     await client.hset(frontier.keys.workers(), scheduler.worker, beat.to_json())
     await client.set(frontier.keys.seen_at(), int(beat.seen))

@@ -6,6 +6,14 @@ failure handled): ``done``, ``dead``, ``retry`` (the same URL again, delayed)
 or ``return``. The components between the engine and the downloader decide
 through the request's :class:`crawler.lease.Ticket`; :meth:`LeaseTable.finished`
 carries out its verdict.
+
+A page is done only once the archive wrote its records: a request whose
+ticket carries the archive's promises (:meth:`crawler.lease.Ticket.archiving`)
+keeps its lease (renewed by the heartbeat, given back if the worker closes)
+until every promise has come true. A record that could not be written turns
+``done`` or ``dead`` into a plain delayed retry (:data:`UNARCHIVED_RETRY_MS`,
+the host's health untouched, its retries not counted): the page is fetched
+again, by this worker once its disk has room or by another one.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scrapy import Request
+from twisted.internet.defer import DeferredList
 
 from crawler.frontier.store import Lease, Limits, Release
 from crawler.lease import Ticket, Verdict, ticket_of
@@ -21,6 +30,13 @@ from crawler.scheduling.revisits import Revisits
 
 #: Builds the record of a retried request ("" keeps the stored one).
 RecordAgain = Callable[[Request, Lease], str]
+#: Sends a release (the scheduler's batching sync).
+Send = Callable[[Release], None]
+#: How long a page whose records could not be written waits before it is
+#: fetched again: long enough for the disk guard to have paused this worker
+#: (it looks every second), short enough that a finite crawl waits for it
+#: (well within FRONTIER_HELD_WAIT) and a worker with room takes it soon.
+UNARCHIVED_RETRY_MS = 5_000
 
 
 class LeaseTable:
@@ -33,12 +49,14 @@ class LeaseTable:
         #: The revisit schedule (None: a done URL is never fetched again).
         self.revisits: Revisits | None = None
         self.held: dict[str, tuple[Lease, str | None]] = {}
+        #: Leases of requests the engine is done with, waiting for the archive.
+        self.archiving: dict[str, Lease] = {}
         # Tokens whose lease already ended as a retry: the request that
         # retried them still reaches the engine's end once.
         self.transferred: set[str] = set()
 
     def __len__(self) -> int:
-        return len(self.held)
+        return len(self.held) + len(self.archiving)
 
     def add(self, lease: Lease, canonical: str | None) -> None:
         self.held[lease.token] = (lease, canonical)
@@ -49,7 +67,7 @@ class LeaseTable:
         return held[0].host if held else None
 
     def leases(self) -> list[Lease]:
-        return [lease for lease, _ in self.held.values()]
+        return [lease for lease, _ in self.held.values()] + list(self.archiving.values())
 
     def is_retry(self, token: str, canonical: str | None) -> bool:
         """Whether an enqueued request is the same URL as the lease it carries."""
@@ -63,21 +81,54 @@ class LeaseTable:
         return Release(lease.host, lease.fingerprint, "retry", str(self.limits.delay_ms),
                        self.record_again(request, lease))
 
-    def finished(self, request: Request) -> Release | None:
-        """The release of a request the engine is done with (None: not ours to end)."""
+    def finished(self, request: Request, send: Send) -> None:
+        """Send the release of a request the engine is done with, once the
+        archive has its records (nothing: not ours to end)."""
         ticket = ticket_of(request.meta)
         if ticket is None:
-            return None
+            return
         if ticket.token in self.transferred:
             self.transferred.discard(ticket.token)
-            return None
+            return
         held = self.held.pop(ticket.token, None)
-        return None if held is None else self.release_of(request, held[0], ticket)
+        if held is None:
+            return
+        if not ticket.records:
+            send(self.release_of(request, held[0], ticket))
+            return
+        self.archiving[ticket.token] = held[0]
+        # Fires at once when every record is written already (the usual case:
+        # the WARC pipeline waited for the page's record before the engine
+        # let the request go).
+        DeferredList(ticket.records).addCallback(self._archived, request, ticket, send)
+
+    def _archived(self, results: list[tuple[bool, Any]], request: Request, ticket: Ticket,
+                  send: Send) -> None:
+        lease = self.archiving.pop(ticket.token, None)
+        if lease is None:  # given back meanwhile: the worker is closing
+            return
+        unwritten = any(not ok or isinstance(outcome, Exception) for ok, outcome in results)
+        if unwritten and ticket.ending().op in ("done", "dead"):
+            self.stats.inc_value("frontier/leases/unarchived")
+            send(Release(lease.host, lease.fingerprint, "retry", str(UNARCHIVED_RETRY_MS)))
+            return
+        send(self.release_of(request, lease, ticket))
+
+    def give_back(self, tokens: list[str]) -> list[Release]:
+        """The leases of claimed requests not started yet go back to their queues."""
+        returned = []
+        for token in tokens:
+            held = self.held.pop(token, None)
+            if held is not None:
+                returned.append(Release(held[0].host, held[0].fingerprint, "return"))
+        self.stats.inc_value("frontier/leases/returned", len(returned))
+        return returned
 
     def return_all(self) -> list[Release]:
         """Every lease still held goes back to its queue (the worker is closing)."""
         returned = [Release(lease.host, lease.fingerprint, "return") for lease in self.leases()]
         self.held.clear()
+        self.archiving.clear()
         return returned
 
     def release_of(self, request: Request, lease: Lease, ticket: Ticket) -> Release:

@@ -47,7 +47,7 @@ from crawler.redaction import one_line, safe_url, url_password
 from crawler.robots.policy import RobotsPolicy
 from crawler.scheduling.claims import Claims
 from crawler.scheduling.health import RedisHealth, refusal
-from crawler.scheduling.heartbeat import heartbeat_loop
+from crawler.scheduling.heartbeat import beat_quietly, heartbeat_loop
 from crawler.scheduling.intake import Intake
 from crawler.scheduling.ipscope import IpScope
 from crawler.scheduling.leases import LeaseTable
@@ -183,6 +183,8 @@ class FrontierScheduler:
         self.closing = False
         #: The frontier could not be opened: the spider is closed once open.
         self.unopened = False
+        #: Why this worker claims nothing now, by who paused it (the disk guard).
+        self.pauses: dict[str, str] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
@@ -442,6 +444,10 @@ class FrontierScheduler:
         leased anywhere, and what is left is held longer than FRONTIER_HELD_WAIT
         (the watchdog's last read said so). Keeps the watchdog reading meanwhile."""
         watchdog = self.watchdog
+        if self.pauses:  # (its claims are what keep the frontier's timers moving)
+            if watchdog is not None:
+                watchdog.busy()
+            return False
         if watchdog is None or counts.get(Count.LEASED, 0) > 0:
             if watchdog is not None:
                 watchdog.busy()
@@ -469,6 +475,39 @@ class FrontierScheduler:
         return len(self.claims.buffer) + (self.counts or {}).get(Count.QUEUED, 0)
 
     # ------------------------------------------------------------------ for components
+
+    @property
+    def paused(self) -> str:
+        """Why this worker claims nothing now ("": it claims)."""
+        return "; ".join(self.pauses.values())
+
+    def pause(self, source: str, why: str) -> None:
+        """Claim nothing until :meth:`resume` (``source``: who asks, e.g. the disk
+        guard). Requests in flight finish; claimed ones not started yet go back
+        to their queues at once, for workers that can take them. Held leases
+        are renewed meanwhile, and the pause shows in ``scrapy frontier status``."""
+        self.pauses[source] = why
+        tokens = [ticket.token for ticket in map(ticket_of, (r.meta for r in self.claims.buffer))
+                  if ticket is not None]
+        self.claims.buffer.clear()
+        for release in self.leases.give_back(tokens):
+            self.sync.release(release)
+        self._beat_now()
+
+    def resume(self, source: str) -> None:
+        """End ``source``'s pause; claiming starts again once no pause is left."""
+        if self.pauses.pop(source, None) is None:
+            return
+        self._beat_now()
+        if not self.pauses:
+            self.claims.claimable = True
+            self.claims.want()
+            self.wake()
+
+    def _beat_now(self) -> None:
+        """Tell the other workers and status now, not at the next heartbeat."""
+        if self.frontier is not None and not self.closing:
+            self.spawn(beat_quietly(self))
 
     @property
     def may_gate(self) -> bool:
@@ -518,9 +557,9 @@ class FrontierScheduler:
     # ------------------------------------------------------------------ internals
 
     def _finished(self, request: Request) -> None:
-        release = self.leases.finished(request)
-        if release is not None:
-            self.sync.release(release)
+        # A release the archive holds back is sent later, by the same sync,
+        # whose flush wakes the engine (after_flush).
+        self.leases.finished(request, self.sync.release)
 
     def _record_again(self, request: Request, lease: Lease) -> str:
         """The record of a retried request (its retry count moved on), "" to keep the old."""

@@ -22,12 +22,23 @@ than zlib at a ratio as good as zlib's default). The records of one exchange are
 memory and reach the file in one ``write`` (no user-space buffer), so a
 ``kill -9`` loses at most the exchange being written, and the index line is
 written only after its record.
+
+Storage that fails (a full disk, EIO, a filesystem gone read-only, the
+directory removed) never leaves a file invalid or its index untruthful. The
+record and its index line go out by ``os.write``, without user-space
+buffers, and a write that fails is cut back off both files (``ftruncate``):
+an exchange is in the WARC *and* its index, or in neither. A file whose state
+cannot be vouched for any more (a cut back or an ``fsync`` failed, its rename
+failed) is *abandoned*: its lock released and its ``.open`` name kept, for
+:func:`recover` to cut back to its last complete record and index again. The
+next exchange starts a new file (and its directory again, if removed).
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import fcntl
 import os
 import re
@@ -148,6 +159,7 @@ class WarcFiles:
         self._serial = 0
         self._current: _OpenWarc | None = None
         self._paths: list[Path] = []
+        self._abandoned: list[Path] = []
         self._buffer = BytesIO()
         self._writer = WARCWriter(self._buffer, gzip=False, warc_version="1.1")
 
@@ -161,6 +173,11 @@ class WarcFiles:
         """The ``.open`` file being written, if any."""
         return self._current.path if self._current else None
 
+    @property
+    def abandoned(self) -> list[Path]:
+        """The ``.open`` files given up after a storage failure, left for :func:`recover`."""
+        return list(self._abandoned)
+
     def write(self, exchange: Exchange, revisit_of: RevisitOf | None = None,
               digest: str | None = None) -> Written:
         """Archive ``exchange``: its response (or revisit) record, then its request.
@@ -172,6 +189,17 @@ class WarcFiles:
         computes it once, for the digest index and the record alike).
         The response comes first (as warcio and Heritrix write them): a kill
         between the two leaves a usable response, not a dangling request.
+
+        All or nothing: the records and their index line are written, or an
+        :class:`OSError` is raised (``ENOSPC``, ``EIO``, ``EROFS``...) and
+        the exchange is in neither file, both left as they were (or the file
+        is abandoned to :func:`recover` when even that cannot be vouched for;
+        see :attr:`abandoned`). Once there is room again the next call
+        writes, in the same file. One exception to "as they were": an
+        :class:`OSError` from completing the file this exchange filled
+        (rotation: its ``fsync`` or rename failed) leaves the exchange in
+        that ``.open`` file, for :func:`recover`; fetched again, the page may
+        then be archived twice, never lost.
         """
         if revisit_of is not None:
             return self._write_records(exchange, revisit_of, digest)
@@ -179,8 +207,10 @@ class WarcFiles:
         wire = exchange_bytes(exchange, digest, new_record_id(), new_record_id())
         if wire is None:  # a header that is not Latin-1 text: warcio percent-encodes it
             return self._write_records(exchange, None, digest)
-        current, offset, length = self._append(_compress(wire.response, wire.request))
-        current.index(CdxjEntry(
+        members, length = _compress(wire.response, wire.request)
+        current = self._current or self._open()
+        offset = current.size
+        self._append(current, members, CdxjEntry(
             surt=surt_key(exchange.url), timestamp=wire.timestamp, url=exchange.url,
             status=exchange.status, mime=wire.mime, digest=digest, length=length,
             offset=offset, filename=current.final.name))
@@ -191,19 +221,24 @@ class WarcFiles:
         """:meth:`write` through warcio's record objects (revisits, unusual headers)."""
         answer, request = exchange_records(self._writer, exchange, revisit_of, digest)
         recorded = answer.rec_headers.get_header("WARC-Payload-Digest")
-        current, offset, answer_length = self._append(self._serialise(answer, request))
+        members, answer_length = self._serialise(answer, request)
+        current = self._current or self._open()
+        offset = current.size
         entry = entry_for_record(answer, offset, answer_length, current.final.name)
         assert entry is not None  # a response or revisit
-        current.index(entry)
+        self._append(current, members, entry)
         return self._written(current, offset, answer_length, recorded,
                              answer.rec_headers.get_header("WARC-Date"))
 
-    def _append(self, data: tuple[bytes, int]) -> tuple[_OpenWarc, int, int]:
-        """Append an exchange's gzip members (and the first one's length) to the
-        current file: the file, the members' offset and the first one's length."""
-        members, first_length = data
-        current = self._current or self._open()
-        return current, current.append(members), first_length
+    def _append(self, current: _OpenWarc, members: bytes, entry: CdxjEntry) -> None:
+        """Append an exchange's gzip members to ``current``, and its index line: both
+        or neither (a file left damaged by the failure is abandoned)."""
+        try:
+            current.append(members, (entry.line() + "\n").encode("utf-8"))
+        except OSError:
+            if current.damaged:
+                self._abandon(current)
+            raise
 
     def _written(self, current: _OpenWarc, offset: int, length: int, digest: str,
                  date: str) -> Written:
@@ -213,8 +248,59 @@ class WarcFiles:
             self._finish()
         return written
 
+    def sync(self) -> None:
+        """Make what was written to the current file and its index durable (``fsync``).
+
+        Between two syncs, what was written is in the page cache only: a
+        crash of the machine (not of the process) may lose it. Nothing to do
+        without a file open. If an ``fsync`` fails, what the file holds on
+        disk is not known any more (the kernel may have dropped the pages it
+        could not write): the file is abandoned, left ``.open`` for
+        :func:`recover`, and the :class:`OSError` raised; what was written
+        to it since the last sync that succeeded may be lost. The next
+        :meth:`write` starts a new file.
+        """
+        current = self._current
+        if current is None:
+            return
+        try:
+            current.sync()
+        except OSError:
+            self._abandon(current)
+            raise
+
+    def check_linked(self) -> None:
+        """Raise :class:`FileNotFoundError` if the current file was removed (one ``fstat``).
+
+        A file unlinked while open (its directory removed with ``rm -rf``,
+        say) still takes every write, into nothing: its records are gone
+        with its name. Then the file is abandoned (closed, forgotten) and
+        the error names it; the next :meth:`write` opens a new file, making
+        the directory again. Returns quietly when no file is open.
+        """
+        current = self._current
+        if current is None:
+            return
+        try:
+            linked = current.linked()
+        except OSError:  # the descriptor itself failed: nothing more can go into it
+            self._abandon(current)
+            raise
+        if not linked:
+            self._abandon(current, left=False)
+            raise FileNotFoundError(
+                errno.ENOENT, "WARC file removed while written; its records are lost",
+                str(current.path))
+
     def close(self) -> list[Path]:
-        """Complete the current file (if any); all files completed, oldest first."""
+        """Complete the current file (if any); all files completed, oldest first.
+
+        Raises the :class:`OSError` of a file that could not be completed
+        (its ``fsync`` or rename failed) after doing what can be done: the
+        descriptors are closed, the lock released and the ``.open`` file
+        left for :func:`recover` (listed in :attr:`abandoned`). The instance
+        is closed all the same.
+        """
         if self._current is not None:
             self._finish()
         return self.paths
@@ -237,7 +323,13 @@ class WarcFiles:
         return _compress(*serialised)
 
     def _open(self) -> _OpenWarc:
-        """Create the next file under a name nobody has, locked, starting with warcinfo."""
+        """Create the next file under a name nobody has, locked, starting with warcinfo.
+
+        The directory is made again first: removed while crawling, it comes
+        back with the next file. A file that cannot be started (no room for
+        its warcinfo, say) is removed with its index, and the error raised.
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
         while True:
             name = warc_name(self.prefix, dt.datetime.now(dt.UTC), self._serial, self.worker)
             self._serial += 1
@@ -245,14 +337,33 @@ class WarcFiles:
             if current is not None:
                 break
         data, _ = self._serialise(warcinfo_record(self._writer, name, self.info))
-        current.append(data)
+        try:
+            current.append(data)
+        except OSError:
+            current.discard()
+            raise
         self._current = current
         return current
 
     def _finish(self) -> None:
+        """Complete the current file; one that cannot be is abandoned, and the error raised."""
         current, self._current = self._current, None
         assert current is not None
-        self._paths.append(current.finish())
+        try:
+            self._paths.append(current.finish())
+        except OSError:
+            if current.path.exists():
+                self._abandoned.append(current.path)
+            raise
+
+    def _abandon(self, current: _OpenWarc, left: bool = True) -> None:
+        """Give ``current`` up: closed (its lock released), forgotten, and listed
+        in :attr:`abandoned` when ``left`` (its ``.open`` file is there for :func:`recover`)."""
+        if current is self._current:
+            self._current = None
+        current.close()
+        if left:
+            self._abandoned.append(current.path)
 
 
 def _compress(*records: bytes) -> tuple[bytes, int]:
@@ -262,27 +373,39 @@ def _compress(*records: bytes) -> tuple[bytes, int]:
 
 
 class _OpenWarc:
-    """One ``.open`` WARC file, locked, with its index; bytes go straight to the OS."""
+    """One ``.open`` WARC file, locked, with its index; bytes go straight to the OS.
 
-    def __init__(self, final: Path, fd: int) -> None:
+    Both are written with ``os.write`` on descriptors (no user-space buffer
+    that a failed flush would leave holding half a line for the next one),
+    and :attr:`size` and :attr:`index_size` are where each ends: what a
+    failed write is cut back to.
+    """
+
+    def __init__(self, final: Path, fd: int, index_fd: int) -> None:
         self.final = final
         self.path = final.with_name(final.name + OPEN_SUFFIX)
         self.fd = fd
         self.size = 0
         self.index_path = index_path(final)
-        self._index = self.index_path.open("w", encoding="utf-8")
+        self.index_fd = index_fd
+        self.index_size = 0
+        #: A failed write could not be cut back: the tail of the file (or of
+        #: its index) is not known, and only :func:`recover` may touch it now.
+        self.damaged = False
+        self._closed = False
 
     @classmethod
     def create(cls, final: Path) -> _OpenWarc | None:
-        """The new file, or ``None`` if the name is taken (try the next serial).
+        """The new file and its (empty) index, or ``None`` if the name is taken
+        (try the next serial). Nothing is left behind when it raises.
 
         A recoverer may lock the empty file before we do; it then removes it.
         """
         if final.exists():
             return None
+        path = final.with_name(final.name + OPEN_SUFFIX)
         try:
-            fd = os.open(final.with_name(final.name + OPEN_SUFFIX),
-                         os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         except FileExistsError:
             return None
         try:
@@ -293,51 +416,141 @@ class _OpenWarc:
         if os.fstat(fd).st_nlink == 0:  # a recoverer locked it first, and has removed it
             os.close(fd)
             return None
-        return cls(final, fd)
-
-    def append(self, data: bytes) -> int:
-        """Write ``data`` at the end; its offset. A failed write is cut back off."""
-        offset = self.size
-        view = memoryview(data)
         try:
-            while view:
-                view = view[os.write(self.fd, view):]
+            index_fd = os.open(index_path(final), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         except OSError:
-            os.ftruncate(self.fd, offset)
-            os.lseek(self.fd, offset, os.SEEK_SET)
+            _remove(path, fd)
+            raise
+        return cls(final, fd, index_fd)
+
+    def append(self, data: bytes, line: bytes = b"") -> int:
+        """Write ``data`` at the end of the file, then ``line`` at the end of its index;
+        the offset of ``data``.
+
+        Both or neither: whatever part of either was written when a write
+        fails is cut back off both files, and the error raised. If even the
+        cut back fails, the file is marked :attr:`damaged` (the error says so).
+        """
+        offset, index_size = self.size, self.index_size
+        try:
+            _write_all(self.fd, data)
+            _write_all(self.index_fd, line)
+        except OSError as exc:
+            self._cut_back(offset, index_size, exc)
             raise
         self.size += len(data)
+        self.index_size += len(line)
         return offset
 
-    def index(self, entry: CdxjEntry) -> None:
-        self._index.write(entry.line() + "\n")
-        self._index.flush()
+    def _cut_back(self, size: int, index_size: int, failure: OSError) -> None:
+        """Both files back to ``size`` and ``index_size`` bytes (after ``failure``)."""
+        try:
+            for fd, length in ((self.fd, size), (self.index_fd, index_size)):
+                os.ftruncate(fd, length)
+                os.lseek(fd, length, os.SEEK_SET)
+        except OSError as exc:
+            self.damaged = True
+            failure.add_note(f"cutting {self.path} back failed too ({exc}): "
+                             "the file is abandoned, for recover()")
+
+    def linked(self) -> bool:
+        """Whether the file still has a name (``st_nlink``): not removed."""
+        return os.fstat(self.fd).st_nlink > 0
+
+    def sync(self) -> None:
+        """``fsync`` the file and its index."""
+        os.fsync(self.fd)
+        os.fsync(self.index_fd)
+
+    def discard(self) -> None:
+        """Remove the file and its index (a file that could not be started), unlock."""
+        with contextlib.suppress(OSError):  # left, it is empty: it names nothing
+            self.index_path.unlink(missing_ok=True)
+        _remove(self.path, self.fd)
+        self._closed = True
+        with contextlib.suppress(OSError):
+            os.close(self.index_fd)
 
     def finish(self) -> Path:
-        """Sync, sort the index, rename to the complete name, unlock; that name."""
-        self._index.close()
+        """Sync, sort the index, rename to the complete name, unlock; that name.
+
+        If the ``fsync`` or the rename fails, the error is raised and the
+        ``.open`` file left as it is (unlocked) for :func:`recover`: after a
+        failed ``fsync`` its content on disk is not known, and
+        :func:`recover` keeps every complete record and indexes them again.
+        An index that cannot be sorted is no failure (see :func:`_sort_index`).
+        """
         try:
-            os.fsync(self.fd)
+            self.sync()
             _sort_index(self.index_path)
             _rename_new(self.path, self.final)
         finally:
-            os.close(self.fd)
+            self.close()
         return self.final
+
+    def close(self) -> None:
+        """Close both descriptors (releasing the lock); once.
+
+        An error from ``close`` itself is not raised: Linux frees the
+        descriptor anyway, and a write that did not reach the disk is
+        reported by ``fsync``, which comes before (or the file is abandoned).
+        """
+        if self._closed:
+            return
+        self._closed = True
+        for fd in (self.index_fd, self.fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` (a short write is followed by the rest, or its error)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _remove(path: Path, fd: int) -> None:
+    """Remove the file just created at ``path`` and close ``fd`` (its lock goes with it).
+
+    Removed before it is unlocked, so no recoverer finds it; if it cannot be
+    removed, it holds no complete record, which :func:`recover` removes (empty)
+    or refuses.
+    """
+    with contextlib.suppress(OSError):
+        path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        os.close(fd)
 
 
 def _sort_index(path: Path) -> None:
-    """Rewrite the index in sorted order (pywb binary-searches it), atomically."""
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    _replace_index(path, sorted(lines))
+    """Rewrite the index in sorted order (pywb binary-searches it), atomically.
+
+    It is kept as written when it cannot be (no room for the sorted copy,
+    say): every line of it is still right, :func:`crawler.warc.cdxj.lookup`
+    reads every line, and ``LC_ALL=C sort`` can sort it later for pywb. A
+    failure here must not keep the WARC from being completed.
+    """
+    with contextlib.suppress(OSError):
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        ordered = sorted(lines)
+        if ordered != lines:
+            _replace_index(path, ordered)
 
 
 def _replace_index(path: Path, lines: list[str]) -> None:
+    """Replace ``path`` by ``lines`` through a synced ``.tmp`` copy, removed if that fails."""
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as out:
-        out.writelines(lines)
-        out.flush()
-        os.fsync(out.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8") as out:
+            out.writelines(lines)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
 
 
 def _rename_new(source: Path, target: Path) -> None:

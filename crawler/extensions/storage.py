@@ -1,0 +1,296 @@
+"""The disk guard: a worker whose disk is (nearly) full stops claiming URLs.
+
+A page fetched and not archived is a page fetched for nothing, so a worker
+does not fetch what it could not keep. Every ``STORAGE_CHECK_INTERVAL``
+seconds (one ``statvfs`` per folder, on a thread: a hung network mount must
+not stall the reactor) it looks at the folders the crawl writes to: WARC_DIR,
+the job folder (JOBDIR, or the embedded frontier's folder: Redis's own files)
+and the folders of local feed files. When one has less than ``WARC_MIN_FREE``
+free, or the archive could not write a record (a read-only remount, EIO,
+permission denied), the worker pauses
+(:meth:`crawler.scheduling.scheduler.FrontierScheduler.pause`): it claims
+nothing, gives back what it claimed and has not started, finishes what is in
+flight and renews its leases. The pause shows in ``scrapy frontier status``,
+in ``storage/paused`` and the ``crawler_storage_paused`` gauge; one WARNING
+says where and why, one INFO line when it resumes by itself. Other workers,
+with room of their own, carry on; a finite crawl waits for the paused one's
+work rather than end (the operator makes room, or stops it: its URLs stay in
+the frontier).
+
+A pause for failed writes ends when a probe (a small file written, synced
+and removed in WARC_DIR) succeeds, tried after 1 s, then less often (up to a
+minute); if the archive still fails, the next record's failure pauses it again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import NotConfigured
+from twisted.internet.task import LoopingCall
+from twisted.internet.threads import deferToThread
+
+from crawler.diskspace import RESUME_MARGIN, MinFree, human, parse_min_free
+from crawler.pipelines.warc import Archive
+from crawler.scheduling.opening import embedded_folder, worker_identity
+from crawler.scheduling.scheduler import scheduler_of
+from crawler.warc.writer import condition, probe_writable
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger(__name__)
+
+#: Who pauses the scheduler (its pause table's key).
+SOURCE = "storage"
+#: The longest wait between two probes of an archive that failed to write.
+PROBE_MAX_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """A folder the crawl writes to, with the setting that names it."""
+
+    label: str  # "WARC_DIR", "JOBDIR", "frontier folder", "feed"
+    path: Path
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One place's free space (``error``: statvfs failed)."""
+
+    place: Place
+    free: int = 0
+    minimum: int = 0
+    error: str = ""
+
+
+class StorageGuard:
+    """Pauses this worker's claims while a folder it writes to is short of room."""
+
+    def __init__(self, crawler: Crawler, min_free: MinFree, interval_s: float) -> None:
+        self.crawler = crawler
+        self.stats = crawler.stats
+        self.min_free = min_free
+        self.interval_s = interval_s
+        self.places: list[Place] = []
+        self.archive = Archive.of(crawler)
+        self.why = ""  # why the worker is paused ("": it is not)
+        self.paused_at = 0.0
+        self._loop: LoopingCall | None = None
+        self._looking = False
+        self._failures_seen = 0
+        self._probe_at = 0.0
+        self._probe_gap = 1.0
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> Self:
+        s = crawler.settings
+        interval = s.getfloat("STORAGE_CHECK_INTERVAL", 1.0)
+        if interval <= 0:
+            raise NotConfigured("STORAGE_CHECK_INTERVAL is 0")
+        try:
+            min_free = parse_min_free(s.get("WARC_MIN_FREE", 0))
+        except ValueError as exc:
+            raise NotConfigured(str(exc)) from exc
+        guard = cls(crawler, min_free, interval)
+        crawler.signals.connect(guard.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(guard.spider_closed, signal=signals.spider_closed)
+        return guard
+
+    def spider_opened(self) -> None:
+        if self.archive.enabled and self.archive.writer is None:
+            return  # WARC_DIR cannot be written: the crawl is stopping already
+        self.places = guarded_places(self.crawler)
+        self.stats.set_value("storage/paused", 0)
+        self._loop = LoopingCall(self._look)
+        self._loop.start(self.interval_s, now=True)
+
+    def spider_closed(self) -> None:
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        if self.why:
+            self._paused_for(time.monotonic())
+
+    # ------------------------------------------------------------ reactor side
+
+    def _look(self) -> None:
+        if self._looking or not self.places:
+            return
+        self._looking = True
+        probe = self._wants_probe()
+        deferToThread(self._read, probe).addBoth(self._judge)
+
+    def _wants_probe(self) -> bool:
+        """Whether to try writing to WARC_DIR now (after failed writes)."""
+        writer = self.archive.writer
+        if writer is not None and writer.failures > self._failures_seen:
+            self._failures_seen = writer.failures
+            self._probe_at = time.monotonic() + self._probe_gap
+            self._probe_gap = min(self._probe_gap * 2, PROBE_MAX_S)
+            self._write_failed = f"cannot write: {writer.failing or 'a record failed'}"
+            return False
+        return bool(getattr(self, "_write_failed", "")) and time.monotonic() >= self._probe_at
+
+    def _judge(self, result: Any) -> None:
+        self._looking = False
+        if not isinstance(result, tuple):  # the thread failed: look again next time
+            logger.debug("Storage: could not read free space: %s", result)
+            return
+        readings, probed = result
+        for reading in readings:
+            self.stats.set_value(f"storage/free_bytes/{_key(reading.place.label)}", reading.free)
+        if probed is not None:
+            self._probed(probed)
+        short = [r for r in readings if r.error or r.free < r.minimum]
+        if short or getattr(self, "_write_failed", ""):
+            self._pause(short)
+        elif self.why and all(r.free >= r.minimum * RESUME_MARGIN for r in readings):
+            self._resume(readings)
+
+    def _probed(self, error: str) -> None:
+        if error:
+            self._probe_at = time.monotonic() + self._probe_gap
+            self._probe_gap = min(self._probe_gap * 2, PROBE_MAX_S)
+            self._write_failed = f"cannot write: {error}"
+        else:  # written: let pages come again (a new failure pauses again)
+            self._write_failed = ""
+
+    def _pause(self, short: list[Reading]) -> None:
+        why = "; ".join(_why(r, self.min_free) for r in short)
+        failed = getattr(self, "_write_failed", "")
+        if failed:
+            why = "; ".join(filter(None, [f"WARC_DIR {self.archive.directory}: {failed}", why]))
+        if self.why:
+            return  # said once; the status shows the latest reason
+        self.why = why
+        self.paused_at = time.monotonic()
+        self.stats.set_value("storage/paused", 1)
+        self.stats.inc_value("storage/pauses")
+        scheduler = scheduler_of(self.crawler)
+        if scheduler is not None:
+            scheduler.pause(SOURCE, why)
+        logger.warning("Storage: %s: this worker claims no new URLs until there is room "
+                       "(it finishes what is in flight; other workers carry on)", why,
+                       extra={"storage": why})
+
+    def _resume(self, readings: list[Reading]) -> None:
+        now = time.monotonic()
+        paused_s = self._paused_for(now)
+        self.why = ""
+        self.stats.set_value("storage/paused", 0)
+        scheduler = scheduler_of(self.crawler)
+        if scheduler is not None:
+            scheduler.resume(SOURCE)
+        free = ", ".join(f"{r.place.label} {human(r.free)}" for r in readings)
+        logger.info("Storage: room again (%s free): claiming URLs again after %.0f s paused",
+                    free, paused_s)
+
+    def _paused_for(self, now: float) -> float:
+        paused = now - self.paused_at
+        self.stats.inc_value("storage/paused_seconds", round(paused, 1))
+        self.paused_at = now
+        return paused
+
+    # ------------------------------------------------------------ thread side
+
+    def _read(self, probe: bool) -> tuple[list[Reading], str | None]:
+        """Every place's free space, and the probe's outcome ("" written, None: no probe)."""
+        readings = [self._reading(place) for place in self.places]
+        probed = None
+        if probe:
+            try:
+                self.archive.directory.mkdir(parents=True, exist_ok=True)
+                probe_writable(self.archive.directory, worker_identity(self.crawler.settings))
+                probed = ""
+            except OSError as exc:
+                probed = condition(exc)
+        return readings, probed
+
+    def _reading(self, place: Place) -> Reading:
+        try:
+            st = os.statvfs(_existing(place.path))
+        except OSError as exc:
+            return Reading(place, error=condition(exc))
+        free, total = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+        return Reading(place, free, self.min_free.of(total))
+
+
+def guarded_places(crawler: Crawler) -> list[Place]:
+    """The folders this crawl writes to, one per filesystem and label."""
+    s = crawler.settings
+    places: list[Place] = []
+    archive = Archive.of(crawler)
+    if archive.enabled:
+        places.append(Place("WARC_DIR", archive.directory))
+    scheduler = scheduler_of(crawler)
+    jobdir = s.get("JOBDIR")
+    if jobdir:
+        places.append(Place("JOBDIR", Path(jobdir)))
+    elif scheduler is not None and scheduler.embedded is not None and crawler.spider:
+        places.append(Place("frontier folder", embedded_folder(None, crawler.spider.name)))
+    for uri in s.getdict("FEEDS"):
+        folder = feed_folder(str(uri))
+        if folder is not None:
+            places.append(Place("feed", folder))
+    return _one_per_filesystem(places)
+
+
+def feed_folder(uri: str) -> Path | None:
+    """The local folder of a feed URI (None: not a local file), up to its
+    first templated part (``output/%(name)s/...`` -> ``output``)."""
+    if "://" in uri:
+        if not uri.startswith("file://"):
+            return None
+        uri = uri.removeprefix("file://")
+    parts = Path(uri).parent.parts
+    kept = []
+    for part in parts:
+        if "%(" in part:
+            break
+        kept.append(part)
+    return Path(*kept) if kept else Path()
+
+
+def _one_per_filesystem(places: list[Place]) -> list[Place]:
+    """One place per (filesystem, label): a feed beside the archive on one disk
+    is the same room."""
+    seen: set[tuple[int, str]] = set()
+    kept = []
+    for place in places:
+        try:
+            device = os.stat(_existing(place.path)).st_dev
+        except OSError:
+            device = -1
+        if (device, place.label) not in seen:
+            seen.add((device, place.label))
+            kept.append(place)
+    return kept
+
+
+def _existing(path: Path) -> Path:
+    """``path``, or the nearest folder above it that exists (a folder not made
+    yet, or removed, is on its parent's filesystem)."""
+    path = path.absolute()
+    while not path.exists() and path.parent != path:
+        path = path.parent
+    return path
+
+
+def _why(reading: Reading, min_free: MinFree) -> str:
+    where = f"{reading.place.label} {reading.place.path}"
+    if reading.error:
+        return f"{where}: cannot read its free space ({reading.error})"
+    return f"{where}: {human(reading.free)} free, below WARC_MIN_FREE ({min_free})"
+
+
+def _key(label: str) -> str:
+    return label.lower().replace(" ", "_")

@@ -1,0 +1,155 @@
+"""Real crawls whose archive is on a small real filesystem (a tmpfs the test mounts).
+
+What the server answered (its ledger) against what the archive holds, read
+back with warcio: a page is done only once its records are written, the disk
+guard pauses a worker before (or when) the disk is full and resumes it when
+there is room, and every file passes ``warcio check``.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from warcio.archiveiterator import ArchiveIterator
+
+from tests.crawl_runner import CrawlResult, finish_crawl, start_crawl
+from tests.simweb import SimWebProcess
+from tests.simweb.ledger import Ledger
+from tests.tmpfs import SmallFs, small_fs
+
+pytestmark = pytest.mark.crawl
+
+MIX = {"robots:allow-all": 1.0, "page:normal": 1.0}
+SETTINGS = {"DOWNLOAD_DELAY": 0.02, "DEPTH_LIMIT": 3, "ADMISSION_MAX_PAGES_PER_HOST": 20,
+            "CONCURRENT_REQUESTS": 16, "LOG_LEVEL": "INFO", "STORAGE_CHECK_INTERVAL": 0.5,
+            "WARC_REVISITS": False, "PROMETHEUS_ENABLED": False}
+
+
+def answered_pages(ledger: Ledger) -> set[str]:
+    """Every URL the server answered with a 200, in full (robots.txt included)."""
+    return {f"http://{e['host']}{e['path']}" for e in ledger
+            if e["done"] is not None and e["status"] == 200}
+
+
+def archived(warc_dir: Path) -> set[str]:
+    """The URL of every response or revisit record in the complete WARC files."""
+    urls = set()
+    for path in sorted(warc_dir.glob("*.warc.gz")):
+        with path.open("rb") as stream:
+            for record in ArchiveIterator(stream):
+                if record.rec_type in ("response", "revisit"):
+                    urls.add(record.rec_headers.get_header("WARC-Target-URI"))
+    return urls
+
+
+def warcio_check(warc_dir: Path) -> None:
+    files = sorted(warc_dir.glob("*.warc.gz"))
+    assert files and not list(warc_dir.glob("*.open")), sorted(warc_dir.iterdir())
+    check = subprocess.run([sys.executable, "-m", "warcio.cli", "check", *map(str, files)],
+                           capture_output=True, text=True, timeout=120)
+    assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-2000:]
+
+
+def wait_for_line(log: Path, pattern: str, proc: subprocess.Popen[str],
+                  timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = log.read_text() if log.exists() else ""
+        found = re.search(pattern, text)
+        if found:
+            return found.group(0)
+        assert proc.poll() is None, text[-3000:]
+        time.sleep(0.2)
+    raise AssertionError(f"no {pattern!r} in {log}:\n{log.read_text()[-3000:]}")
+
+
+def lines(result: CrawlResult, pattern: str) -> list[str]:
+    return [line for line in result.log.splitlines() if re.search(pattern, line)]
+
+
+def crawl_on(fs: SmallFs, web: SimWebProcess, workdir: Path, settings: dict[str, object],
+             seeds: bool = True) -> subprocess.Popen[str]:
+    return start_crawl(web.proxy_url, web.web.seed_urls() if seeds else None, workdir,
+                       {**SETTINGS, "WARC_DIR": str(fs.path / "warc"), **settings})
+
+
+def test_the_guard_pauses_before_the_disk_is_full_and_resumes_when_there_is_room(
+        tmp_path: Path) -> None:
+    """WARC_MIN_FREE on a 1 MiB filesystem: the worker pauses once, says where and
+    how much is free, shows paused in the status, and resumes by itself when the
+    filesystem grows; every page answered 200 is archived."""
+    with small_fs(1 << 20) as fs, SimWebProcess(seed=3, n_hosts=60, mix=MIX) as web:
+        started = time.monotonic()
+        proc = crawl_on(fs, web, tmp_path, {"WARC_MIN_FREE": "512KiB"})
+        log = tmp_path / "crawl.log"
+        wait_for_line(log, r"Storage: WARC_DIR .* free, below WARC_MIN_FREE \(512 KiB\)", proc)
+        status = subprocess.run([sys.executable, "-m", "scrapy", "frontier", "status",
+                                 "-s", f"JOBDIR={tmp_path / 'job'}"],
+                                capture_output=True, text=True, timeout=60,
+                                cwd=Path(__file__).parent.parent)
+        assert "paused" in status.stdout and "WARC_MIN_FREE" in status.stdout, status
+        time.sleep(2)
+        requests_while_paused = len(web.ledger())
+        time.sleep(3)  # paused: nothing new is started
+        assert len(web.ledger()) <= requests_while_paused + 16
+        fs.resize(64 << 20)
+        result = finish_crawl(proc, tmp_path, started, timeout=240)
+        assert result.returncode == 0, result.log[-3000:]
+        assert answered_pages(web.ledger()) <= archived(fs.path / "warc")
+        warcio_check(fs.path / "warc")
+    assert len(lines(result, r"Storage: WARC_DIR")) == 1, result.log[-3000:]
+    assert len(lines(result, r"Storage: room again")) == 1, result.log[-3000:]
+    assert result.stat("storage/pauses") == "1"
+
+
+def test_a_full_disk_loses_no_page_and_a_resume_finishes_the_archive(tmp_path: Path) -> None:
+    """No guard (WARC_MIN_FREE 0) on a 256 KiB filesystem: records fail with ENOSPC,
+    their pages are not counted done, the worker pauses on the failure (one
+    line), is stopped, and a resume with the same JOBDIR on a grown filesystem
+    archives every page the server ever answered with a 200."""
+    with small_fs(256 << 10) as fs, SimWebProcess(seed=4, n_hosts=60, mix=MIX) as web:
+        started = time.monotonic()
+        proc = crawl_on(fs, web, tmp_path / "a", {"WARC_MIN_FREE": 0,
+                                                  "JOBDIR": str(tmp_path / "job")})
+        log = tmp_path / "a" / "crawl.log"
+        wait_for_line(log, r"WARC: cannot write to .*No space left on device", proc)
+        wait_for_line(log, r"Storage: WARC_DIR .*cannot write", proc)
+        proc.send_signal(signal.SIGINT)
+        first = finish_crawl(proc, tmp_path / "a", started, timeout=120)
+        assert first.returncode == 0, first.log[-3000:]
+        assert int(first.stat("frontier/leases/unarchived") or 0) > 0
+        before = answered_pages(web.ledger())
+        fs.resize(64 << 20)
+        again = crawl_on(fs, web, tmp_path / "b", {"WARC_MIN_FREE": 0,
+                                                   "JOBDIR": str(tmp_path / "job")},
+                         seeds=False)
+        second = finish_crawl(again, tmp_path / "b", time.monotonic(), timeout=240)
+        assert second.returncode == 0, second.log[-3000:]
+        have = archived(fs.path / "warc")
+        assert before <= have, sorted(before - have)[:10]
+        assert answered_pages(web.ledger()) <= have
+        warcio_check(fs.path / "warc")
+    # One line for the condition, not one a page.
+    assert len(lines(first, r"WARC: cannot write to")) == 1, first.log[-3000:]
+    assert not lines(first, r"could not archive")
+
+
+def test_a_read_only_warc_dir_stops_the_crawl_before_its_first_request(
+        tmp_path: Path) -> None:
+    with small_fs(1 << 20) as fs, SimWebProcess(seed=5, n_hosts=3, mix=MIX) as web:
+        (fs.path / "warc").mkdir()
+        fs.read_only()
+        started = time.monotonic()
+        proc = crawl_on(fs, web, tmp_path, {})
+        result = finish_crawl(proc, tmp_path, started, timeout=120)
+        assert len(web.ledger()) == 0  # not one request
+    assert result.returncode == 1
+    errors = [line for line in result.log.splitlines() if " ERROR" in line or "ERROR:" in line]
+    assert len(errors) == 1 and "Read-only file system" in errors[0], errors
+    assert "Traceback" not in result.log
