@@ -16,8 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
+import redis
 from warcio.archiveiterator import ArchiveIterator
 
+from crawler.frontier.workers import Heartbeat
 from tests.crawl_runner import CrawlResult, finish_crawl, start_crawl
 from tests.simweb import SimWebProcess
 from tests.simweb.ledger import Ledger
@@ -135,9 +137,11 @@ def test_a_full_disk_loses_no_page_and_a_resume_finishes_the_archive(tmp_path: P
         assert before <= have, sorted(before - have)[:10]
         assert answered_pages(web.ledger()) <= have
         warcio_check(fs.path / "warc")
-    # One line for the condition, not one a page.
+    # One line for the condition, not one a page; the summary says what it cost.
     assert len(lines(first, r"WARC: cannot write to")) == 1, first.log[-3000:]
     assert not lines(first, r"could not archive")
+    [summary] = lines(first, r"^  storage: paused 1 time\(s\)")
+    assert "record(s) not written" in summary
 
 
 def test_a_read_only_warc_dir_stops_the_crawl_before_its_first_request(
@@ -153,3 +157,44 @@ def test_a_read_only_warc_dir_stops_the_crawl_before_its_first_request(
     errors = [line for line in result.log.splitlines() if " ERROR" in line or "ERROR:" in line]
     assert len(errors) == 1 and "Read-only file system" in errors[0], errors
     assert "Traceback" not in result.log
+
+
+def test_a_worker_short_of_room_pauses_and_the_others_crawl_its_share(
+        tmp_path: Path, redis_url: str) -> None:
+    """Two workers on one shared frontier, w0's WARC_DIR on a disk below
+    WARC_MIN_FREE from the start: w0 claims nothing (status says paused, and
+    why), w1 crawls everything, and both end when the frontier is empty."""
+    namespace = f"test:storage:{time.time_ns()}"
+    shared = {"REDIS_URL": redis_url, "FRONTIER_NAMESPACE": namespace,
+              "FRONTIER_PARTITIONS": 4, "FRONTIER_SEEN_BUCKETS": 64}
+    client = redis.Redis.from_url(redis_url)
+    try:
+        with small_fs(1 << 20) as fs, SimWebProcess(seed=6, n_hosts=20, mix=MIX) as web:
+            started = time.monotonic()
+            seeds = web.web.seed_urls()
+            short = start_crawl(web.proxy_url, seeds[::2], tmp_path / "w0",
+                                {**SETTINGS, **shared, "FRONTIER_WORKER_ID": "w0",
+                                 "WARC_DIR": str(fs.path / "warc"), "WARC_MIN_FREE": "2MiB"})
+            wait_for_line(tmp_path / "w0" / "crawl.log", r"Storage: WARC_DIR", short)
+            roomy = start_crawl(web.proxy_url, seeds[1::2], tmp_path / "w1",
+                                {**SETTINGS, **shared, "FRONTIER_WORKER_ID": "w1"})
+            beat = None
+            for _ in range(50):
+                beat = Heartbeat.parse(client.hget(f"{namespace}:workers", "w0"))
+                if beat is not None and beat.paused:
+                    break
+                time.sleep(0.2)
+            assert beat is not None and beat.paused and "WARC_MIN_FREE" in beat.paused
+            results = [finish_crawl(p, tmp_path / w, started, timeout=240)
+                       for p, w in ((short, "w0"), (roomy, "w1"))]
+            assert [r.returncode for r in results] == [0, 0], results[0].log[-3000:]
+            assert not list((fs.path / "warc").glob("*.warc.gz")) or archived(
+                fs.path / "warc") == set()
+            assert answered_pages(web.ledger()) <= archived(tmp_path / "w1" / "warc")
+        assert results[0].stat("frontier/leases/claimed") in (None, "0")
+        assert int(results[1].stat("frontier/leases/done") or 0) >= 100
+    finally:
+        stale = list(client.scan_iter(match=f"*{namespace}*", count=1000))
+        if stale:
+            client.delete(*stale)
+        client.close()

@@ -216,3 +216,68 @@ def test_a_paused_worker_says_why_in_its_heartbeat_and_the_status() -> None:
     rows = {line.split()[0]: line for line in text.splitlines() if line.startswith("  w")}
     assert "paused" in rows["w1"] and "alive" in rows["w2"]
     assert f"w1 is paused: {why}" in text
+
+
+# ------------------------------------------------------------------ the disk guard
+
+
+def test_the_guard_watches_the_archive_the_job_folder_and_local_feeds(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Three folders on two small filesystems: the one short of room is named,
+    with its free space and the minimum, in one WARNING; room again resumes."""
+    from crawler.extensions.storage import StorageGuard, guarded_places
+
+    with small_fs(4 << 20) as archive_fs, small_fs(1 << 20) as job_fs:
+        crawler = get_crawler(settings_dict={
+            "WARC_DIR": str(archive_fs.path / "warc"), "JOBDIR": str(job_fs.path / "job"),
+            "FEEDS": {str(archive_fs.path / "out" / "%(name)s.jsonl"): {"format": "jsonlines"}},
+            "WARC_ENABLED": True, "WARC_MIN_FREE": "512KiB"})
+        crawler.stats = MemoryStatsCollector(crawler)
+        places = guarded_places(crawler)
+        assert [(p.label, p.path) for p in places] == [
+            ("WARC_DIR", archive_fs.path / "warc"), ("JOBDIR", job_fs.path / "job"),
+            ("feed", archive_fs.path / "out")]
+        guard = StorageGuard(crawler, parse_min_free("512KiB"), 1.0)
+        guard.places = places
+        with caplog.at_level(logging.INFO, logger="crawler.extensions.storage"):
+            guard._judge(guard._read(probe=False))
+            assert guard.why == ""  # room everywhere
+            ballast = job_fs.fill(leave=256 << 10)
+            guard._judge(guard._read(probe=False))
+            guard._judge(guard._read(probe=False))  # still short: said once
+            assert "JOBDIR" in guard.why and "WARC_DIR" not in guard.why
+            ballast.unlink()
+            guard._judge(guard._read(probe=False))
+        assert guard.why == ""
+        assert crawler.stats.get_value("storage/pauses") == 1
+        assert crawler.stats.get_value("storage/paused") == 0
+        assert crawler.stats.get_value("storage/free_bytes/jobdir") > 512 << 10
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(f"Storage: JOBDIR {job_fs.path / 'job'}: ")
+    assert "below WARC_MIN_FREE (512 KiB)" in lines[0]
+    assert lines[1].startswith("Storage: room again")
+
+
+def test_a_failed_record_pauses_until_a_probe_writes(tmp_path: Path) -> None:
+    from crawler.extensions.storage import StorageGuard
+
+    crawler = get_crawler(settings_dict={"WARC_DIR": str(tmp_path / "warc")})
+    crawler.stats = MemoryStatsCollector(crawler)
+    guard = StorageGuard(crawler, MinFree(0), 1.0)
+
+    class Failing:  # the writer's counters, as the guard reads them
+        failures = 3
+        failing = "[Errno 5] Input/output error"
+
+    guard.archive.writer = Failing()  # type: ignore[assignment]
+    assert guard._wants_probe() is False  # new failures: pause first, probe later
+    guard._judge(([], None))
+    assert "cannot write: [Errno 5] Input/output error" in guard.why
+    guard._probe_at = 0.0
+    assert guard._wants_probe() is True
+    (tmp_path / "warc").mkdir()
+    readings, probed = guard._read(probe=True)
+    assert probed == "" and not list((tmp_path / "warc").iterdir())  # written and removed
+    guard._judge((readings, probed))
+    assert guard.why == ""

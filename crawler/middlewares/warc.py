@@ -68,11 +68,11 @@ class WarcCaptureMiddleware:
         request.meta[WARC_META] = record
         ticket = ticket_of(request.meta)
         if ticket is not None:  # the lease ends once the record is written
-            ticket.archiving(_copy_of(record))
+            ticket.archiving(own_copy(record))
         return response
 
 
-def _copy_of(record: Deferred[Any]) -> Deferred[Any]:
+def own_copy(record: Deferred[Any]) -> Deferred[Any]:
     """A Deferred of its own with ``record``'s outcome: the pipeline's await
     consumes ``record``'s result, and the lease must still read it."""
     copy: Deferred[Any] = Deferred()

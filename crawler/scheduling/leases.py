@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from scrapy import Request
-from twisted.internet.defer import DeferredList
+from twisted.python.failure import Failure
 
 from crawler.frontier.store import Lease, Limits, Release
 from crawler.lease import Ticket, Verdict, ticket_of
@@ -97,17 +97,26 @@ class LeaseTable:
             send(self.release_of(request, held[0], ticket))
             return
         self.archiving[ticket.token] = held[0]
-        # Fires at once when every record is written already (the usual case:
-        # the WARC pipeline waited for the page's record before the engine
-        # let the request go).
-        DeferredList(ticket.records).addCallback(self._archived, request, ticket, send)
+        outcomes: list[Any] = []
 
-    def _archived(self, results: list[tuple[bool, Any]], request: Request, ticket: Ticket,
+        def one(outcome: Any) -> Any:
+            outcomes.append(outcome)
+            if len(outcomes) == len(ticket.records):
+                self._archived(outcomes, request, ticket, send)
+            return outcome
+
+        # Runs at once for a record written already (the usual case: the WARC
+        # pipeline waited for the page's record before the engine let the
+        # request go). Not a DeferredList: this is every page's path.
+        for record in ticket.records:
+            record.addBoth(one)
+
+    def _archived(self, outcomes: list[Any], request: Request, ticket: Ticket,
                   send: Send) -> None:
         lease = self.archiving.pop(ticket.token, None)
         if lease is None:  # given back meanwhile: the worker is closing
             return
-        unwritten = any(not ok or isinstance(outcome, Exception) for ok, outcome in results)
+        unwritten = any(isinstance(outcome, BaseException | Failure) for outcome in outcomes)
         if unwritten and ticket.ending().op in ("done", "dead"):
             self.stats.inc_value("frontier/leases/unarchived")
             send(Release(lease.host, lease.fingerprint, "retry", str(UNARCHIVED_RETRY_MS)))
