@@ -259,25 +259,29 @@ def test_the_guard_watches_the_archive_the_job_folder_and_local_feeds(
     assert lines[1].startswith("Storage: room again")
 
 
-def test_a_failed_record_pauses_until_a_probe_writes(tmp_path: Path) -> None:
-    from crawler.extensions.storage import StorageGuard
+def test_a_failed_record_or_a_lost_row_pauses_until_a_probe_writes(tmp_path: Path) -> None:
+    from crawler.extensions.storage import Place, StorageGuard
 
     crawler = get_crawler(settings_dict={"WARC_DIR": str(tmp_path / "warc")})
     crawler.stats = MemoryStatsCollector(crawler)
     guard = StorageGuard(crawler, MinFree(0), 1.0)
+    guard.places = [Place("WARC_DIR", tmp_path / "warc"), Place("feed", tmp_path / "out")]
 
     class Failing:  # the writer's counters, as the guard reads them
         failures = 3
         failing = "[Errno 5] Input/output error"
 
     guard.archive.writer = Failing()  # type: ignore[assignment]
-    assert guard._wants_probe() is False  # new failures: pause first, probe later
+    crawler.stats.set_value("feed/rows_lost", 2)
+    guard._failed = guard._new_failures(100.0)
+    assert guard._failed == (f"WARC_DIR {tmp_path / 'warc'}: cannot write: [Errno 5] "
+                             "Input/output error; feed: 2 row(s) could not be written")
+    assert guard._new_failures(101.0) == ""  # counted once
     guard._judge(([], None))
-    assert "cannot write: [Errno 5] Input/output error" in guard.why
-    guard._probe_at = 0.0
-    assert guard._wants_probe() is True
-    (tmp_path / "warc").mkdir()
-    readings, probed = guard._read(probe=True)
-    assert probed == "" and not list((tmp_path / "warc").iterdir())  # written and removed
-    guard._judge((readings, probed))
-    assert guard.why == ""
+    assert guard.why == guard._failed
+    assert guard._probe() == ""  # both folders written (and the probes removed)
+    assert not list((tmp_path / "warc").iterdir()) and not list((tmp_path / "out").iterdir())
+    guard._judge(([], ""))
+    assert guard.why == "" and crawler.stats.get_value("storage/pauses") == 1
+    guard.places[1] = Place("feed", Path("/proc/no-such-folder"))  # unwritable even for root
+    assert guard._probe().startswith("feed /proc/no-such-folder: cannot write: [Errno")

@@ -17,9 +17,11 @@ with room of their own, carry on; a finite crawl waits for the paused one's
 work rather than end (the operator makes room, or stops it: its URLs stay in
 the frontier).
 
-A pause for failed writes ends when a probe (a small file written, synced
-and removed in WARC_DIR) succeeds, tried after 1 s, then less often (up to a
-minute); if the archive still fails, the next record's failure pauses it again.
+Records the archive could not write, or feed rows lost, pause the worker the
+same way. Such a pause ends when a probe (a page-sized file written, synced
+and removed in every folder watched) succeeds, tried after 1 s, then less
+often (up to a minute apart); if writing still fails, the next failure
+pauses it again.
 """
 
 from __future__ import annotations
@@ -87,7 +89,10 @@ class StorageGuard:
         self.paused_at = 0.0
         self._loop: LoopingCall | None = None
         self._looking = False
-        self._failures_seen = 0
+        self._seen_records = 0  # the archive's failed records, at the last look
+        self._seen_rows = 0  # the feed's lost rows, at the last look
+        self._failed = ""  # what could not be written, until a probe writes
+        self._failed_at = -PROBE_MAX_S
         self._probe_at = 0.0
         self._probe_gap = 1.0
 
@@ -126,19 +131,33 @@ class StorageGuard:
         if self._looking or not self.places:
             return
         self._looking = True
-        probe = self._wants_probe()
+        now = time.monotonic()
+        failed = self._new_failures(now)
+        if failed:  # pause first; the probe comes after a while
+            self._failed = failed
+            self._probe_at = now + self._probe_gap
+            self._probe_gap = min(self._probe_gap * 2, PROBE_MAX_S)
+        probe = bool(self._failed) and not failed and now >= self._probe_at
         deferToThread(self._read, probe).addBoth(self._judge)
 
-    def _wants_probe(self) -> bool:
-        """Whether to try writing to WARC_DIR now (after failed writes)."""
+    def _new_failures(self, now: float) -> str:
+        """What could not be written since the last look ("": nothing): the
+        archive's records, the feed's rows."""
+        failed = []
         writer = self.archive.writer
-        if writer is not None and writer.failures > self._failures_seen:
-            self._failures_seen = writer.failures
-            self._probe_at = time.monotonic() + self._probe_gap
-            self._probe_gap = min(self._probe_gap * 2, PROBE_MAX_S)
-            self._write_failed = f"cannot write: {writer.failing or 'a record failed'}"
-            return False
-        return bool(getattr(self, "_write_failed", "")) and time.monotonic() >= self._probe_at
+        if writer is not None and writer.failures > self._seen_records:
+            self._seen_records = writer.failures
+            failed.append(f"WARC_DIR {self.archive.directory}: cannot write: "
+                          f"{writer.failing or 'a record failed'}")
+        rows = int(self.stats.get_value("feed/rows_lost") or 0)
+        if rows > self._seen_rows:
+            failed.append(f"feed: {rows - self._seen_rows} row(s) could not be written")
+            self._seen_rows = rows
+        if failed:
+            if now - self._failed_at > PROBE_MAX_S:  # calm for a while: probe soon again
+                self._probe_gap = 1.0
+            self._failed_at = now
+        return "; ".join(failed)
 
     def _judge(self, result: Any) -> None:
         self._looking = False
@@ -151,26 +170,24 @@ class StorageGuard:
         if probed is not None:
             self._probed(probed)
         short = [r for r in readings if r.error or r.free < r.minimum]
-        if short or getattr(self, "_write_failed", ""):
+        if short or self._failed:
             self._pause(short)
         elif self.why and all(r.free >= r.minimum * RESUME_MARGIN for r in readings):
             self._resume(readings)
 
     def _probed(self, error: str) -> None:
         if error:
+            self._failed = error
             self._probe_at = time.monotonic() + self._probe_gap
             self._probe_gap = min(self._probe_gap * 2, PROBE_MAX_S)
-            self._write_failed = f"cannot write: {error}"
         else:  # written: let pages come again (a new failure pauses again)
-            self._write_failed = ""
+            self._failed = ""
 
     def _pause(self, short: list[Reading]) -> None:
-        why = "; ".join(_why(r, self.min_free) for r in short)
-        failed = getattr(self, "_write_failed", "")
-        if failed:
-            why = "; ".join(filter(None, [f"WARC_DIR {self.archive.directory}: {failed}", why]))
         if self.why:
-            return  # said once; the status shows the latest reason
+            return  # said once; the status keeps the first reason
+        why = "; ".join(filter(None, [self._failed,
+                                      *(_why(r, self.min_free) for r in short)]))
         self.why = why
         self.paused_at = time.monotonic()
         self.stats.set_value("storage/paused", 1)
@@ -205,15 +222,19 @@ class StorageGuard:
     def _read(self, probe: bool) -> tuple[list[Reading], str | None]:
         """Every place's free space, and the probe's outcome ("" written, None: no probe)."""
         readings = [self._reading(place) for place in self.places]
-        probed = None
-        if probe:
+        return readings, self._probe() if probe else None
+
+    def _probe(self) -> str:
+        """Write a probe file in every folder watched: "" if each was written, else
+        the first that was not, and why."""
+        worker = worker_identity(self.crawler.settings)
+        for place in self.places:
             try:
-                self.archive.directory.mkdir(parents=True, exist_ok=True)
-                probe_writable(self.archive.directory, worker_identity(self.crawler.settings))
-                probed = ""
+                place.path.mkdir(parents=True, exist_ok=True)
+                probe_writable(place.path, worker)
             except OSError as exc:
-                probed = condition(exc)
-        return readings, probed
+                return f"{place.label} {place.path}: cannot write: {condition(exc)}"
+        return ""
 
     def _reading(self, place: Place) -> Reading:
         try:
