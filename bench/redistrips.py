@@ -10,7 +10,14 @@ Per page served, robots.txt included; then the server's own time per page by
 command (INFO commandstats: execution only, not reading requests or writing
 answers).
 
-    python -m bench.redistrips [--hosts N] [--delay SECONDS] [--no-monitor]
+``--web shared`` crawls the real-socket web instead (``tests/realweb``:
+names answered by its own DNS server, servers on their own loopback
+addresses), ``--hosts`` names sharing ``--addresses`` addresses, ten pages
+each, robots.txt allowing all: the address gate (the IP scope), its DNS
+jobs and joins run, which the simulated web's proxy skips.
+
+    python -m bench.redistrips [--web small|shared] [--hosts N] [--addresses N]
+                               [--delay SECONDS] [--no-monitor]
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ import os
 import tempfile
 import threading
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +38,12 @@ import redis
 from bench import vanilla
 from bench.common import private_redis
 from crawler.frontier.store import script_source
-from tests.crawl_runner import run_crawl
+from tests.crawl_runner import realweb_settings, run_crawl
+from tests.realweb import Host, Page, RealWebProcess, Web, links_to
 
 LUA = Path(__file__).resolve().parent.parent / "crawler" / "frontier" / "lua"
+#: A web to crawl: its proxy (None: reached directly), seeds, pages served, settings.
+WebUnderTest = tuple[str | None, list[str], Callable[[], int], dict[str, Any]]
 
 
 def script_names() -> dict[str, str]:
@@ -85,8 +97,37 @@ class Watch:
             self.top[name] += 1
 
 
+@contextmanager
+def web_of_kind(args: argparse.Namespace) -> Iterator[WebUnderTest]:
+    """The web to crawl: (proxy URL or None, seeds, pages served so far, crawl settings)."""
+    if args.web == "small":
+        spec = {**vanilla.WEBS["small"], "n_hosts": args.hosts}
+        with vanilla.pinned_web(spec) as sim:
+            yield sim.proxy_url, sim.web.seed_urls(), lambda: len(sim.ledger().entries), {}
+        return
+    hosts = [Host(f"n{i:03d}.s{i % args.addresses}.test", share=f"ip{i % args.addresses}",
+                  pages=ten_pages()) for i in range(args.hosts)]
+    with RealWebProcess(Web(hosts)) as web:
+        os.sched_setaffinity(web.pid, {vanilla.WEB_CORE})
+        yield (None, [web.url(host.name) for host in hosts], lambda: len(web.ledger()),
+               {**realweb_settings(web.nameserver), "ADDRESS_GUARD_ALLOW": "127.0.0.0/8",
+                "PROMETHEUS_ENABLED": False})
+
+
+def ten_pages() -> dict[str | bytes, Page]:
+    """``/`` linking to ``/1`` ... ``/9``, each linking back to ``/``."""
+    pages: dict[str | bytes, Page] = {"/": links_to(*(f"/{k}" for k in range(1, 10)))}
+    pages.update({f"/{k}": links_to("/") for k in range(1, 10)})
+    return pages
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--web", choices=("small", "shared"), default="small",
+                        help="the simulated web (default), or the real-socket web where "
+                        "names share addresses")
+    parser.add_argument("--addresses", type=int, default=10,
+                        help="--web shared: how many addresses the names share")
     parser.add_argument("--hosts", type=int, default=100)
     parser.add_argument("--no-monitor", action="store_true",
                         help="only the server's time per command (MONITOR slows every command)")
@@ -95,8 +136,8 @@ def main() -> None:
     args = parser.parse_args()
     os.sched_setaffinity(0, {vanilla.CRAWL_CORE})
     names = script_names()
-    spec = {**vanilla.WEBS["small"], "n_hosts": args.hosts}
-    with private_redis() as url, vanilla.pinned_web(spec) as sim:
+    settings = {**vanilla.COMMON, "DOWNLOAD_DELAY": args.delay}
+    with private_redis() as url, web_of_kind(args) as (proxy, seeds, served, extra):
         watch = Watch(url)
         if not args.no_monitor:
             watch.start()
@@ -105,12 +146,12 @@ def main() -> None:
             admin.config_set("slowlog-log-slower-than", 0)
             admin.config_set("slowlog-max-len", 1_000_000)
         workdir = Path(tempfile.mkdtemp(prefix="bench-redistrips-"))
-        result = run_crawl(sim.proxy_url, sim.web.seed_urls(), workdir,
-                           {**vanilla.COMMON, "DOWNLOAD_DELAY": args.delay, "REDIS_URL": url,
+        result = run_crawl(proxy, seeds, workdir,
+                           {**settings, **extra, "REDIS_URL": url,
                             "JOBDIR": str(workdir / "job")},
                            timeout=900)
         watch.stop()
-        pages = len(sim.ledger().entries)
+        pages = served()
         stats = redis.Redis.from_url(url).info("commandstats")
         slow = redis.Redis.from_url(url).slowlog_get(-1) if args.no_monitor else []
     if result.returncode != 0:
@@ -120,7 +161,10 @@ def main() -> None:
         head, _, sha = key.partition(" ")
         return f"{head} {names.get(sha, sha)}" if sha else key
 
-    print(f"{pages} pages served\n\nround trips per page (top-level commands)")
+    top, inside = sum(watch.top.values()) / pages, sum(watch.inside.values()) / pages
+    print(f"{pages} pages served: {top:.1f} round trips and {top + inside:.1f} Redis commands "
+          f"a page ({inside:.1f} of them inside scripts)")
+    print("\nround trips per page (top-level commands)")
     for key, n in watch.top.most_common(20):
         print(f"{n / pages:8.2f}  {named(key)}")
     print("\ncommands run inside scripts, per page")
