@@ -123,6 +123,16 @@ class Claims:
         scheduler.sync.release(Release(lease.host, lease.fingerprint, "dead",
                                        DeadReason.now("bad-record", str(error)).json()))
 
+    def changed(self) -> None:
+        """Something this worker did (an admission, a release, a job's end) may
+        have made URLs claimable: the next :meth:`want` claims."""
+        self.claimable = True
+
+    def now(self) -> None:
+        """URLs may be claimable now (a host woken, a job ended): claim at once."""
+        self.claimable = True
+        self.want()
+
     def maybe_claimable(self) -> None:
         """URLs are queued somewhere (another worker may have admitted them):
         claim again, unless a claim already said when the next one is due

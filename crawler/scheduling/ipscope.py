@@ -172,8 +172,7 @@ class IpScope:
             missed = await self.gates.wake(address, wakes)
             self.stats.inc_value("frontier/ip/woken", len(wakes) - len(missed))
             if len(missed) < len(wakes):
-                self.scheduler.claims.claimable = True
-                self.scheduler.claims.want()
+                self.scheduler.claims.now()
             if not missed:
                 return
             wakes = await self.gates.end(address)
@@ -240,8 +239,7 @@ class IpScope:
         self.stats.inc_value("frontier/ip/dns_jobs", len(found))
         if parked:
             self.stats.inc_value("frontier/ip/parked_at_dns", parked)
-        self.scheduler.claims.claimable = True
-        self.scheduler.claims.want()
+        self.scheduler.claims.now()
 
     def joined(self, waits: list[tuple[str, str]], server_ms: int) -> None:
         """Hosts a claim parked behind others of their address: into its queue."""

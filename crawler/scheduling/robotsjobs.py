@@ -67,8 +67,7 @@ class RobotsJobs:
             scheduler.stats.inc_value("robots/job_errors")
         finally:
             self.hosts.discard(host)
-        scheduler.claims.claimable = True
-        scheduler.claims.want()
+        scheduler.claims.now()
         scheduler.wake()
 
 

@@ -468,8 +468,7 @@ class FrontierScheduler:
         """After a repair: claim again now, in every partition."""
         if self.frontier is not None:
             self.frontier.due.touch(*range(self.frontier.keys.partitions))
-        self.claims.claimable = True
-        self.claims.want()
+        self.claims.now()
 
     def __len__(self) -> int:
         return len(self.claims.buffer) + (self.counts or {}).get(Count.QUEUED, 0)
@@ -500,8 +499,7 @@ class FrontierScheduler:
             return
         self._beat_now()
         if not self.pauses:
-            self.claims.claimable = True
-            self.claims.want()
+            self.claims.now()
             self.wake()
 
     def _beat_now(self) -> None:

@@ -95,7 +95,7 @@ class Sync:
             scheduler.health.ok()
             self.epoch += 1
             if admitted.added or releases:
-                scheduler.claims.claimable = True
+                scheduler.claims.changed()
             self._count(admitted, released)
             if admitted.blocked:  # not in the seen set: may come back (recent.py)
                 scheduler.recent.forget(a.canon for a in admissions)
