@@ -34,7 +34,7 @@ its compressor, so its rows are complete only at close.
 
 On a full disk (or any other error writing): a row is written whole or not at
 all - what part of it the OS took is cut back off (as the WARC files do,
-:meth:`crawler.warc.files._OpenWarc.append`), so the file never holds a torn
+:meth:`crawler.warc.openwarc.OpenWarc.append`), so the file never holds a torn
 row, nor one merged with the next (as a buffer that kept a failed row's rest
 would write it). A row that cannot be written is lost, but never without a
 word: it is counted (stats ``feed/rows_lost``), one ERROR line says so when

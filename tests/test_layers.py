@@ -20,6 +20,7 @@ PURE = frozenset({
     "crawler.deadletter", "crawler.domains", "crawler.revisit", "crawler.warc",
     "crawler.warc.exchange",
     "crawler.warc.records", "crawler.warc.wire", "crawler.warc.cdxj", "crawler.warc.files",
+    "crawler.warc.openwarc", "crawler.warc.recovery",
     "crawler.learning", "crawler.learning.variants", "crawler.learning.traps",
     "crawler.learning.rules", "crawler.diskspace",
 })

@@ -20,16 +20,10 @@ from warcio.cli import main as warcio_main
 
 from crawler.warc.cdxj import CdxjEntry, lookup, read_record, surt_key
 from crawler.warc.exchange import TRUNCATED_LENGTH
-from crawler.warc.files import (
-    Recovered,
-    WarcFiles,
-    WarcLockedError,
-    Written,
-    index_path,
-    recover,
-    warc_name,
-)
+from crawler.warc.files import WarcFiles, Written, warc_name
+from crawler.warc.openwarc import index_path
 from crawler.warc.records import payload_digest
+from crawler.warc.recovery import Recovered, WarcLockedError, recover
 from tests.warc_samples import HTML, INFO, RECEIVED, exchange, warcio_check
 
 GZIPPED = gzip.compress(b"<html>" + b"compressible " * 200 + b"</html>", mtime=0)

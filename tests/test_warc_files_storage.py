@@ -27,7 +27,9 @@ from warcio.archiveiterator import ArchiveIterator
 
 from crawler.warc.cdxj import CdxjEntry
 from crawler.warc.exchange import Exchange
-from crawler.warc.files import WarcFiles, index_path, recover
+from crawler.warc.files import WarcFiles
+from crawler.warc.openwarc import index_path
+from crawler.warc.recovery import recover
 from tests.tmpfs import small_fs
 from tests.warc_samples import INFO, exchange
 

@@ -30,7 +30,7 @@ from bench.soak.chaos import Event
 from bench.soak.scenario import USER_AGENT
 from crawler.frontier.admin import FrontierAdmin
 from crawler.frontier.keys import Keys, add_counts
-from crawler.warc.files import RecoverError, recover
+from crawler.warc.recovery import RecoverError, recover
 from tests.simweb import Web
 from tests.simweb.ledger import Entry, Ledger, is_robots_path
 from tests.simweb.model import (

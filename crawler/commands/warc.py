@@ -43,7 +43,7 @@ from crawler.pipelines.warc import warc_dir
 from crawler.urls import canonical_url
 from crawler.warc import cdxj
 from crawler.warc.cdxj import CdxjEntry, StoredRecord, lookup, read_record
-from crawler.warc.files import RecoverError, recover
+from crawler.warc.recovery import RecoverError, recover
 
 SUBCOMMANDS = ("get", "recover")
 
