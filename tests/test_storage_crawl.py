@@ -30,6 +30,7 @@ pytestmark = pytest.mark.crawl
 MIX = {"robots:allow-all": 1.0, "page:normal": 1.0}
 SETTINGS = {"DOWNLOAD_DELAY": 0.02, "DEPTH_LIMIT": 3, "ADMISSION_MAX_PAGES_PER_HOST": 20,
             "CONCURRENT_REQUESTS": 16, "LOG_LEVEL": "INFO", "STORAGE_CHECK_INTERVAL": 0.5,
+            "LOGSTATS_INTERVAL": 1,
             "WARC_REVISITS": False, "PROMETHEUS_ENABLED": False}
 
 
@@ -107,6 +108,7 @@ def test_the_guard_pauses_before_the_disk_is_full_and_resumes_when_there_is_room
         warcio_check(fs.path / "warc")
     assert len(lines(result, r"Storage: WARC_DIR")) == 1, result.log[-3000:]
     assert len(lines(result, r"Storage: room again")) == 1, result.log[-3000:]
+    assert lines(result, r"Progress: .*; this worker is PAUSED \(WARC_DIR .*WARC_MIN_FREE")
     assert result.stat("storage/pauses") == "1"
 
 

@@ -100,6 +100,8 @@ class ProgressLog(LogStats):
                 line += "; " + await asyncio.wait_for(_frontier_part(frontier), timeout=5)
             except Exception as exc:  # the progress line must never break the crawl
                 logger.debug("Progress: frontier not read: %s", exc)
+        if scheduler is not None and scheduler.paused:
+            line += f"; this worker is PAUSED ({scheduler.paused})"
         logger.info(line, extra={"spider": spider})
 
     def _interval_counts(self, stats: dict[str, Any], pages: int) -> dict[str, int]:
