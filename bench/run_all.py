@@ -23,7 +23,7 @@ from bench.common import REPO, Report, machine_info
 
 BENCHMARKS = ("vanilla", "headofline", "ipscope", "adaptive", "claimcost", "memory", "workermem",
               "throughput", "faults", "warc", "linkparse", "revisit", "learning", "failover",
-              "leftover", "ackcost")
+              "leftover", "ackcost", "scaleout")
 #: Seconds a benchmark may take before it is stopped (full run, quick run).
 #: Expected full runs on 2 cores (from the last full run and quick runs since
 #: the scrapy-redis sides came): headofline ~330 s, ipscope ~230 s, adaptive
@@ -39,7 +39,8 @@ TIMEOUTS = {"vanilla": (2400, 900), "headofline": (900, 360), "ipscope": (1200, 
             "workermem": (1200, 400),
             "throughput": (1200, 400), "faults": (1200, 500), "warc": (600, 300),
             "linkparse": (300, 120), "revisit": (2700, 400), "learning": (3000, 900),
-            "failover": (900, 300), "leftover": (600, 120), "ackcost": (300, 120)}
+            "failover": (900, 300), "leftover": (600, 120), "ackcost": (300, 120),
+            "scaleout": (1800, 400)}
 README = Path(__file__).resolve().parent / "README.md"
 RUN_ONE = (".venv/bin/python -m bench.NAME [--quick] [--runs N]   # one of: "
            + ", ".join(BENCHMARKS))
