@@ -42,6 +42,7 @@ from bench.common import (
     median_row,
     parse_args,
     private_redis,
+    rotated,
     usage_client,
 )
 from tests.crawl_runner import finish_crawl, start_crawl
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> Report:
     runs: dict[int, list[dict[str, float]]] = {n: [] for n in args.workers}
     try:
         for run in range(args.runs):
-            for n in args.workers:
+            for n in rotated(args.workers, run):
                 r = one_side(n, hosts, root)
                 runs[n].append(r)
                 print(f"run {run + 1}/{args.runs}: {n} worker(s): {r['pages']:.0f} pages, "
@@ -114,7 +115,7 @@ def _report(args: argparse.Namespace, hosts: int, runs: dict[int, list[dict[str,
             started: float) -> Report:
     report = Report("scaleout", "python -m bench.scaleout", args.runs, args.quick, raw={
         str(n): r for n, r in runs.items()})
-    first = min(runs)
+    first = min(runs)  # (the fewest workers: the speed-up's base)
     alone = median_of(runs[first], "pages_per_s") / first
     for side in runs.values():
         for r in side:

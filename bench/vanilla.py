@@ -46,6 +46,7 @@ import subprocess
 import tempfile
 import time
 from contextlib import ExitStack, contextmanager
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,7 @@ SIDES = ("scrapy", "project", "project-noarchive")
 LAG = "bench.lagprobe.LagProbe"
 
 
+@cache
 def _project_extensions(checkout: Path | None = None) -> dict[str, Any]:
     """The project's EXTENSIONS (this checkout's, or ``checkout``'s) and the lag probe."""
     if checkout is None:

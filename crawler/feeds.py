@@ -72,6 +72,8 @@ from typing import IO, TYPE_CHECKING, Any
 from scrapy.extensions.feedexport import FileFeedStorage
 from twisted.internet.threads import deferToThread
 
+from crawler.warc.openwarc import write_all
+
 if TYPE_CHECKING:
     from typing import Self
 
@@ -152,7 +154,7 @@ class _WriteThrough(io.FileIO):
             self._losses.row_lost(error)
             return 0
         try:
-            _write_all(fd, view)
+            write_all(fd, view)
         except OSError as error:
             self._cut_back(start)
             self._losses.row_lost(error)
@@ -209,12 +211,6 @@ class _WriteThrough(io.FileIO):
             super().close()  # flushes first: the last try at what is held
         finally:
             self._losses.closed(len(self._held))
-
-
-def _write_all(fd: int, view: memoryview) -> None:
-    """Write all of ``view`` (the kernel may take it in pieces), or raise."""
-    while view:
-        view = view[os.write(fd, view):]
 
 
 class _Losses:

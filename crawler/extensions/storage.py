@@ -135,8 +135,7 @@ class StorageGuard:
         failed = self._new_failures(now)
         if failed:  # pause first; the probe comes after a while
             self._failed = failed
-            self._probe_at = now + self._probe_gap
-            self._probe_gap = min(self._probe_gap * 2, PROBE_MAX_S)
+            self._probe_later(now)
         probe = bool(self._failed) and not failed and now >= self._probe_at
         deferToThread(self._read, probe).addBoth(self._judge)
 
@@ -178,10 +177,14 @@ class StorageGuard:
     def _probed(self, error: str) -> None:
         if error:
             self._failed = error
-            self._probe_at = time.monotonic() + self._probe_gap
-            self._probe_gap = min(self._probe_gap * 2, PROBE_MAX_S)
+            self._probe_later(time.monotonic())
         else:  # written: let pages come again (a new failure pauses again)
             self._failed = ""
+
+    def _probe_later(self, now: float) -> None:
+        """The next probe after the current gap, which doubles (up to PROBE_MAX_S)."""
+        self._probe_at = now + self._probe_gap
+        self._probe_gap = min(self._probe_gap * 2, PROBE_MAX_S)
 
     def _pause(self, short: list[Reading]) -> None:
         if self.why:
@@ -282,8 +285,8 @@ def feed_folder(uri: str) -> Path | None:
 
 
 def _one_per_filesystem(places: list[Place]) -> list[Place]:
-    """One place per (filesystem, label): a feed beside the archive on one disk
-    is the same room."""
+    """One place per (filesystem, label): several feeds on one disk are one
+    room, read once."""
     seen: set[tuple[int, str]] = set()
     kept = []
     for place in places:

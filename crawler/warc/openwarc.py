@@ -93,8 +93,8 @@ class OpenWarc:
         """
         offset, index_size = self.size, self.index_size
         try:
-            _write_all(self.fd, data)
-            _write_all(self.index_fd, line)
+            write_all(self.fd, data)
+            write_all(self.index_fd, line)
         except OSError as exc:
             self._cut_back(offset, index_size, exc)
             raise
@@ -163,9 +163,9 @@ class OpenWarc:
                 os.close(fd)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes | bytearray | memoryview) -> None:
     """Write all of ``data`` (a short write is followed by the rest, or its error)."""
-    view = memoryview(data)
+    view = memoryview(data).cast("B")
     while view:
         view = view[os.write(fd, view):]
 

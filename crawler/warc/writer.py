@@ -44,6 +44,7 @@ from twisted.internet.defer import Deferred
 
 from crawler.warc.digests import DigestIndex
 from crawler.warc.files import Written
+from crawler.warc.openwarc import write_all
 from crawler.warc.records import payload_digest, warc_date
 
 if TYPE_CHECKING:
@@ -324,9 +325,7 @@ def probe_writable(directory: Path, worker: str) -> None:
     probe = directory / f".probe-{os.getpid()}-{re.sub(r'[^A-Za-z0-9.-]', '-', worker)}"
     fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        view = memoryview(bytes(PROBE_BYTES))
-        while view:
-            view = view[os.write(fd, view):]
+        write_all(fd, bytes(PROBE_BYTES))
         os.fsync(fd)
     finally:
         os.close(fd)
