@@ -58,7 +58,12 @@ from twisted.internet import tcp as tcp_transports
 from twisted.protocols.tls import TLSMemoryBIOProtocol
 
 from crawler import compat
-from crawler.middlewares.pacing import give_back_stale, pass_gate, turn_is_stale
+from crawler.middlewares.pacing import (
+    give_back_stale,
+    note_time_to_socket,
+    pass_gate,
+    turn_is_stale,
+)
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -118,6 +123,8 @@ class _GatedPool:
             proto.transport.abortConnection()
             d = self._pool.getConnection(key, endpoint)  # another one, or a new one
             return d.addCallback(self._ready, key, endpoint)
+        if self._tries == 0:
+            note_time_to_socket(self._crawler, self._request)
         if not turn_is_stale(self._request):
             self._carried.add(proto)
             return _SentAtOnce(proto)

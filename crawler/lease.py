@@ -56,9 +56,13 @@ class Ticket:
 
     token: str  # the lease's token (the claimed URL's fingerprint, hex)
     robots_version: int = 0  # of the host's robots rules when the URL was claimed
+    #: When the claim that leased it was asked (monotonic): its start turn's
+    #: window counts from then.
     claimed: float = field(default_factory=time.monotonic)
-    #: When the request last passed the start gate (monotonic), for the handler.
-    gate_passed: float | None = None
+    #: The latest moment (monotonic) the request may be sent on the start turn
+    #: it holds (its claim's, or a pass of the start gate): later, it passes
+    #: the gate again (the handler asks, once the connection is ready).
+    start_by: float | None = None
     #: The turns (the frontier's ``Turn``: site and domain gate times, Redis
     #: ms) that pass set: a stale turn's second pass names them, and starts at
     #: once if no other request of the site or domain started since.

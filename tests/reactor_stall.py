@@ -49,7 +49,7 @@ class StallAfterGate:
 
     def process_request(self, request: Request) -> None:
         ticket = ticket_of(request.meta)
-        if self.started or ticket is None or ticket.gate_passed is None:
+        if self.started or ticket is None or ticket.start_by is None:
             return
         self.started = True
         scheduler = scheduler_of(self.crawler)

@@ -122,7 +122,9 @@ def test_each_partition_lives_in_one_slot_and_the_store_works_across_nodes(
             admitted = await frontier.admit([admission(f"http://h{i}.d{i % 4}.test/p{j}")
                                              for i in range(12) for j in range(3)])
             claimed = await frontier.claim(12, "w1")
-            turn = await frontier.start_turn(claimed.leases[0].host)  # site and domain keys
+            lease = claimed.leases[0]
+            assert lease.turns[1] > 0  # the claim took the domain's start turn
+            turn = await frontier.start_turn(lease.host, (0, *lease.turns))  # site and domain
             assert turn.wait_ms == 0 and turn.domain_turn > 0
             released = await frontier.release(
                 [Release(lease.host, lease.fingerprint, "done") for lease in claimed.leases],

@@ -44,9 +44,10 @@ def test_a_slow_answer_spaces_the_next_request(make_harness: Callable[..., Harne
     got = h.run(f.claim(10, "w")).leases
     assert len(got) == 1  # slowed down: one at a time, though four are allowed
     _answer(h, got[0], 20)  # fast again: 40 ms is under the 100 ms delay
-    h.clock.advance(100)
+    # (each claim is its URL's start: the next one a delay after its window)
+    h.clock.advance(100 + f.limits.start_window_ms)
     assert len(h.run(f.claim(10, "w")).leases) == 1
-    h.clock.advance(100)
+    h.clock.advance(100 + f.limits.start_window_ms)
     assert len(h.run(f.claim(10, "w")).leases) == 1  # concurrency back to four
 
 
@@ -66,7 +67,7 @@ def test_the_cap_and_the_floors(make_harness: Callable[..., Harness]) -> None:
     _answer(h, second, 10)
     h.clock.advance(7000)
     assert h.run(f.claim(10, "w")).leases == []
-    h.clock.advance(1000)
+    h.clock.advance(1000 + f.limits.start_window_ms)  # from the window of its start
     assert len(h.run(f.claim(10, "w")).leases) == 1
 
 
@@ -75,5 +76,5 @@ def test_off_it_changes_nothing(make_harness: Callable[..., Harness]) -> None:
     f = h.frontier
     (first,) = h.run(f.claim(1, "w")).leases
     _answer(h, first, 1500)
-    h.clock.advance(100)
+    h.clock.advance(100 + f.limits.start_window_ms)
     assert len(h.run(f.claim(10, "w")).leases) == 1

@@ -91,18 +91,30 @@ def test_the_domain_delay_spaces_claims_and_starts(make_harness: Callable[..., H
     h = make_harness("dd", clock=True, concurrency=4, delay_ms=0, jitter=0,
                      domain_delay_ms=500)
     f = h.frontier
+    window = f.limits.start_window_ms
     h.run(f.admit([*_subdomains(5, per=1), admission("http://other.test/1")]))
     first = h.run(f.claim(50, "w"))
     assert sorted(x.host for x in first.leases)[0] == "http://other.test:80"
     assert len(first.leases) == 2  # other.test and one subdomain
-    assert first.next_ready_ms is not None and first.next_ready_ms - first.server_ms == 500
-    h.clock.advance(499)
+    # A claim is its URL's start turn: the domain's next one comes a delay after
+    # the window in which the worker starts it.
+    claimed = next(x for x in first.leases if x.host != "http://other.test:80")
+    assert claimed.turns == (0, first.server_ms + window + 500)
+    assert first.next_ready_ms is not None
+    assert first.next_ready_ms - first.server_ms == window + 500
+    h.clock.advance(window + 499)
     assert h.run(f.claim(50, "w")).leases == []
     h.clock.advance(1)
-    assert len(h.run(f.claim(50, "w")).leases) == 1
-    # The start gate: the domain's second start waits for the domain's turn.
-    one, two = "http://s0.a.test:80", "http://s1.a.test:80"
-    assert h.run(f.start_gate(one)) == 0
+    second = h.run(f.claim(50, "w")).leases
+    assert len(second) == 1
+    # The start gate: a start the claims did not hand out waits for the
+    # domain's turn; a claimed URL that starts late names its turn and, no
+    # other request of the domain having started since, goes at once.
+    one = second[0].host
+    two = next(name for i in range(5)
+               if (name := f"http://s{i}.a.test:80") not in {claimed.host, one})
+    assert h.run(f.start_gate(two)) == window + 500
+    assert h.run(f.start_turn(one, (0, *second[0].turns))).wait_ms == 0
     assert h.run(f.start_gate(two)) == 500
     h.clock.advance(500)
     assert h.run(f.start_gate(two)) == 0

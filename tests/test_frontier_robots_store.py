@@ -87,8 +87,8 @@ def test_crawl_delay_becomes_the_hosts_pacing(harness: Harness) -> None:
     host = _host(harness)
     assert (host["c"], host["dl"], host["fl"]) == ("1", "2000", "2000")
     first = harness.run(f.claim(5, "w1"))
-    assert len(first.leases) == 1  # concurrency 1
-    assert harness.run(f.start_gate(HOST)) == 0  # it starts...
+    (lease,) = first.leases  # concurrency 1
+    assert harness.run(f.start_turn(HOST, (0, *lease.turns))).wait_ms == 0  # it starts...
     harness.run(f.release([Release(HOST, first.leases[0].fingerprint, "done")], "w1"))
     nxt = harness.run(f.claim(5, "w1"))  # ...and ends
     assert nxt.leases == []  # not before 2 s, whatever the jitter

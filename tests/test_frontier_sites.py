@@ -58,9 +58,10 @@ def test_both_schemes_share_one_delay(make_harness: Callable[..., Harness]) -> N
     first = h.run(f.claim(10, "w"))
     assert len(first.leases) == 1
     assert first.next_ready_ms is not None
-    assert 700 <= first.next_ready_ms - first.server_ms <= 800
+    assert first.next_ready_ms - first.server_ms == 800 + f.limits.start_window_ms
     # The start gate is the name's too: the other scheme may not start now.
-    assert h.run(f.start_gate(first.leases[0].host)) == 0
+    (lease,) = first.leases
+    assert h.run(f.start_turn(lease.host, (0, *lease.turns))).wait_ms == 0
     other = HTTPS if first.leases[0].host == HTTP else HTTP
     assert 700 <= h.run(f.start_gate(other)) <= 800
 
@@ -173,8 +174,9 @@ def test_a_stale_turn_passes_again_at_once_unless_another_start_came_between(
     h = make_harness("t", clock=True, concurrency=4, delay_ms=800, jitter=0)
     f = h.frontier
     h.run(f.admit([admission("http://a.test/1")]))
-    assert len(h.run(f.claim(10, "w")).leases) == 1
-    first = h.run(f.start_turn(HTTP))
+    (lease,) = h.run(f.claim(10, "w")).leases
+    assert h.run(f.start_turn(HTTPS)).wait_ms > 800  # the claim took the start turn
+    first = h.run(f.start_turn(HTTP, (0, *lease.turns)))
     assert first.wait_ms == 0 and first.turn == h.clock.now_ms() + 800
     h.clock.advance(100)  # the worker stalled: its turn is stale
     again = h.run(f.start_turn(HTTP, first))

@@ -163,7 +163,7 @@ def test_a_crawl_delay_counts_from_the_end_of_the_previous_request(
     # Crawl-delay 0.5 s: concurrency 1, floor 500 ms, no gap before the first page
     h.run(f.store_robots(HOST, b"blob", 60_000, 1, 500, 500, 0, RETRY))
     first = h.run(f.claim(5, "w1")).leases
-    assert len(first) == 1 and h.run(f.start_gate(HOST)) == 0
+    assert len(first) == 1 and h.run(f.start_turn(HOST, (0, *first[0].turns))).wait_ms == 0
     h.clock.advance(700)  # a slow answer: past the floor counted from the start
     h.run(f.release([Release(first[0].host, first[0].fingerprint, "done")], "w1"))
     held = h.run(f.claim(5, "w2"))

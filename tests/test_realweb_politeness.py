@@ -279,7 +279,7 @@ def test_a_url_that_becomes_due_is_requested_at_once(
 def test_the_subdomains_of_one_domain_share_its_limits(
         realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
     """Fifty subdomains of shop.test, each on its own address and each allowed
-    four requests at once with no delay, their pages taking 0.1 s, under
+    four requests at once with no delay, their pages taking 0.2 s, under
     FRONTIER_DOMAIN_CONCURRENCY=2 and FRONTIER_DOMAIN_DELAY=0.1 (no jitter),
     next to two ordinary hosts:
 
@@ -294,7 +294,7 @@ def test_the_subdomains_of_one_domain_share_its_limits(
     """
     subs = [f"s{i}.shop.test" for i in range(50)]
     hosts = [Host(name, robots=ALLOW_ALL, pages={"/": links_to("/1"),
-                                                 "/1": links_to("/", delay=0.1)})
+                                                 "/1": links_to("/", delay=0.2)})
              for name in subs]
     hosts += [Host(name, robots=ALLOW_ALL, pages=chain_site(4)) for name in ("o1.test", "o2.test")]
     web = realweb(Web(hosts))

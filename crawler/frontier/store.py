@@ -26,6 +26,12 @@ from crawler.frontier.partitiondue import PartitionDue
 
 #: One script call: the script (redis-py's), its keys and its arguments.
 Call = tuple[Any, list[Any], list[Any]]
+#: A claim is a claimed URL's pass of the start gate when the worker starts
+#: the URL within this many ms of asking for it (``lua/claim.lua``): the
+#: claim moved its site's next start past that window. The worker names its
+#: own (``scheduling/startwindow.py``: what its requests take to get from the
+#: claim to the gate); this is the first claim's.
+START_WINDOW_MS = 50
 
 
 def _lua(name: str) -> str:
@@ -59,6 +65,9 @@ class Lease:
     fingerprint: bytes
     record: str
     robots_version: int = 0  # of the host's robots rules when claimed
+    #: The site's and the domain's start turns the claim took (0: none): the
+    #: URL has passed the start gate if it starts within START_WINDOW_MS.
+    turns: tuple[int, int] = (0, 0)
 
     @property
     def token(self) -> str:
@@ -191,6 +200,8 @@ class Limits:
     #: Every partition is asked again at least this often, whatever the last
     #: claims said (partitiondue.py; FRONTIER_CLAIM_SWEEP). 0: at every claim.
     claim_sweep_ms: int = 1000
+    #: A claimed URL started this soon after its claim needs no start gate.
+    start_window_ms: int = START_WINDOW_MS
     breaker: Breaker = field(default_factory=Breaker)
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -273,8 +284,9 @@ class Frontier:
         self.due.touch(*parts)
         return result
 
-    async def claim(self, n: int, worker: str) -> ClaimResult:
-        """Lease up to ``n`` URLs whose hosts may be contacted now.
+    async def claim(self, n: int, worker: str, window_ms: int | None = None) -> ClaimResult:
+        """Lease up to ``n`` URLs whose hosts may be contacted now, each with its
+        start turn for ``window_ms`` (default ``Limits.start_window_ms``).
 
         The claim is spread over the partitions with something due (starting
         at a rotating one; see partitiondue.py) in one pipelined round trip;
@@ -296,13 +308,15 @@ class Frontier:
             # start, or the extras would hold their hosts' slots while waiting.
             q, r = divmod(missing, len(candidates))
             asks = [(part, q + (i < r)) for i, part in enumerate(candidates)]
-            full = await self._claim_round([a for a in asks if a[1] > 0], worker, result)
+            full = await self._claim_round([a for a in asks if a[1] > 0], worker, result,
+                                           self.limits.start_window_ms
+                                           if window_ms is None else window_ms)
             candidates = full + [part for part, want in asks if want == 0]
         result.next_ready_ms = self.due.next_ms()
         return result
 
     async def _claim_round(
-        self, asks: list[tuple[int, int]], worker: str, result: ClaimResult
+        self, asks: list[tuple[int, int]], worker: str, result: ClaimResult, window_ms: int
     ) -> list[int]:
         """One pipelined round; returns the partitions that gave all they were asked."""
         calls = [(self._claim, [self.keys.counts(part)],
@@ -311,7 +325,7 @@ class Frontier:
                    self.limits.domain_concurrency, self.limits.domain_delay_ms,
                    int(self.limits.ip_concurrency > 0 or self.limits.ip_delay_ms > 0),
                    self.limits.ip_fallback_ms, self.limits.dns_job_ms,
-                   self.limits.dns_job_max, int(self.limits.revisit_new_first)])
+                   self.limits.dns_job_max, int(self.limits.revisit_new_first), window_ms])
                  for part, want in asks]
         stamps = [self.due.stamp(part) for part, _ in asks]
         full = []
@@ -321,7 +335,7 @@ class Frontier:
             result.server_ms = int(reply[0])
             nxt = int(reply[1])
             claimed = 0
-            for i in range(2, len(reply), 3):
+            for i in range(2, len(reply), 4):
                 host, entry = reply[i].decode(), reply[i + 1]
                 if entry == b"W":
                     result.ip_waits.append((host, reply[i + 2].decode()))
@@ -333,8 +347,9 @@ class Frontier:
                 if entry == b"R":
                     result.robots_jobs.append(host)
                 else:
+                    site, domain = reply[i + 3].split()
                     result.leases.append(Lease(host, entry[:16], entry[16:].decode("utf-8"),
-                                               int(reply[i + 2])))
+                                               int(reply[i + 2]), (int(site), int(domain))))
             self.due.answered(part, stamp, nxt, claimed == want)
             if claimed == want:
                 full.append(part)

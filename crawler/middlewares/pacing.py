@@ -1,13 +1,14 @@
 """Downloader middleware: the frontier's last gate before a request is sent.
 
-The frontier spaces *claims* of a host's URLs by the host's delay. Between a
+The frontier spaces a host's claims by its delay, and a claim is its URL's
+start turn: ``lua/claim.lua`` moves the site's (and domain's) next start past
+a window (``START_WINDOW_MS``) in which the worker sends the URL. Between a
 claim and the moment bytes leave, a URL can wait in its worker (a busy
-reactor, the robots.txt middleware), and different workers wait differently,
-so claims alone cannot keep two workers' requests to one host apart. This
-middleware, placed last before the downloader, asks the frontier (one small
-script, about a tenth of a millisecond on a local Redis) whether the host may
-be contacted now and waits the few milliseconds it is told when not. In the
-normal case the answer is "now" and nothing waits.
+reactor, the robots.txt middleware), and different workers wait differently;
+a request that comes here after its window asks the frontier's start gate
+(``lua/start.lua``, one small script) whether the host may be contacted now,
+and waits the few milliseconds it is told when not. In the normal case its
+turn still stands and Redis is not asked.
 
 Then, with the IP scope on (``FRONTIER_IP_CONCURRENCY`` / ``_DELAY``), it
 takes the gate of the server address the request will connect to, shared by
@@ -60,7 +61,9 @@ T = TypeVar("T")
 DEFER_AFTER_S = 5.0
 _REDIS_RETRY_S = (0.1, 2.0)  # first and longest pause while Redis does not answer
 #: A request that reaches the download handler longer than this after passing
-#: the gate (a stalled reactor) passes it again: its turn at the host is stale.
+#: ``lua/start.lua`` passes it again: its turn at the host is stale (a stalled
+#: reactor). (A claim's turn lasts ``START_WINDOW_MS``: the claim spaced the
+#: next start by that much more.)
 STALE_AFTER_S = 0.05
 
 
@@ -107,7 +110,10 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
         server = await scheduler.ips.address_of(host)
     started = time.monotonic()
     while True:
-        if scheduler.may_gate:  # else no delay anywhere: the gate could only say "now"
+        # The claim was the request's first pass of the site's and domain's
+        # gate: asked again only once that pass is stale (else no delay
+        # anywhere: the gate could only say "now").
+        if scheduler.may_gate and not _fresh(ticket):
             await _site_gate(crawler, scheduler, ticket, host)
         if scheduler.ips is None or server is None:
             return
@@ -134,7 +140,7 @@ async def _site_gate(crawler: Crawler, scheduler: FrontierScheduler, ticket: Tic
         if turn.wait_ms == 0:
             # The turn is as old as the question: a stall while the answer
             # was on its way makes it stale too.
-            ticket.gate_passed, ticket.gate_turn = asked, turn
+            ticket.start_by, ticket.gate_turn = asked + STALE_AFTER_S, turn
             return
         if turn.wait_ms > DEFER_AFTER_S * 1000:
             _give_back(crawler, ticket, "held", "host held", turn.wait_ms)
@@ -162,7 +168,7 @@ async def _address_gate(crawler: Crawler, ips: IpScope, ticket: Ticket, server: 
     if turn.wait_ms == 0:
         ticket.ip_turn = (server.address, turn.turn)
         if not site_gated:  # else the site's turn, taken first, is the older one
-            ticket.gate_passed = asked
+            ticket.start_by = asked + STALE_AFTER_S
         return 0
     if 0 < turn.wait_ms <= in_place_ms:
         return turn.wait_ms
@@ -206,8 +212,17 @@ async def _redis(crawler: Crawler, scheduler: FrontierScheduler, ticket: Ticket,
             pause = min(pause * 2, _REDIS_RETRY_S[1])
 
 
+def note_time_to_socket(crawler: Crawler, request: Request) -> None:
+    """``request`` is about to be written: how long it took from its claim tells
+    the claims how long a start turn to ask for (``scheduling/startwindow.py``)."""
+    ticket = ticket_of(request.meta)
+    scheduler = scheduler_of(crawler)
+    if ticket is not None and scheduler is not None:
+        scheduler.claims.window.observe(time.monotonic() - ticket.claimed)
+
+
 def turn_is_stale(request: Request) -> bool:
-    """Whether ``request`` passed the gate longer than ``STALE_AFTER_S`` ago.
+    """Whether the start turn ``request`` holds ran out (``Ticket.start_by``).
 
     Between the gate and the socket a worker's reactor can stall (a burst of
     parsing, a freshly started worker loading its seeds, a starved CPU) for
@@ -218,8 +233,13 @@ def turn_is_stale(request: Request) -> bool:
     again (:func:`pass_gate`).
     """
     ticket = ticket_of(request.meta)
-    passed = ticket.gate_passed if ticket is not None else None
-    return passed is not None and time.monotonic() - passed > STALE_AFTER_S
+    return ticket is not None and ticket.start_by is not None and not _fresh(ticket)
+
+
+def _fresh(ticket: Ticket) -> bool:
+    """Whether the request's last pass of the gate (its claim, or ``lua/start.lua``)
+    still stands."""
+    return ticket.start_by is not None and time.monotonic() <= ticket.start_by
 
 
 def give_back_stale(crawler: Crawler, request: Request) -> NoReturn:

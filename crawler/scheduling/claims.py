@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ from crawler.deadletter import DeadReason
 from crawler.frontier.records import RecordError, from_record
 from crawler.frontier.store import Lease, Release
 from crawler.lease import TICKET_META, Ticket
+from crawler.scheduling.startwindow import StartWindow
 from crawler.urls import canonical_url
 
 if TYPE_CHECKING:
@@ -39,6 +41,9 @@ class Claims:
         # again is pointless until something is admitted, released or due.
         self.claimable = True
         self._wakeup: asyncio.TimerHandle | None = None
+        #: The start turn's window each claim asks for (what requests take
+        #: from the claim to the start gate: the pacing middleware tells it).
+        self.window = StartWindow()
 
     def pop(self) -> Request | None:
         """The next claimed request for the engine; claims more when running low."""
@@ -70,8 +75,10 @@ class Claims:
     async def _claim(self, n: int) -> None:
         scheduler = self.scheduler
         assert scheduler.frontier is not None and scheduler.spider is not None
+        asked = time.monotonic()  # the claims' start turns count from no later than this
+        window_ms = self.window.ms
         try:
-            result = await scheduler.frontier.claim(n, scheduler.worker)
+            result = await scheduler.frontier.claim(n, scheduler.worker, window_ms)
         except (RedisError, OSError) as exc:
             scheduler.health.trouble(exc)
             self.claiming = False
@@ -79,6 +86,7 @@ class Claims:
             return
         scheduler.health.ok()
         self.claiming = False
+        start_by = asked + window_ms / 1000
         for lease in result.leases:
             try:
                 request = from_record(lease.record, scheduler.spider, lease.host,
@@ -86,7 +94,8 @@ class Claims:
             except RecordError as exc:
                 self._bad_record(lease, exc)
                 continue
-            ticket = Ticket(lease.token, lease.robots_version)
+            ticket = Ticket(lease.token, lease.robots_version, claimed=asked,
+                            start_by=start_by, gate_turn=(0, *lease.turns))
             if scheduler.leases.revisits is not None:
                 ticket.revisit = scheduler.leases.revisits.state_of(lease.record)
             request.meta[TICKET_META] = ticket

@@ -25,9 +25,14 @@
 --          at again (a lost wake's fallback), ARGV[13] how long (ms) a DNS job
 --          may take before the host is handed out again, ARGV[14] DNS jobs
 --          handed out at most, ARGV[15] 1 when a host's new URLs go before
---          its revisits
+--          its revisits, ARGV[16] how long (ms) after its claim a worker
+--          starts a URL without asking the start gate (start.lua)
 -- Returns {now_ms, next_ready_ms or -1, then per claim: host, entry, robots
--- version}. An entry "R" is a robots job: the host's robots.txt is unknown or
+-- version, then the site's and the domain's start turns (0: none) for a URL,
+-- '' for a job}. A claimed URL has passed the start gate: the claim moved the
+-- site's and domain's next start (s) past the window in which its worker
+-- starts it, so the worker asks start.lua only when it starts it later than
+-- that (its turns then say "nobody started since": it goes at once). An entry "R" is a robots job: the host's robots.txt is unknown or
 -- due, so this worker fetches it (robots.lua stores the result) and the
 -- host's URLs wait in the frontier meanwhile, holding no download slot. An
 -- entry "W" (third value: the address) is no claim: the host joined the hosts
@@ -45,6 +50,7 @@ local robots_ms = num(ARGV[8], 0)
 local dconc, ddelay = num(ARGV[9], 0), num(ARGV[10], 0)
 local ipscope, ip_fallback = ARGV[11] == '1', num(ARGV[12], 0)
 local dns_job_ms, dns_job_max = num(ARGV[13], 0), num(ARGV[14], 0)
+local start_window = num(ARGV[16], 0)
 local dns_jobs = 0
 local now = now_ms()
 local ready = p .. ':ready'
@@ -165,20 +171,43 @@ end
 -- A domain's concurrency and delay in force (an operator's override, else
 -- the settings) and whether it is paused.
 local function domain_limits(dom)
-  local st = redis.call('HMGET', p .. ':d:' .. dom, 't', 'xc', 'xd', 'xp')
-  return num(st[1], 0), tonumber(st[2] or dconc), delay_in_force(ddelay, st[3]),
-         st[4] ~= false
+  local st = redis.call('HMGET', p .. ':d:' .. dom, 't', 'xc', 'xd', 'xp', 's')
+  return math.max(num(st[1], 0), num(st[5], 0)), tonumber(st[2] or dconc),
+         delay_in_force(ddelay, st[3]), st[4] ~= false
 end
 
--- The domain of a host just taken from the ready set, or false if its domain
--- is busy: then the host waits for the domain (dw) instead.
-local function domain_turn(host, sk)
-  local dom = redis.call('HGET', sk, 'd')
+-- The start turn a claimed URL takes on a gate (the site's or the domain's
+-- hash): its worker starts it within start_window ms of now, so no other
+-- start comes before the delay less its jitter after that. A robots
+-- Crawl-delay (floor) counts from the end of the answer instead (it allows
+-- one request at a time, and release.lua moves s on from the end), so it
+-- needs no window. Returns the gate's next start (0: nothing to space).
+local function start_turn(floor, delay)
+  local least = math.floor(delay * (1 - jitter))
+  local s = math.max(floor, least > 0 and start_window + least or 0)
+  return s > 0 and now + s or 0
+end
+
+-- The fields of a host's site record (PP:g:NAME) and of the host record
+-- (PP:h:HOST) that a claim reads, each read once per host taken.
+local SITE = {'ip', 'ipx', 'd', 'dl', 'fl', 'bs', 'xd', 'i'}
+local HOST = {'rs', 'rx', 'iwk', 'rv', 'n'}
+local function record(key, names)
+  local vals = redis.call('HMGET', key, unpack(names))
+  local r = {}
+  for j, name in ipairs(names) do r[name] = vals[j] end
+  return r
+end
+
+-- The domain of a host just taken from the ready set (and the domain's
+-- delay), or false if its domain is busy: then the host waits for the
+-- domain (dw) instead. nil: no domain gate.
+local function domain_turn(host, dom)
   if not dom then return nil end
   local t, conc, delay, paused = domain_limits(dom)
   if conc == 0 and delay == 0 and not paused then return nil end
   local full = paused or (conc > 0 and domain_in_flight(p, dom, now) >= conc)
-  if not full and now >= t then return dom end
+  if not full and now >= t then return dom, delay end
   local score = redis.call('ZSCORE', ready, host)
   redis.call('ZREM', ready, host)
   redis.call('ZADD', p .. ':dw:' .. dom, score, host)
@@ -189,27 +218,32 @@ local function domain_turn(host, sk)
 end
 
 -- A lease (fingerprint, or "R" .. host) of the domain until expiry; the
--- domain's next claim is a jittered domain delay away.
-local function domain_took(dom, member, expiry)
-  if not dom then return end
+-- domain's next claim is a jittered domain delay away, and a URL's start
+-- turn (start) moves its next start too. Returns that turn (0: none).
+local function domain_took(dom, member, expiry, delay, start)
   redis.call('ZADD', p .. ':di:' .. dom, expiry, member)
-  local _, _, delay = domain_limits(dom)
   local t = now + jittered(delay, 0)
-  redis.call('HSET', p .. ':d:' .. dom, 't', t)
-  wake_domain(p, dom, t)
+  local turn = start and start_turn(0, delay) or 0
+  if turn > 0 then
+    redis.call('HSET', p .. ':d:' .. dom, 't', t, 's', turn)
+  else
+    redis.call('HSET', p .. ':d:' .. dom, 't', t)
+  end
+  wake_domain(p, dom, math.max(t, turn))
+  return turn
 end
 
 -- Does this host need its robots.txt fetched before any page? (unknown,
 -- expired, unreachable past its retry time, or a fetch whose worker vanished)
-local function robots_due(hk)
+local function robots_due(h)
   if robots_ms == 0 then return false end
-  local st = redis.call('HMGET', hk, 'rs', 'rx')
-  return st[1] ~= 'k' or now >= num(st[2], 0)
+  return h.rs ~= 'k' or now >= num(h.rx, 0)
 end
 
 -- Lease the head of the host's queue and move its next-allowed time on by
 -- its delay (with jitter, never below its floor fl: a robots Crawl-delay).
-local function lease_head(host, hk, dom)
+-- g and h: the site's and host's records as read for this step.
+local function lease_head(host, hk, sk, g, h, dom, ddelay)
   local popped = redis.call('ZPOPMIN', p .. ':q:' .. host)
   if #popped == 0 then
     redis.call('HSET', hk, 'n', 0)  -- repair: a host without a queue is not ready
@@ -218,26 +252,30 @@ local function lease_head(host, hk, dom)
   end
   local entry, score = popped[1], popped[2]
   local fp = string.sub(entry, 1, 16)
-  redis.call('HDEL', hk, 'iwk')  -- its place at the address is taken now
+  if h.iwk then redis.call('HDEL', hk, 'iwk') end  -- its place at the address is taken now
   redis.call('ZADD', p .. ':leased', now + lease_ms, fp)
   redis.call('HSET', p .. ':ld', fp, host .. '\n' .. score .. '\n' .. worker .. '\n' .. entry)
-  local sk = site_key(p, host)
-  local st = redis.call('HMGET', sk, 'dl', 'fl', 'bs', 'xd')
-  local delay, floor = delay_in_force(st[1], st[4]), num(st[2], 0)
+  local delay, floor = delay_in_force(g.dl, g.xd), num(g.fl, 0)
   local gap = jittered(delay, floor)
-  hincr(hk, 'n', -1)
-  hincr(sk, 'i', 1)
-  redis.call('HSET', sk, 't', now + gap)
-  if st[3] == 'o' or st[3] == 'h' then
+  local turn = start_turn(floor, delay)
+  local fields = {'i', num(g.i, 0) + 1, 't', now + gap}
+  if turn > 0 then
+    fields[#fields + 1] = 's'
+    fields[#fields + 1] = turn
+  end
+  if g.bs == 'o' or g.bs == 'h' then
     -- Breaker cool-down over: this URL is the one probe (half-open); the
     -- site is held until its release says how it went (or the lease ends).
-    redis.call('HSET', sk, 'bs', 'h', 'w', now + lease_ms)
+    for _, v in ipairs({'bs', 'h', 'w', now + lease_ms}) do fields[#fields + 1] = v end
   end
-  domain_took(dom, fp, now + lease_ms)
+  redis.call('HSET', sk, unpack(fields))
+  redis.call('HSET', hk, 'n', num(h.n, 0) - 1)
+  local dturn = dom and domain_took(dom, fp, now + lease_ms, ddelay, true) or 0
   refresh_site(p, host)
   out[#out + 1] = host
   out[#out + 1] = entry
-  out[#out + 1] = redis.call('HGET', hk, 'rv') or '0'
+  out[#out + 1] = h.rv or '0'
+  out[#out + 1] = turn .. ' ' .. dturn
   leased = leased + 1
   return true
 end
@@ -319,10 +357,9 @@ end  -- maintain (steps 4 and 5)
 -- (unless it was just woken), rather than be claimed, refused at the
 -- address's gate and given back, holding a download slot meanwhile. A host
 -- whose address is not known gets a DNS job instead.
-local function joins_ip_waiters(host, hk, sk)
+local function joins_ip_waiters(host, sk, g, h)
   if not ipscope then return false end
-  local st = redis.call('HMGET', sk, 'ip', 'ipx')
-  if not st[1] or now >= num(st[2], 0) then
+  if not g.ip or now >= num(g.ipx, 0) then
     -- Its server's address is not known (any more): a DNS job first (the
     -- host is out of the ready set until it is done, or its time runs out).
     dns_jobs = dns_jobs + 1
@@ -331,23 +368,25 @@ local function joins_ip_waiters(host, hk, sk)
     out[#out + 1] = host
     out[#out + 1] = 'D'
     out[#out + 1] = ''
+    out[#out + 1] = ''
     return true
   end
-  if st[1] == '-' then return false end  -- no address to gate (a proxy, a failed lookup)
+  if g.ip == '-' then return false end  -- no address to gate (a proxy, a failed lookup)
   -- Woken for a place at the address (ipwake.lua, ipnote.lua): it goes, and
   -- keeps the mark until it is handed out (a busy domain may send it to wait
   -- first: the place is still its own when the domain lets it go).
-  if redis.call('HEXISTS', hk, 'iwk') == 1 then return false end
-  local parked = p .. ':iw:' .. st[1]
+  if h.iwk then return false end
+  local parked = p .. ':iw:' .. g.ip
   if redis.call('EXISTS', parked) == 0 then return false end
   if redis.call('ZSCORE', parked, host) then
     redis.call('ZREM', ready, host)  -- parked already, and queued at the address
     return true
   end
-  park_for_ip(p, host, st[1], now + jittered(ip_fallback, ip_fallback))
+  park_for_ip(p, host, g.ip, now + jittered(ip_fallback, ip_fallback))
   out[#out + 1] = host
   out[#out + 1] = 'W'
-  out[#out + 1] = st[1]
+  out[#out + 1] = g.ip
+  out[#out + 1] = ''
   return true
 end
 
@@ -358,11 +397,13 @@ while got < want and dns_jobs < dns_job_max do
   if #h == 0 then break end
   local host = h[1]
   local hk, sk = p .. ':h:' .. host, site_key(p, host)
-  local dom = not joins_ip_waiters(host, hk, sk) and domain_turn(host, sk)
+  local g, h = record(sk, SITE), record(hk, HOST)
+  local dom, ddelay = false, 0
+  if not joins_ip_waiters(host, sk, g, h) then dom, ddelay = domain_turn(host, g.d) end
   if dom == false then
     -- waits for its domain or its server's address
-  elseif robots_due(hk) then
-    if num(redis.call('HGET', sk, 'i'), 0) > 0 then
+  elseif robots_due(h) then
+    if num(g.i, 0) > 0 then
       -- A robots.txt fetch is a request to the server like any other: it
       -- waits until nothing of the name is in flight (the release re-scores
       -- the host).
@@ -372,16 +413,17 @@ while got < want and dns_jobs < dns_job_max do
       -- passes the start gate first); the site's URLs wait here meanwhile,
       -- holding no download slot.
       redis.call('HSET', hk, 'rs', 'f', 'rw', now + robots_ms)
-      redis.call('HDEL', hk, 'iwk')
+      if h.iwk then redis.call('HDEL', hk, 'iwk') end
       redis.call('HSET', sk, 'rj', now + robots_ms)
-      domain_took(dom, 'R' .. host, now + robots_ms)
+      if dom then domain_took(dom, 'R' .. host, now + robots_ms, ddelay, false) end
       refresh_site(p, host)
       out[#out + 1] = host
       out[#out + 1] = 'R'
       out[#out + 1] = '0'
+      out[#out + 1] = ''
       got = got + 1
     end
-  elseif lease_head(host, hk, dom) then
+  elseif lease_head(host, hk, sk, g, h, dom, ddelay) then
     got = got + 1
   end
 end

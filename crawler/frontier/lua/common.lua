@@ -90,17 +90,18 @@ end
 -- A host belongs in its partition's ready set, scored by its next-allowed
 -- time, exactly while it has queued URLs and its site has room for one more
 -- in flight. The next-allowed time is the latest of the site's t (pacing),
--- w (a hold: backoff, a breaker), rj (a robots.txt of one of its hosts
--- being fetched) and dj (its name being resolved: the IP scope's DNS job),
--- and the host's own rw (its robots.txt being fetched, or unreachable).
+-- s (its next start: a claim is a start, see claim.lua), w (a hold:
+-- backoff, a breaker), rj (a robots.txt of one of its hosts being fetched)
+-- and dj (its name being resolved: the IP scope's DNS job), and the host's
+-- own rw (its robots.txt being fetched, or unreachable).
 local function refresh_host(p, host)
   local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'rw')
   local g = redis.call('HMGET', site_key(p, host), 'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl',
-                       'dl', 'ad', 'dj')
+                       'dl', 'ad', 'dj', 's')
   if num(st[1], 0) > 0 and not g[7]
       and num(g[1], 0) < site_concurrency(g[2], g[6], g[8], g[9], g[10]) then
     local at = math.max(num(g[3], 0), num(g[4], 0), num(g[5], 0),
-                        num(st[2], 0), num(g[11], 0))
+                        num(st[2], 0), num(g[11], 0), num(g[12], 0))
     redis.call('ZADD', p .. ':ready', at, host)
   else
     redis.call('ZREM', p .. ':ready', host)
