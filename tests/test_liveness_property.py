@@ -527,7 +527,7 @@ class LivenessMachine(RuleBasedStateMachine):
         self._wake(address, wakes)  # after the note: a woken host is parked
 
     def _name_failed(self, host: str, kind: str, *, job: bool) -> str:
-        """dns.DNSStepMiddleware._host_failed: "park" (the site's URLs are dead
+        """scheduling/dnsoutcomes.DnsOutcomes._host_failed: "park" (the site's URLs are dead
         letters now), or the ms the host is held."""
         if kind == "nxdomain" and "parks" in self.skip and HOSTS[host]:
             kind = "servfail"

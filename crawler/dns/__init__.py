@@ -38,7 +38,7 @@ Failures are :class:`~crawler.dns.failures.DNSFailure` subclasses,
 ``DNSLookupError`` s with a ``kind``: ``nxdomain``, ``nodata``, ``servfail``,
 ``timeout`` (and ``blocked`` for the guard's refusal). The resolver remembers
 each name's last failure for the layers above:
-:mod:`crawler.middlewares.dns` makes a host outcome of it,
+:mod:`crawler.scheduling.dnsoutcomes` makes a host outcome of it,
 :mod:`crawler.middlewares.addressguard` a refusal. Whether the nameservers
 answer at all (a question about the root zone, every
 :data:`~crawler.dns.resolver.ALIVE_SECONDS` at most) tells a failing name

@@ -1,6 +1,6 @@
 """How a lookup fails: the kinds, their exceptions, and the kind of any error.
 
-A kind is what the layers above decide on (:mod:`crawler.middlewares.dns`:
+A kind is what the layers above decide on (:mod:`crawler.scheduling.dnsoutcomes`:
 hold the host, or park it), and what ``dns/lookups/<kind>`` counts. The
 backends raise many things (Twisted's ``DNSNameError``, a ``gaierror``, a
 ``CancelledError`` when a timeout cancels a query); :func:`as_failure` turns

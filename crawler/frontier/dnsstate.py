@@ -8,15 +8,14 @@ count of failed lookups in a row decides, for all, when the host is given up
 (its URLs become ``dns-failed`` dead letters). A request's own retry count
 could not: the URLs of one host fail together, each with a count of its own.
 
-:mod:`crawler.middlewares.dns` decides what a failure means and calls this;
-the scheduler asks :func:`dns_step_of` before it fetches a host's robots.txt.
+:mod:`crawler.scheduling.dnsoutcomes` decides what a failure means and calls
+this.
 """
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from crawler.frontier.store import script_source
 
@@ -83,31 +82,3 @@ class HostDNS:
     async def park(self, host: str, reason: str) -> int:
         """Make the host's queued URLs, and its new ones, dead letters (``reason``: JSON)."""
         return await self.frontier.park_host(host, reason, whole_site=True)
-
-
-class RobotsGate(Protocol):
-    """Asked at a host's first contact: before its robots.txt is fetched, and when
-    the IP scope's DNS job could not resolve its name (the DNS step)."""
-
-    async def before_robots(self, host: str) -> bool:
-        """True to fetch it now; False: the host's name did not resolve, and its
-        outcome (a hold, dead letters) is in the frontier already."""
-        ...
-
-    async def name_failed(self, host: str, failure: Exception) -> None:
-        """A lookup of the host's name failed (a DNS job): hold or park the host
-        as a page's failed lookup would (``failure``: the resolver's error)."""
-        ...
-
-
-_STEPS: weakref.WeakKeyDictionary[Any, RobotsGate] = weakref.WeakKeyDictionary()
-
-
-def register_dns_step(crawler: Any, step: RobotsGate) -> None:
-    """Make ``step`` the DNS step of ``crawler``'s robots jobs."""
-    _STEPS[crawler] = step
-
-
-def dns_step_of(crawler: Any) -> RobotsGate | None:
-    """The DNS step of a crawl (its DNS middleware), if it has one."""
-    return _STEPS.get(crawler)

@@ -24,11 +24,11 @@ from twisted.internet.error import DNSLookupError
 
 from crawler.addressguard import normalise_host
 from crawler.dns.resolver import installed_resolver
-from crawler.frontier.dnsstate import dns_step_of
 from crawler.frontier.ipgates import NO_ADDRESS, DnsNote, IpGates, IpTurn, Wake
 from crawler.proxies import ProxyRoutes
 
 if TYPE_CHECKING:
+    from crawler.scheduling.dnsoutcomes import DnsOutcomes
     from crawler.scheduling.scheduler import FrontierScheduler
 
 logger = logging.getLogger(__name__)
@@ -64,9 +64,10 @@ class ServerAddress:
 class IpScope:
     """The IP scope for one worker (see the module docstring)."""
 
-    def __init__(self, scheduler: FrontierScheduler, gates: IpGates) -> None:
+    def __init__(self, scheduler: FrontierScheduler, gates: IpGates, dns: DnsOutcomes) -> None:
         self.scheduler = scheduler
         self.gates = gates
+        self.dns = dns
         self.stats = scheduler.stats
         self.proxies = ProxyRoutes.from_settings(scheduler.crawler.settings)
         self._robots: dict[str, str] = {}  # host -> the address its robots.txt job holds
@@ -194,9 +195,7 @@ class IpScope:
             except DNSLookupError as failure:
                 # The host's first contact failed: a DNS outcome (a hold, or
                 # dead letters), as its first request's would be.
-                step = dns_step_of(self.scheduler.crawler)
-                if step is not None:
-                    await step.name_failed(host, failure)
+                await self.dns.name_failed(host, failure)
                 return host, None
 
         done: list[tuple[str, ServerAddress | None]] = []

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
-from crawler.frontier.dnsstate import dns_step_of
 from crawler.frontier.store import Frontier, Limits
 from crawler.scheduling.ipscope import WAIT_IN_PLACE_MS
 
@@ -46,10 +45,9 @@ class RobotsJobs:
         assert scheduler.robots is not None and scheduler.frontier is not None
         concurrency, delay_ms = scheduler.host_limits(host)
         try:
-            # The host's name first (crawler/middlewares/dns.py): a name that does
+            # The host's name first (dnsoutcomes.py): a name that does
             # not resolve is a DNS outcome, not an unreachable robots.txt.
-            step = dns_step_of(scheduler.crawler)
-            named = step is None or await step.before_robots(host)
+            named = scheduler.dns is None or await scheduler.dns.before_robots(host)
             if named and await robots_turn(scheduler.frontier, scheduler.stats, host,
                                            scheduler.may_gate, scheduler.ips):
                 try:

@@ -34,6 +34,7 @@ from scrapy.utils.reactor import is_asyncio_reactor_installed
 
 from crawler import compat
 from crawler.frontier.connection import ConnectError, async_client, configured_url, sync_client
+from crawler.frontier.dnsstate import DNSRetry
 from crawler.frontier.embedded import EmbeddedRedis
 from crawler.frontier.ipgates import IpGates
 from crawler.frontier.keys import Count, Keys, crawl_namespace
@@ -43,9 +44,11 @@ from crawler.frontier.seedfeed import SeedFeed
 from crawler.frontier.store import Breaker, Frontier, Lease, Limits
 from crawler.learning.worker import SiteLearning, learning_for
 from crawler.lease import TICKET_META, Ticket, ticket_of
+from crawler.proxies import ProxyRoutes
 from crawler.redaction import one_line, safe_url, url_password
 from crawler.robots.policy import RobotsPolicy
 from crawler.scheduling.claims import Claims
+from crawler.scheduling.dnsoutcomes import DnsOutcomes
 from crawler.scheduling.health import RedisHealth, refusal
 from crawler.scheduling.heartbeat import beat_quietly, heartbeat_loop
 from crawler.scheduling.intake import Intake
@@ -167,6 +170,8 @@ class FrontierScheduler:
         self.url: str | None = None
         self.frontier: Frontier | None = None
         self.ips: IpScope | None = None
+        #: Hosts whose names do not resolve: held or parked (pages, robots and DNS jobs).
+        self.dns: DnsOutcomes | None = None
         self.learning: SiteLearning | None = None
         self.seed_feed: SeedFeed | None = None
         self.spider: Spider | None = None
@@ -261,8 +266,11 @@ class FrontierScheduler:
         self.frontier = Frontier(self.client, keys, self.limits)
         self.learning = self.intake.learning = learning_for(
             self.crawler.settings, self.stats, self.client, keys)
+        settings = self.crawler.settings
+        self.dns = DnsOutcomes(self.frontier, DNSRetry.from_settings(settings),
+                               ProxyRoutes.from_settings(settings), self.stats)
         gates = IpGates(self.client, keys, self.limits, self.frontier.due)
-        self.ips = IpScope(self, gates) if gates.on else None
+        self.ips = IpScope(self, gates, self.dns) if gates.on else None
         if self.robots is not None:
             self.robots.frontier = self.frontier
         if self.seeds_key_template:

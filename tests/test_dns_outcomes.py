@@ -1,6 +1,6 @@
-"""The DNS step's log (crawler/middlewares/dns.py): one INFO line per name and
-outcome for the crawl's lifetime, the repeats at DEBUG, driven through its host
-outcomes on a real frontier (the lookups themselves: tests/test_dns.py; the
+"""The DNS outcomes' log (crawler/scheduling/dnsoutcomes.py): one INFO line per
+name and outcome for the crawl's lifetime, the repeats at DEBUG, driven on a
+real frontier (the lookups themselves: tests/test_dns.py; the
 frontier's DNS state: tests/test_dns_state.py).
 
 A failing nameserver fails every name again at each hold's end: an INFO line per
@@ -13,16 +13,18 @@ import logging
 from collections.abc import Callable, Iterator
 
 import pytest
+from scrapy.statscollectors import MemoryStatsCollector
 from scrapy.utils.test import get_crawler
 
 from crawler.dns.failures import LookupTimeout, NameNotFound, ServerFailure
-from crawler.frontier.dnsstate import DNSRetry, HostDNS
-from crawler.middlewares.dns import DNSStepMiddleware
+from crawler.frontier.dnsstate import DNSRetry
+from crawler.proxies import ProxyRoutes
+from crawler.scheduling.dnsoutcomes import DnsOutcomes
 from tests.frontier_harness import Harness, admission
 
 RETRY = DNSRetry(base_ms=200, cap_ms=300, max_attempts=4)
 HTTP, HTTPS, GONE = "http://a.test:80", "https://a.test:443", "http://gone.test:80"
-LOGGER = "crawler.middlewares.dns"
+LOGGER = "crawler.scheduling.dnsoutcomes"
 
 
 @pytest.fixture
@@ -34,15 +36,13 @@ def harness(make_harness: Callable[..., Harness]) -> Harness:
 
 
 @pytest.fixture
-def step(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> Iterator[DNSStepMiddleware]:
-    """The middleware on the harness's frontier. No resolver is installed: the
+def step(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> Iterator[DnsOutcomes]:
+    """The outcomes on the harness's frontier. No resolver is installed: the
     nameservers count as answering, so every failure counts against its name."""
     monkeypatch.setattr("crawler.dns.resolver._installed", None)
-    mw = DNSStepMiddleware(get_crawler())
-    # What it would find through the crawl's scheduler, which a unit test has not.
-    mw._hosts = HostDNS(harness.frontier, RETRY)
-    yield mw
-    mw._stopped()  # off the process's lookup recorder
+    crawler = get_crawler()
+    yield DnsOutcomes(harness.frontier, RETRY, ProxyRoutes.from_settings(crawler.settings),
+                      MemoryStatsCollector(crawler))
 
 
 def _lines(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
@@ -50,7 +50,7 @@ def _lines(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
 
 
 def test_one_info_line_per_name_and_outcome_the_repeats_at_debug(
-        harness: Harness, step: DNSStepMiddleware, caplog: pytest.LogCaptureFixture) -> None:
+        harness: Harness, step: DnsOutcomes, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger=LOGGER)
 
     def fail(host: str, failure: Exception, then_ms: int = 0) -> None:
