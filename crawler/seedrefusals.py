@@ -9,7 +9,7 @@ with nothing crawled and exit code 0.
 
 So the spider marks its seed requests (``meta[SEED_META]``); whoever refuses
 a request (the frontier scheduler in ``enqueue_request``, or the address
-guard middleware under another scheduler) calls :meth:`SeedRefusals.refused`,
+guard middleware) calls :meth:`SeedRefusals.refused`,
 which logs each refused seed host once at WARNING, with the reason and, for
 the address guard, the setting that would allow it
 (``ADDRESS_GUARD_ALLOW=127.0.0.0/8``, ``ADDRESS_GUARD_ALLOW_HOSTS=localhost``).
@@ -29,14 +29,12 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
-from weakref import WeakKeyDictionary
 
 from crawler.addressguard import SeenOnce, normalise_host, parse_ip, parse_ipv4_loose
 from crawler.seeds import SEED_META
 
 if TYPE_CHECKING:
     from scrapy import Request
-    from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +47,6 @@ OTHER_WORK = ("frontier/leases/claimed", "downloader/response_count")
 
 _HOST_REASONS = frozenset({"localhost", "local-name", "single-label"})
 _LOOPBACK_V4 = ipaddress.IPv4Network("127.0.0.0/8")
-
-_INSTANCES: WeakKeyDictionary[Crawler, SeedRefusals] = WeakKeyDictionary()
 
 
 def is_seed(request: Request) -> bool:
@@ -86,20 +82,14 @@ def allow_hint(host: str, guard_reason: str) -> str | None:
 class SeedRefusals:
     """One crawl's refused seeds: a WARNING per host, counted in stats.
 
-    Shared by every component of a crawler (:meth:`of`), so a host refused
-    by the scheduler and by the middleware is still logged once.
+    The frontier scheduler's intake has the crawl's; the address guard
+    middleware uses it too when the frontier schedules the crawl (so a host
+    refused by both is logged once), its own under another scheduler.
     """
 
-    def __init__(self, crawler: Crawler) -> None:
-        self.stats = crawler.stats
+    def __init__(self, stats: Any) -> None:
+        self.stats = stats
         self._logged = SeenOnce()
-
-    @classmethod
-    def of(cls, crawler: Crawler) -> SeedRefusals:
-        """The crawl's instance (made on first use)."""
-        if crawler not in _INSTANCES:
-            _INSTANCES[crawler] = cls(crawler)
-        return _INSTANCES[crawler]
 
     def refused(self, request: Request, reason: str, guard_reason: str | None = None) -> None:
         """Count a refused seed; log its host the first time.

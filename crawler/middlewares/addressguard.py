@@ -48,6 +48,7 @@ from crawler.addressguard import (
 from crawler.dns.resolver import CrawlResolver, installed_resolver
 from crawler.lease import ticket_of
 from crawler.resolver import BlockedAddressError, GuardedResolver
+from crawler.scheduling.scheduler import scheduler_of
 from crawler.seedrefusals import SeedRefusals, is_seed
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ class AddressGuardMiddleware:
         #: The installed guarded resolver; found on the running reactor when None.
         self.resolver: GuardedResolver | CrawlResolver | None = None
         self._logged = SeenOnce()
+        self._seed_refusals = SeedRefusals(crawler.stats)
         _warn_if_dns_unchecked(crawler.settings)
 
     @classmethod
@@ -108,12 +110,18 @@ class AddressGuardMiddleware:
             ticket.refuse(BLOCKED_REASON)
         self.stats.inc_value(f"guard/blocked/{error.reason}")
         if is_seed(request):  # the operator asked for it: a WARNING with the setting
-            SeedRefusals.of(self.crawler).refused(request, BLOCKED_REASON, error.reason)
+            self._seeds().refused(request, BLOCKED_REASON, error.reason)
         # After DNS the resolver has already logged the host (with its address).
         elif not logged and self._logged.first(error.host):
             logger.info("Address guard: refused %s (%s)", request.url, error.reason,
                         extra={"host": error.host, "reason": error.reason, "url": request.url})
         raise error from cause
+
+    def _seeds(self) -> SeedRefusals:
+        """The frontier's refused seeds when it schedules the crawl (one line per
+        host for both), else this middleware's own."""
+        scheduler = scheduler_of(self.crawler)
+        return scheduler.intake.seed_refusals if scheduler is not None else self._seed_refusals
 
     def _resolver(self) -> GuardedResolver | CrawlResolver | None:
         if self.resolver is None:

@@ -48,6 +48,8 @@ class Intake:
         #: The hosts' learned rules, once the frontier is open (None: off).
         self.learning: SiteLearning | None = None
         self._dont_filter_said = False
+        #: Seeds refused, said once per host (the address guard middleware's too).
+        self.seed_refusals = SeedRefusals(crawler.stats)
 
     def admission(self, request: Request, sent: str | None, canon: str | None,
                   spider: Spider) -> Admission | None:
@@ -105,7 +107,7 @@ class Intake:
     def refuse(self, request: Request, reason: str, guard_reason: str | None = None) -> None:
         self.stats.inc_value(f"frontier/refused/{reason}")
         if is_seed(request):  # the operator asked for it: say so (crawler/seedrefusals.py)
-            SeedRefusals.of(self.crawler).refused(request, reason, guard_reason)
+            self.seed_refusals.refused(request, reason, guard_reason)
         logger.debug("Frontier refused (%s): %s", reason, request.url)
 
     def _redirect_loop(self, request: Request, canon: str) -> bool:
