@@ -398,8 +398,11 @@ while got < want and dns_jobs < dns_job_max do
   local host = h[1]
   local hk, sk = p .. ':h:' .. host, site_key(p, host)
   local g, h = record(sk, SITE), record(hk, HOST)
-  local dom, ddelay = false, 0
-  if not joins_ip_waiters(host, sk, g, h) then dom, ddelay = domain_turn(host, g.d) end
+  -- The domain first: a host whose domain is busy waits for it without
+  -- queueing at its server's address (where it would hold a place it cannot
+  -- use while the domain keeps it waiting).
+  local dom, ddelay = domain_turn(host, g.d)
+  if dom ~= false and joins_ip_waiters(host, sk, g, h) then dom = false end
   if dom == false then
     -- waits for its domain or its server's address
   elseif robots_due(h) then
