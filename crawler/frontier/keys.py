@@ -234,7 +234,8 @@ class Count:
     TRAPS: Final = "traps"
     #: The partition's last admission number: kept in the hash, but not a count.
     SEQ: Final = "seq"
-    #: When a claim next looks at the partition's timed sets: not a count either.
+    #: When a claim next looks at the partition's timed sets (and, as
+    #: ``mt:SET``, at each of them): not counts either.
     TIMERS: Final = "mt"
 
 
@@ -250,7 +251,7 @@ def add_counts(total: dict[str, int], raw: Mapping[bytes, bytes]) -> None:
     timers field are no counts)."""
     for key, value in raw.items():
         name = key.decode()
-        if name not in NOT_COUNTS:
+        if name not in NOT_COUNTS and not name.startswith(Count.TIMERS + ":"):
             total[name] = total.get(name, 0) + int(value)
 
 

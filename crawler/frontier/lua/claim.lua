@@ -56,14 +56,21 @@ local now = now_ms()
 local ready = p .. ':ready'
 -- The timed sets' earliest time (common.lua, timer_at): steps 1, 2, 2b, 4
 -- and 5 run only when it has come, or when the IP scope was turned off
--- while hosts are parked (step 5 lets them all go).
+-- while hosts are parked (step 5 lets them all go); each step only when its
+-- own set's time came.
 local timers = num(redis.call('HGET', KEYS[1], 'mt'), 0)
 local maintain = now >= math.abs(timers)
   or (not ipscope and redis.call('EXISTS', p .. ':iwake') == 1)
+local due, own = {}, {}
+if maintain then
+  own = redis.call('HMGET', KEYS[1], unpack(TIMER_FIELDS))
+  for j, set in ipairs(TIMED_SETS) do due[set] = timer_due(own[j], now) end
+  if not ipscope then due.iwake = true end
+end
 
 
 -- 1. Expired leases go back to their queues.
-if maintain then
+if due.leased then
 local expired = redis.call('ZRANGEBYSCORE', p .. ':leased', '-inf', now, 'LIMIT', 0, move_max)
 for _, fp in ipairs(expired) do
   local data = redis.call('HGET', p .. ':ld', fp)
@@ -84,7 +91,9 @@ if #expired > 0 then
   hincr(KEYS[1], 'expired', #expired)
 end
 
+end
 -- 2. Due delayed URLs go back to their queues.
+if due.delayed then
 local due = redis.call('ZRANGEBYSCORE', p .. ':delayed', '-inf', now, 'LIMIT', 0, move_max)
 for _, fp in ipairs(due) do
   local data = redis.call('HGET', p .. ':dd', fp)
@@ -100,12 +109,14 @@ if #due > 0 then
   hincr(KEYS[1], 'queued', #due)
 end
 
+end
 -- 2b. Done URLs whose revisit is due go back to their hosts' queues
 -- (FRONTIER_REVISIT_AFTER): PP:vdue holds the hosts with revisits by the
 -- earliest one's ms, PP:v:HOST the host's done URLs by when each is due, in
 -- seconds (release.lua). Behind
 -- the host's new URLs when ARGV[15] is 1 (their priority lowered by 2^16),
 -- else in their own priority's order; either way first come, first served.
+if due.vdue then
 local revisit_back = num(ARGV[15], 1) == 1 and 65536 * 4294967296 or 0
 local vhosts = redis.call('ZRANGEBYSCORE', p .. ':vdue', '-inf', now, 'LIMIT', 0, move_max)
 -- A dropped or parked host's revisits become dead letters, as its new links
@@ -154,7 +165,7 @@ if revisited + revisits_dead > 0 then
   hincr(KEYS[1], 'dead', revisits_dead)
   hincr(KEYS[1], 'revisited', revisited)
 end
-end  -- maintain (steps 1 to 2b)
+end  -- step 2b
 
 -- 3. Claim: the helpers, the domains to wake, then one URL at a time.
 local out = {}
@@ -290,7 +301,7 @@ end
 -- latest: a lease whose end is never reported (a robots job given up, its
 -- worker gone) must not strand the hosts waiting for it. A paused domain is
 -- woken by its resume (control.lua).
-if maintain then
+if due.dwake then
 local wakes = redis.call('ZRANGEBYSCORE', p .. ':dwake', '-inf', now, 'LIMIT', 0, move_max)
 for _, dom in ipairs(wakes) do
   redis.call('ZREM', p .. ':dwake', dom)
@@ -312,12 +323,14 @@ for _, dom in ipairs(wakes) do
   end
 end
 
+end
 -- 5. Hosts parked for their server's address whose time came (ipwake.lua
 -- wakes them sooner, when the address has room): their site's address is
 -- looked at again (a DNS job, below), which lets them go if their turn at
 -- the address has come and keeps them parked, in their place, if not: a
 -- wake time is a fallback, not a turn. With the IP scope off (a setting
 -- changed), every parked host comes back at once.
+if due.iwake then
 local iwakes = redis.call('ZRANGEBYSCORE', p .. ':iwake', '-inf', ipscope and now or '+inf',
                          'LIMIT', 0, move_max)
 for _, addr in ipairs(iwakes) do
@@ -341,17 +354,36 @@ for _, addr in ipairs(iwakes) do
   end
 end
 
--- The timed sets' earliest time again, for the claims to come (the claim
--- below lowers it when it leases or wakes a domain).
-timers = nil
-for _, key in ipairs({p .. ':delayed', p .. ':leased', p .. ':dwake', p .. ':iwake',
-                      p .. ':vdue'}) do
-  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  if #first > 0 then timers = math.min(timers or math.huge, tonumber(first[2])) end
+end  -- step 5
+
+-- The timed sets' earliest times again, for the claims to come (the claim
+-- below lowers them when it leases or wakes a domain): the sets looked at
+-- are read afresh, the others keep theirs. A set found empty stores the
+-- negative of a time a minute away (timer_at).
+if maintain then
+local fields = {}
+local soonest, empty = nil, now + 60000
+for j, set in ipairs(TIMED_SETS) do
+  local at
+  if due[set] then
+    local first = redis.call('ZRANGE', p .. ':' .. set, 0, 0, 'WITHSCORES')
+    at = #first > 0 and tonumber(first[2]) or -empty
+    fields[#fields + 1] = TIMER_FIELDS[j]
+    fields[#fields + 1] = at
+  else
+    at = num(own[j], 0)
+  end
+  if at > 0 then
+    soonest = math.min(soonest or math.huge, at)
+  else
+    empty = math.min(empty, -at)
+  end
 end
-timers = timers or -(now + 60000)
-redis.call('HSET', KEYS[1], 'mt', timers)
-end  -- maintain (steps 4 and 5)
+timers = soonest or -empty
+fields[#fields + 1] = 'mt'
+fields[#fields + 1] = timers
+redis.call('HSET', KEYS[1], unpack(fields))
+end  -- maintain
 
 -- Does the host's server address have hosts parked here? Then it joins them
 -- (unless it was just woken), rather than be claimed, refused at the
@@ -433,7 +465,7 @@ end
 if leased > 0 then
   hincr(KEYS[1], 'leased', leased)
   hincr(KEYS[1], 'queued', -leased)
-  timer_at(p, now + lease_ms)
+  timer_at(p, now + lease_ms, 'leased')
 end
 
 -- 6. When is the next thing due here? (ready host, delayed URL, lease

@@ -32,17 +32,33 @@ end
 -- PP:iwake) need a claim's look only once the earliest time in any of them
 -- has come: the claim keeps that time in PP:n's "mt" field and looks at the
 -- sets only then, so a claim in a partition with nothing due costs three
--- commands, not a dozen. Every write of an earlier time lowers the field
--- (timer_at). A claim that finds the sets empty stores the negative of a
--- time a minute away: a sweep that finds a write that went around
--- timer_at, and no time to report as due. No field: look now.
-local function timer_at(p, at)
+-- commands, not a dozen; and each set's own earliest time in "mt:SET", so
+-- that a claim looks only at the sets whose time came. Every write of an
+-- earlier time lowers both (timer_at). A claim that finds a set empty stores
+-- the negative of a time a minute away: a sweep that finds a write that went
+-- around timer_at, and no time to report as due. No field: look now.
+local TIMED_SETS = {'leased', 'delayed', 'vdue', 'dwake', 'iwake'}
+local TIMER_FIELDS = {'mt:leased', 'mt:delayed', 'mt:vdue', 'mt:dwake', 'mt:iwake'}
+
+-- Whether a timer field says to look now (a missing field does).
+local function timer_due(v, now)
+  return now >= math.abs(num(v, 0))
+end
+
+local function timer_at(p, at, set)
   local k = p .. ':n'
-  local cur = redis.call('HGET', k, 'mt')
-  if not cur then return end
-  local t = num(cur, 0)
-  if t > 0 and t <= at then return end
-  redis.call('HSET', k, 'mt', at)
+  local f = 'mt:' .. set
+  local st = redis.call('HMGET', k, 'mt', f)
+  if not st[1] then return end
+  local w = {}
+  for j, name in ipairs({'mt', f}) do
+    local t = num(st[j], 0)
+    if st[j] and not (t > 0 and t <= at) then
+      w[#w + 1] = name
+      w[#w + 1] = at
+    end
+  end
+  if #w > 0 then redis.call('HSET', k, unpack(w)) end
 end
 
 -- Politeness belongs to the server a name points at, not to one scheme or
@@ -197,7 +213,7 @@ local function wake_domain(p, dom, at_ms)
   local cur = redis.call('ZSCORE', p .. ':dwake', dom)
   if not cur or at_ms < num(cur, 0) then
     redis.call('ZADD', p .. ':dwake', at_ms, dom)
-    timer_at(p, at_ms)
+    timer_at(p, at_ms, 'dwake')
   end
 end
 
@@ -226,7 +242,7 @@ local function park_for_ip(p, host, addr, at)
   local cur = redis.call('ZSCORE', p .. ':iwake', addr)
   if not cur or at < num(cur, 0) then
     redis.call('ZADD', p .. ':iwake', at, addr)
-    timer_at(p, at)
+    timer_at(p, at, 'iwake')
   end
 end
 

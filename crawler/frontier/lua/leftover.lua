@@ -44,15 +44,17 @@ local leases_here = redis.call('ZCARD', p .. ':leased')
 local out = {now, 0}
 local queued = 0  -- of the host at hand
 
--- The partition's timer field (common.lua, timer_at) must not be later than
--- the earliest entry of its timed sets, or no claim looks at them in time.
+-- The partition's timer fields (common.lua, timer_at) must not be later than
+-- the earliest entry of their timed sets, or no claim looks at them in time.
 if repair then
   local mt = math.abs(num(redis.call('HGET', KEYS[1], 'mt'), 0))
-  for _, key in ipairs({p .. ':delayed', p .. ':leased', p .. ':dwake', p .. ':iwake',
-                        p .. ':vdue'}) do
-    local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-    if #first > 0 and tonumber(first[2]) < mt and tonumber(first[2]) <= now then
-      redis.call('HDEL', KEYS[1], 'mt')  -- no field: the next claim looks now
+  local own = redis.call('HMGET', KEYS[1], unpack(TIMER_FIELDS))
+  for j, set in ipairs(TIMED_SETS) do
+    local first = redis.call('ZRANGE', p .. ':' .. set, 0, 0, 'WITHSCORES')
+    local at = #first > 0 and tonumber(first[2])
+    if at and at <= now and (at < mt or (own[j] and at < math.abs(num(own[j], 0)))) then
+      -- no fields: the next claim looks at every set now
+      redis.call('HDEL', KEYS[1], 'mt', unpack(TIMER_FIELDS))
       out[2] = 1
       break
     end
@@ -118,13 +120,13 @@ local function wait_for_address(host, addr, score)
     -- its own time came and went: look at its address again now (claim.lua step 5)
     redis.call('ZADD', p .. ':iw:' .. addr, now, host)
     redis.call('ZADD', p .. ':iwake', now, addr)
-    timer_at(p, now)
+    timer_at(p, now, 'iwake')
     return put('address', now, addr .. ' (woken)')
   end
   if not at or num(at, 0) > num(score, 0) then
     if not repair then return put('lost', -1, 'address ' .. addr .. ' has no wake') end
     redis.call('ZADD', p .. ':iwake', num(score, now), addr)
-    timer_at(p, num(score, now))
+    timer_at(p, num(score, now), 'iwake')
     return put('address', num(score, now), addr .. ' (woken)')
   end
   put('address', num(score, 0), addr)

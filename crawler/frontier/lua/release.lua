@@ -128,7 +128,7 @@ local function schedule_revisit(host, entry, revisit_ms)
   local cur = redis.call('ZSCORE', p .. ':vdue', host)
   if not cur or due < num(cur, 0) then
     redis.call('ZADD', p .. ':vdue', due, host)
-    timer_at(p, due)
+    timer_at(p, due, 'vdue')
   end
   counts.revisit = counts.revisit + 1
 end
@@ -157,7 +157,7 @@ for i = 9, #ARGV, 8 do
       counts.queued = counts.queued + 1
     elseif op == 'retry' then
       redis.call('ZADD', p .. ':delayed', now + tonumber(arg), fp)
-      timer_at(p, now + tonumber(arg))
+      timer_at(p, now + tonumber(arg), 'delayed')
       redis.call('HSET', p .. ':dd', fp, host .. '\n' .. score .. '\n' .. entry)
       counts.delayed = counts.delayed + 1
     else

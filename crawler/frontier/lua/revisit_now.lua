@@ -24,7 +24,7 @@ for _, host in ipairs(hosts) do
   urls = urls + redis.call('ZUNIONSTORE', vk, 1, vk, 'WEIGHTS', 0)
   redis.call('ZADD', vdue, 0, host)
 end
-if #hosts > 0 then timer_at(p, 0) end
+if #hosts > 0 then timer_at(p, 0, 'vdue') end
 local left = 0
 if only == '' then left = redis.call('ZCOUNT', vdue, '(0', '+inf') end
 return {#hosts, urls, left}
