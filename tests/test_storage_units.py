@@ -226,6 +226,7 @@ def test_the_guard_watches_the_archive_the_job_folder_and_local_feeds(
     """Three folders on two small filesystems: the one short of room is named,
     with its free space and the minimum, in one WARNING; room again resumes."""
     from crawler.extensions.storage import StorageGuard, guarded_places
+    from crawler.pipelines.warc import Archive
 
     with small_fs(4 << 20) as archive_fs, small_fs(1 << 20) as job_fs:
         crawler = get_crawler(settings_dict={
@@ -233,7 +234,7 @@ def test_the_guard_watches_the_archive_the_job_folder_and_local_feeds(
             "FEEDS": {str(archive_fs.path / "out" / "%(name)s.jsonl"): {"format": "jsonlines"}},
             "WARC_ENABLED": True, "WARC_MIN_FREE": "512KiB"})
         crawler.stats = MemoryStatsCollector(crawler)
-        places = guarded_places(crawler)
+        places = guarded_places(crawler, Archive(crawler))
         assert [(p.label, p.path) for p in places] == [
             ("WARC_DIR", archive_fs.path / "warc"), ("JOBDIR", job_fs.path / "job"),
             ("feed", archive_fs.path / "out")]
@@ -261,6 +262,7 @@ def test_the_guard_watches_the_archive_the_job_folder_and_local_feeds(
 
 def test_a_failed_record_or_a_lost_row_pauses_until_a_probe_writes(tmp_path: Path) -> None:
     from crawler.extensions.storage import Place, StorageGuard
+    from crawler.pipelines.warc import Archive
 
     crawler = get_crawler(settings_dict={"WARC_DIR": str(tmp_path / "warc")})
     crawler.stats = MemoryStatsCollector(crawler)
@@ -271,6 +273,7 @@ def test_a_failed_record_or_a_lost_row_pauses_until_a_probe_writes(tmp_path: Pat
         failures = 3
         failing = "[Errno 5] Input/output error"
 
+    guard.archive = Archive(crawler)  # the WARC pipeline's, as found at spider_opened
     guard.archive.writer = Failing()  # type: ignore[assignment]
     crawler.stats.set_value("feed/rows_lost", 2)
     guard._failed = guard._new_failures(100.0)

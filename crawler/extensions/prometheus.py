@@ -57,7 +57,7 @@ from crawler.metrics.access import Access, AccessError, exposure_warning
 from crawler.metrics.frontier import FrontierCollector
 from crawler.metrics.server import parse_ports, serve, stop
 from crawler.metrics.stats import StatsCollector
-from crawler.pipelines.warc import Archive
+from crawler.pipelines.warc import archive_of
 from crawler.scheduling.opening import worker_identity
 from crawler.scheduling.scheduler import scheduler_of
 from crawler.signals import crawl_delay_applied, dns_lookup_done, retry_after_applied
@@ -224,7 +224,8 @@ class PrometheusExtension:
         """A gauge function reading the WARC writer's ``attr`` (0 while there is none)."""
 
         def read() -> float:
-            writer = Archive.of(self.crawler).writer
+            archive = archive_of(self.crawler)
+            writer = archive.writer if archive is not None else None
             return float(getattr(writer, attr)) if writer is not None else 0.0
 
         return read

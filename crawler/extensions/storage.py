@@ -39,7 +39,7 @@ from twisted.internet.task import LoopingCall
 from twisted.internet.threads import deferToThread
 
 from crawler.diskspace import RESUME_MARGIN, MinFree, human, parse_min_free
-from crawler.pipelines.warc import Archive
+from crawler.pipelines.warc import Archive, archive_of
 from crawler.scheduling.opening import embedded_folder, worker_identity
 from crawler.scheduling.scheduler import scheduler_of
 from crawler.warc.writer import condition, probe_writable
@@ -84,7 +84,8 @@ class StorageGuard:
         self.min_free = min_free
         self.interval_s = interval_s
         self.places: list[Place] = []
-        self.archive = Archive.of(crawler)
+        #: The WARC pipeline's archive, once the spider is open (None: archiving is off).
+        self.archive: Archive | None = None
         self.why = ""  # why the worker is paused ("": it is not)
         self.paused_at = 0.0
         self._loop: LoopingCall | None = None
@@ -112,9 +113,10 @@ class StorageGuard:
         return guard
 
     def spider_opened(self) -> None:
-        if self.archive.enabled and self.archive.writer is None:
+        self.archive = archive_of(self.crawler)
+        if self.archive is not None and self.archive.writer is None:
             return  # WARC_DIR cannot be written: the crawl is stopping already
-        self.places = guarded_places(self.crawler)
+        self.places = guarded_places(self.crawler, self.archive)
         self.stats.set_value("storage/paused", 0)
         self._loop = LoopingCall(self._look)
         self._loop.start(self.interval_s, now=True)
@@ -143,10 +145,11 @@ class StorageGuard:
         """What could not be written since the last look ("": nothing): the
         archive's records, the feed's rows."""
         failed = []
-        writer = self.archive.writer
-        if writer is not None and writer.failures > self._seen_records:
+        archive = self.archive
+        writer = archive.writer if archive is not None else None
+        if archive is not None and writer is not None and writer.failures > self._seen_records:
             self._seen_records = writer.failures
-            failed.append(f"WARC_DIR {self.archive.directory}: cannot write: "
+            failed.append(f"WARC_DIR {archive.directory}: cannot write: "
                           f"{writer.failing or 'a record failed'}")
         rows = int(self.stats.get_value("feed/rows_lost") or 0)
         if rows > self._seen_rows:
@@ -248,12 +251,11 @@ class StorageGuard:
         return Reading(place, free, self.min_free.of(total))
 
 
-def guarded_places(crawler: Crawler) -> list[Place]:
+def guarded_places(crawler: Crawler, archive: Archive | None) -> list[Place]:
     """The folders this crawl writes to, one per filesystem and label."""
     s = crawler.settings
     places: list[Place] = []
-    archive = Archive.of(crawler)
-    if archive.enabled:
+    if archive is not None:
         places.append(Place("WARC_DIR", archive.directory))
     scheduler = scheduler_of(crawler)
     jobdir = s.get("JOBDIR")

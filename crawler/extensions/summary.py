@@ -122,9 +122,10 @@ class CrawlSummary:
     def _archive_dir(self, stats: Mapping[str, Any]) -> str | None:
         if not stats.get("warc/files"):
             return None
-        from crawler.pipelines.warc import Archive  # the pipeline's own idea of where it wrote
+        from crawler.pipelines.warc import archive_of  # the pipeline's own idea of where it wrote
 
-        return str(Archive.of(self.crawler).directory.resolve())
+        archive = archive_of(self.crawler)
+        return str(archive.directory.resolve()) if archive is not None else None
 
 
 def crawl_summary(stats: Mapping[str, Any], *, feeds: Sequence[tuple[str, int]] = (),

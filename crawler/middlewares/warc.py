@@ -51,17 +51,28 @@ _TRANSFER_HEADERS = frozenset({"transfer-encoding"})
 class WarcCaptureMiddleware:
     """Hand each response, with its request, to the crawl's archive."""
 
-    def __init__(self, archive: Archive) -> None:
-        self.archive = archive
+    def __init__(self, crawler: Crawler) -> None:
+        self.crawler = crawler
+        self._archive: Archive | None = None
+        self._looked = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        from crawler.pipelines.warc import Archive
+        return cls(crawler)
 
-        return cls(Archive.of(crawler))
+    @property
+    def archive(self) -> Archive | None:
+        """The WARC pipeline's archive (None: archiving is off). Looked up at the
+        first response: the pipelines are made after this middleware."""
+        if not self._looked:
+            from crawler.pipelines.warc import archive_of
+
+            self._archive, self._looked = archive_of(self.crawler), True
+        return self._archive
 
     async def process_response(self, request: Request, response: Response) -> Response:
-        writer = self.archive.writer
+        archive = self.archive
+        writer = archive.writer if archive is not None else None
         if writer is None:  # archiving is off, or the crawl is closing
             return response
         record = await writer.put(capture(request, response))

@@ -36,7 +36,6 @@ import logging
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 from scrapy.exceptions import CloseSpider, DropItem, NotConfigured
 from scrapy.utils.defer import maybe_deferred_to_future
@@ -57,9 +56,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
 
 logger = logging.getLogger(__name__)
-
-_ARCHIVES: WeakKeyDictionary[Crawler, Archive] = WeakKeyDictionary()
-
 
 #: Where the archive goes when ``WARC_DIR`` is empty: next to the default feed.
 DEFAULT_WARC_DIR = Path("output", "warc")
@@ -92,13 +88,6 @@ class Archive:
         self.sync_s = s.getfloat("WARC_SYNC_INTERVAL", 10.0)
         self.revisits = s.getbool("WARC_REVISITS")
         self.writer: ArchiveWriter | None = None
-
-    @classmethod
-    def of(cls, crawler: Crawler) -> Archive:
-        """The crawl's archive (one per crawler, shared by its components)."""
-        if crawler not in _ARCHIVES:
-            _ARCHIVES[crawler] = cls(crawler)
-        return _ARCHIVES[crawler]
 
     def open(self) -> None:
         """Start the writer; a WARC_DIR that cannot be written stops the crawl
@@ -172,7 +161,7 @@ class WarcPipeline:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
-        archive = Archive.of(crawler)
+        archive = Archive(crawler)
         if not archive.enabled:
             raise NotConfigured("WARC_ENABLED is off")
         return cls(archive)
@@ -197,3 +186,14 @@ class WarcPipeline:
             item.warc_file = outcome.name
             item.warc_offset = outcome.offset
         return item
+
+
+def archive_of(crawler: Crawler) -> Archive | None:
+    """The crawl's archive, which its WARC pipeline owns (None: archiving is
+    off, or the engine is not made yet: components ask once it is, at
+    ``engine_started`` or later)."""
+    try:
+        pipeline = crawler.get_item_pipeline(WarcPipeline)
+    except RuntimeError:  # before the engine
+        return None
+    return pipeline.archive if pipeline is not None else None
