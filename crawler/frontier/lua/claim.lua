@@ -203,12 +203,6 @@ end
 -- (PP:h:HOST) that a claim reads, each read once per host taken.
 local SITE = {'ip', 'ipx', 'd', 'dl', 'fl', 'bs', 'xd', 'i'}
 local HOST = {'rs', 'rx', 'iwk', 'rv', 'n'}
-local function record(key, names)
-  local vals = redis.call('HMGET', key, unpack(names))
-  local r = {}
-  for j, name in ipairs(names) do r[name] = vals[j] end
-  return r
-end
 
 -- The domain of a host just taken from the ready set (and the domain's
 -- delay), or false if its domain is busy: then the host waits for the

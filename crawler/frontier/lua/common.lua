@@ -166,6 +166,24 @@ local function push_url(p, host, score, entry)
   refresh_host(p, host)
 end
 
+-- Some fields of a hash, by name, in one HMGET (a missing field: false).
+local function record(key, names)
+  local vals = redis.call('HMGET', key, unpack(names))
+  local r = {}
+  for j, name in ipairs(names) do r[name] = vals[j] end
+  return r
+end
+
+-- Field-value pairs to write in one HSET, from a table (none: no call).
+local function hset_fields(key, fields)
+  local args = {}
+  for name, value in pairs(fields) do
+    args[#args + 1] = name
+    args[#args + 1] = value
+  end
+  if #args > 0 then redis.call('HSET', key, unpack(args)) end
+end
+
 -- Split "f1 \n f2 \n ... \n rest" into n fields; the last one keeps any
 -- newlines (an entry starts with a binary fingerprint).
 local function split_fields(data, n)
@@ -218,9 +236,11 @@ local function wake_domain(p, dom, at_ms)
 end
 
 -- A lease (member: a fingerprint, or "R" .. host for a robots job) of the
--- site sk's domain ended: a waiting host may take its place.
-local function domain_lease_ended(p, sk, member, now)
-  local dom = redis.call('HGET', sk, 'd')
+-- site sk's domain ended: a waiting host may take its place. (known: the
+-- site's domain field as the caller read it, false when it has none.)
+local function domain_lease_ended(p, sk, member, now, known)
+  local dom = known
+  if dom == nil then dom = redis.call('HGET', sk, 'd') end
   if not dom then return end
   redis.call('ZREM', p .. ':di:' .. dom, member)
   local t = num(redis.call('HGET', p .. ':d:' .. dom, 't'), 0)

@@ -71,12 +71,15 @@ end
 -- (claims: t; starts: s). Spacing the starts alone is not enough: a worker
 -- whose reactor stalls between the start gate and the socket sends late, and
 -- the next request, started on time by another worker, follows it too close.
-local function crawl_delay_from_end(sk)
-  local st = redis.call('HMGET', sk, 'fl', 't', 's')
-  local fl = num(st[1], 0) or 0
-  if fl <= 0 then return end
-  if now + fl > num(st[2], 0) then redis.call('HSET', sk, 't', now + fl) end
-  if now + fl > num(st[3], 0) then redis.call('HSET', sk, 's', now + fl) end
+-- (g: the site's fields as read for this release; w: the fields to write.)
+local function not_before(g, w, at)
+  if at > num(w.t or g.t, 0) then w.t = at end
+  if at > num(w.s or g.s, 0) then w.s = at end
+end
+
+local function crawl_delay_from_end(g, w)
+  local fl = num(g.fl, 0)
+  if fl > 0 then not_before(g, w, now + fl) end
 end
 
 -- Adaptive pacing: the site's next request waits factor x this answer's
@@ -87,35 +90,33 @@ end
 -- ever adds to them. The site's latency lt (a moving mean of its answers'
 -- times) is kept either way: the crawl's ceiling is made of it
 -- (crawler/frontier/capacity.py).
-local function adapt(sk, fetch_ms)
+local function adapt(g, w, fetch_ms)
   if fetch_ms <= 0 then return end
-  local st = redis.call('HMGET', sk, 't', 's', 'lt')
   local lt = fetch_ms
-  if st[3] then lt = math.floor(0.7 * num(st[3], fetch_ms) + 0.3 * fetch_ms) end
-  if factor <= 0 then
-    redis.call('HSET', sk, 'lt', lt)
-    return
-  end
+  if g.lt then lt = math.floor(0.7 * num(g.lt, fetch_ms) + 0.3 * fetch_ms) end
+  w.lt = lt
+  if factor <= 0 then return end
   local ad = math.min(math.floor(factor * fetch_ms), adapt_cap)
-  redis.call('HSET', sk, 'ad', ad, 'lt', lt)
-  if now + ad > num(st[1], 0) then redis.call('HSET', sk, 't', now + ad) end
-  if now + ad > num(st[2], 0) then redis.call('HSET', sk, 's', now + ad) end
+  w.ad = ad
+  not_before(g, w, now + ad)
 end
 
-local function breaker_success(sk, host)
-  local st = redis.call('HMGET', sk, 'cf', 'bs', 'da')
+local function breaker_success(g, w, sk, host)
   -- An answer from the host proves its name resolves: a run of failed
   -- lookups (dns.lua) is over.
-  if st[3] then redis.call('HDEL', sk, 'da', 'du', 'dk', 'dh') end
-  if st[2] == 'h' then
+  if g.da then redis.call('HDEL', sk, 'da', 'du', 'dk', 'dh') end
+  if g.bs == 'h' then
     redis.call('HDEL', sk, 'cf', 'bs', 'bo', 'bh')
-    redis.call('HSET', sk, 'w', 0)  -- the probe's hold
+    w.w = 0  -- the probe's hold
     counts.breaker_open = counts.breaker_open - 1
     transitions[#transitions + 1] = {'close', host, 0}
-  elseif num(st[1], 0) > 0 then
-    redis.call('HSET', sk, 'cf', 0)
+  elseif num(g.cf, 0) > 0 then
+    w.cf = 0
   end
 end
+
+-- The fields of the site record a release reads, once per lease.
+local SITE = {'i', 'd', 't', 's', 'fl', 'lt', 'cf', 'bs', 'da'}
 
 -- A done URL due again in revisit_ms: kept by its host until then. Its
 -- score is in whole seconds, rounded up (a 32-bit integer in the listpack
@@ -145,8 +146,9 @@ for i = 9, #ARGV, 8 do
     redis.call('HDEL', p .. ':ld', fp)
     if new_entry ~= '' then entry = new_entry end
     local hk, sk = p .. ':h:' .. host, site_key(p, host)
-    hincr(sk, 'i', -1)
-    domain_lease_ended(p, sk, fp, now)
+    local g = record(sk, SITE)
+    local w = {i = num(g.i, 1) - 1}  -- the site's fields to write, in one HSET
+    domain_lease_ended(p, sk, fp, now, g.d)
     if op == 'done' then
       counts.done = counts.done + 1
       if arg == 'robots' then counts.robots_denied = counts.robots_denied + 1 end
@@ -166,17 +168,15 @@ for i = 9, #ARGV, 8 do
     end
     if hold_ms > 0 then
       hold_host(sk, now + hold_ms)
-      redis.call('HSET', sk, 'c', 1)  -- the server asked us to slow down: one at a time
+      w.c = 1  -- the server asked us to slow down: one at a time
     end
     if op ~= 'return' and op ~= 'ipwait' then
-      crawl_delay_from_end(sk)
-      adapt(sk, fetch_ms)
+      crawl_delay_from_end(g, w)
+      adapt(g, w, fetch_ms)
     end
-    if health == 'fail' then
-      breaker_failure(sk, host)
-    elseif health == 'ok' then
-      breaker_success(sk, host)
-    end
+    if health == 'ok' then breaker_success(g, w, sk, host) end
+    hset_fields(sk, w)
+    if health == 'fail' then breaker_failure(sk, host) end
     refresh_site(p, host)
     if op == 'ipwait' then
       local addr, wake_ms, known_ms = split_fields(arg, 3)
