@@ -23,11 +23,20 @@ local added, dups, refused, hosts, blocked, parked = 0, 0, 0, 0, 0, 0
 local parked_reason = '{"reason": "robots-unreachable", "error": "host parked"}'
 local seq = num(redis.call('HGET', KEYS[1], 'seq'), 0)
 
+-- First each URL: a dropped host's are refused, the seen set dedups, a
+-- parked host's new ones are dead letters; the others are gathered by host,
+-- in the order they came. Then each host's at once: its record, its budget,
+-- one ZADD, its counts and its place in the ready set.
+local flags, order, groups = {}, {}, {}
 for i = 5, #ARGV, 7 do
   local bucket, member, host, prio, entry, conf, domain =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
   local hk = p .. ':h:' .. host
-  local b = redis.call('HGET', hk, 'b')
+  local b = flags[host]
+  if b == nil then
+    b = redis.call('HGET', hk, 'b')
+    flags[host] = b
+  end
   if b == '1' then
     blocked = blocked + 1
   elseif redis.call('SADD', p .. ':s:' .. bucket, member) == 0 then
@@ -37,21 +46,51 @@ for i = 5, #ARGV, 7 do
     redis.call('HSET', p .. ':dead', string.sub(entry, 1, 16), host .. '\n' .. reason .. '\n' .. entry)
     parked = parked + 1
   else
-    local c, d = conc0, delay0
-    if conf ~= '' then
-      local a, b = string.match(conf, '^(%d+):(%d+)$')
-      c, d = tonumber(a), tonumber(b)
+    local g = groups[host]
+    if not g then
+      g = {conf = conf, domain = domain, n = 0}
+      groups[host] = g
+      order[#order + 1] = host
     end
-    hosts = hosts + ensure_host(p, host, c, d, domain)
-    local sk = site_key(p, host)
-    if budget > 0 and num(redis.call('HGET', sk, 'a'), 0) >= budget then
-      refused = refused + 1
-    else
+    g.n = g.n + 1
+    g[g.n] = {prio, entry}
+  end
+end
+
+local ZADD_CHUNK = 500  -- members per ZADD (Lua's unpack has a limit)
+for _, host in ipairs(order) do
+  local g = groups[host]
+  local c, d = conc0, delay0
+  if g.conf ~= '' then
+    local a, b = string.match(g.conf, '^(%d+):(%d+)$')
+    c, d = tonumber(a), tonumber(b)
+  end
+  hosts = hosts + ensure_host(p, host, c, d, g.domain)
+  local sk = site_key(p, host)
+  local n = g.n
+  if budget > 0 then
+    local room = math.max(0, budget - num(redis.call('HGET', sk, 'a'), 0))
+    if room < n then
+      refused = refused + n - room
+      n = room
+    end
+  end
+  if n > 0 then
+    local q = p .. ':q:' .. host
+    local args = {}
+    for j = 1, n do
       seq = seq + 1
-      hincr(sk, 'a', 1)
-      push_url(p, host, queue_score(prio, seq), entry)
-      added = added + 1
+      args[#args + 1] = queue_score(g[j][1], seq)
+      args[#args + 1] = g[j][2]
+      if #args >= 2 * ZADD_CHUNK or j == n then
+        redis.call('ZADD', q, unpack(args))
+        args = {}
+      end
     end
+    hincr(sk, 'a', n)
+    hincr(p .. ':h:' .. host, 'n', n)
+    refresh_host(p, host)
+    added = added + n
   end
 end
 
