@@ -26,6 +26,9 @@ from crawler.frontier.partitiondue import PartitionDue
 
 #: One script call: the script (redis-py's), its keys and its arguments.
 Call = tuple[Any, list[Any], list[Any]]
+#: A claim asks a partition for this many URLs at least (fewer partitions,
+#: each asked for more), when it wants that many.
+CLAIM_SHARE = 4
 #: A claim is a claimed URL's pass of the start gate when the worker starts
 #: the URL within this many ms of asking for it (``lua/claim.lua``): the
 #: claim moved its site's next start past that window. The worker names its
@@ -289,7 +292,8 @@ class Frontier:
         start turn for ``window_ms`` (default ``Limits.start_window_ms``).
 
         The claim is spread over the partitions with something due (starting
-        at a rotating one; see partitiondue.py) in one pipelined round trip;
+        at a rotating one; see partitiondue.py), at least ``CLAIM_SHARE`` URLs
+        asked of each, in one pipelined round trip;
         what is missing is asked again of the partitions that gave all they
         were asked for and of those not asked yet (at most four rounds), so a
         crawl whose ready hosts sit in one partition is not starved, and never
@@ -305,9 +309,13 @@ class Frontier:
             if missing <= 0 or not candidates:
                 break
             # Exactly ``missing`` in all: never lease more than the caller can
-            # start, or the extras would hold their hosts' slots while waiting.
-            q, r = divmod(missing, len(candidates))
-            asks = [(part, q + (i < r)) for i, part in enumerate(candidates)]
+            # start, or the extras would hold their hosts' slots while waiting;
+            # and CLAIM_SHARE at least of a partition (a script call has a
+            # cost of its own), the rotation spreading the claims over them.
+            asked = candidates[:max(1, -(-missing // CLAIM_SHARE))]
+            q, r = divmod(missing, len(asked))
+            asks = [(part, q + (i < r)) for i, part in enumerate(asked)]
+            asks += [(part, 0) for part in candidates[len(asked):]]
             full = await self._claim_round([a for a in asks if a[1] > 0], worker, result,
                                            self.limits.start_window_ms
                                            if window_ms is None else window_ms)
