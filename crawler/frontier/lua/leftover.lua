@@ -92,15 +92,8 @@ local function why_late(score, g, h)
   put('paced', score)
 end
 
-local function fields(key, names)
-  local vals = redis.call('HMGET', key, unpack(names))
-  local t = {}
-  for j, name in ipairs(names) do t[name] = vals[j] end
-  return t
-end
-
 local function wait_for_domain(dom)
-  local d = fields(p .. ':d:' .. dom, {'xp'})
+  local d = record(p .. ':d:' .. dom, {'xp'})
   if d.xp then return put('paused', -1, 'domain ' .. dom) end
   local at = redis.call('ZSCORE', p .. ':dwake', dom)
   if not at or (grace > 0 and num(at, 0) < now - grace) then
@@ -136,8 +129,8 @@ for i = 4, #ARGV do
   local host = ARGV[i]
   local hk, sk = p .. ':h:' .. host, site_key(p, host)
   queued = redis.call('ZCARD', p .. ':q:' .. host)
-  local h = fields(hk, {'n', 'rw', 'rs', 'ra', 'rh', 'b'})
-  local g = fields(sk, {'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl', 'dl', 'ad', 'dj', 'du',
+  local h = record(hk, {'n', 'rw', 'rs', 'ra', 'rh', 'b'})
+  local g = record(sk, {'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl', 'dl', 'ad', 'dj', 'du',
                         'da', 'dk', 'dh', 'bs', 'bo', 'bh', 'd', 'ip'})
   local score = redis.call('ZSCORE', p .. ':ready', host)
   local dom = g.d
