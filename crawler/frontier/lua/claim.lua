@@ -32,7 +32,8 @@
 -- '' for a job}. A claimed URL has passed the start gate: the claim moved the
 -- site's and domain's next start (s) past the window in which its worker
 -- starts it, so the worker asks start.lua only when it starts it later than
--- that (its turns then say "nobody started since": it goes at once). An entry "R" is a robots job: the host's robots.txt is unknown or
+-- that (its turns then say "nobody started since": it goes at once).
+-- An entry "R" is a robots job: the host's robots.txt is unknown or
 -- due, so this worker fetches it (robots.lua stores the result) and the
 -- host's URLs wait in the frontier meanwhile, holding no download slot. An
 -- entry "W" (third value: the address) is no claim: the host joined the hosts
@@ -61,16 +62,16 @@ local ready = p .. ':ready'
 local timers = num(redis.call('HGET', KEYS[1], 'mt'), 0)
 local maintain = now >= math.abs(timers)
   or (not ipscope and redis.call('EXISTS', p .. ':iwake') == 1)
-local due, own = {}, {}
+local look, own = {}, {}  -- the timed sets to look at, their stored times
 if maintain then
   own = redis.call('HMGET', KEYS[1], unpack(TIMER_FIELDS))
-  for j, set in ipairs(TIMED_SETS) do due[set] = timer_due(own[j], now) end
-  if not ipscope then due.iwake = true end
+  for j, set in ipairs(TIMED_SETS) do look[set] = timer_due(own[j], now) end
+  if not ipscope then look.iwake = true end
 end
 
 
 -- 1. Expired leases go back to their queues.
-if due.leased then
+if look.leased then
 local expired = redis.call('ZRANGEBYSCORE', p .. ':leased', '-inf', now, 'LIMIT', 0, move_max)
 for _, fp in ipairs(expired) do
   local data = redis.call('HGET', p .. ':ld', fp)
@@ -93,7 +94,7 @@ end
 
 end
 -- 2. Due delayed URLs go back to their queues.
-if due.delayed then
+if look.delayed then
 local due = redis.call('ZRANGEBYSCORE', p .. ':delayed', '-inf', now, 'LIMIT', 0, move_max)
 for _, fp in ipairs(due) do
   local data = redis.call('HGET', p .. ':dd', fp)
@@ -116,7 +117,7 @@ end
 -- seconds (release.lua). Behind
 -- the host's new URLs when ARGV[15] is 1 (their priority lowered by 2^16),
 -- else in their own priority's order; either way first come, first served.
-if due.vdue then
+if look.vdue then
 local revisit_back = num(ARGV[15], 1) == 1 and 65536 * 4294967296 or 0
 local vhosts = redis.call('ZRANGEBYSCORE', p .. ':vdue', '-inf', now, 'LIMIT', 0, move_max)
 -- A dropped or parked host's revisits become dead letters, as its new links
@@ -295,7 +296,7 @@ end
 -- latest: a lease whose end is never reported (a robots job given up, its
 -- worker gone) must not strand the hosts waiting for it. A paused domain is
 -- woken by its resume (control.lua).
-if due.dwake then
+if look.dwake then
 local wakes = redis.call('ZRANGEBYSCORE', p .. ':dwake', '-inf', now, 'LIMIT', 0, move_max)
 for _, dom in ipairs(wakes) do
   redis.call('ZREM', p .. ':dwake', dom)
@@ -324,7 +325,7 @@ end
 -- the address has come and keeps them parked, in their place, if not: a
 -- wake time is a fallback, not a turn. With the IP scope off (a setting
 -- changed), every parked host comes back at once.
-if due.iwake then
+if look.iwake then
 local iwakes = redis.call('ZRANGEBYSCORE', p .. ':iwake', '-inf', ipscope and now or '+inf',
                          'LIMIT', 0, move_max)
 for _, addr in ipairs(iwakes) do
@@ -359,7 +360,7 @@ local fields = {}
 local soonest, empty = nil, now + 60000
 for j, set in ipairs(TIMED_SETS) do
   local at
-  if due[set] then
+  if look[set] then
     local first = redis.call('ZRANGE', p .. ':' .. set, 0, 0, 'WITHSCORES')
     at = #first > 0 and tonumber(first[2]) or -empty
     fields[#fields + 1] = TIMER_FIELDS[j]
