@@ -31,7 +31,7 @@ from scrapy.utils.test import get_crawler
 from twisted.internet.defer import Deferred
 
 from bench.common import Check, Col, Report, Table, finish, median_of, median_row, parse_args
-from crawler.frontier.store import Lease, Limits, Release
+from crawler.frontier.values import Lease, Limits, Release
 from crawler.lease import TICKET_META, Ticket
 from crawler.middlewares.warc import own_copy
 from crawler.scheduling.leases import LeaseTable

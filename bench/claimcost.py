@@ -60,7 +60,8 @@ from bench.common import (
     spread,
 )
 from crawler.frontier.keys import Keys
-from crawler.frontier.store import Admission, Frontier, Limits, Release
+from crawler.frontier.store import Frontier
+from crawler.frontier.values import Admission, Limits, Release
 from crawler.urls import url_fingerprint
 
 BATCH = 64

@@ -45,7 +45,7 @@ from bench.common import (
     parse_args,
     rotated,
 )
-from crawler.frontier.store import Admission
+from crawler.frontier.values import Admission
 from crawler.scheduling.replay import ReplayWindow
 from tests.crawl_runner import finish_crawl, start_crawl
 from tests.redis_cluster import lose_master, replicated_cluster, url_of, wait_for

@@ -28,7 +28,8 @@ from bench.common import Check, Report, Table, finish, median, parse_args, priva
 from crawler.frontier.keys import Keys
 from crawler.frontier.leftover import LeftoverReader
 from crawler.frontier.status import FrontierStatus
-from crawler.frontier.store import Admission, Frontier, Limits
+from crawler.frontier.store import Frontier
+from crawler.frontier.values import Admission, Limits
 from crawler.urls import url_fingerprint
 
 SIZES = (10_000, 100_000)

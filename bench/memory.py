@@ -71,7 +71,8 @@ from bench.common import (
 from crawler.frontier.embedded import MEMORY_FLAGS
 from crawler.frontier.keys import Keys
 from crawler.frontier.records import DEFAULT_META_KEYS, to_record
-from crawler.frontier.store import Admission, Frontier, Limits, Release
+from crawler.frontier.store import Frontier
+from crawler.frontier.values import Admission, Limits, Release
 from crawler.spiders.broad import BroadSpider
 from crawler.urls import url_fingerprint
 

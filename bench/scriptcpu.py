@@ -48,7 +48,7 @@ def server_cpu(client: redis.Redis) -> float:
 
 def one_run(url: str, namespace: str) -> dict[str, float]:
     """One pass of every URL through the frontier: server CPU per URL, by phase."""
-    from crawler.frontier.store import Release
+    from crawler.frontier.values import Release
     from tests.frontier_harness import Harness, admission
 
     admin = redis.Redis.from_url(url)

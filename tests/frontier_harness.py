@@ -32,7 +32,8 @@ from scrapy.settings import Settings
 
 import crawler.settings
 from crawler.frontier.keys import Keys
-from crawler.frontier.store import Admission, Frontier, Limits
+from crawler.frontier.store import Frontier
+from crawler.frontier.values import Admission, Limits
 from crawler.urls import canonical_url, host_key, url_fingerprint
 from tests.redis_server import started_redis
 

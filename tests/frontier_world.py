@@ -16,7 +16,8 @@ from redis.asyncio import Redis as AsyncRedis
 
 from crawler.frontier.admin import FrontierAdmin, frontier_keys
 from crawler.frontier.keys import Keys
-from crawler.frontier.store import Admission, Frontier, Lease, Limits, Release
+from crawler.frontier.store import Frontier
+from crawler.frontier.values import Admission, Lease, Limits, Release
 from crawler.urls import canonical_url, host_key, url_fingerprint
 
 PARTITIONS = 4

@@ -24,7 +24,8 @@ from redis.asyncio.cluster import RedisCluster
 from crawler.frontier.acl import acl_line, key_patterns
 from crawler.frontier.ipgates import DnsNote, IpGates
 from crawler.frontier.keys import Keys
-from crawler.frontier.store import Frontier, Limits, Release
+from crawler.frontier.store import Frontier
+from crawler.frontier.values import Limits, Release
 from tests.crawl_runner import REPO, finish_crawl, proxy_env, start_crawl
 from tests.frontier_harness import admission
 from tests.realweb.tls import TestCA

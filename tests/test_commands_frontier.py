@@ -22,7 +22,7 @@ from scrapy.settings import Settings
 
 import crawler.settings
 from crawler.frontier.embedded import EmbeddedRedis
-from crawler.frontier.store import Release
+from crawler.frontier.values import Release
 from tests.frontier_world import PARTITIONS, World, filled_world, sites_world
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,8 @@ import redis
 from redis.asyncio import Redis
 
 from crawler.frontier.keys import Keys, crawl_namespace, layout_json
-from crawler.frontier.store import Frontier, Limits
+from crawler.frontier.store import Frontier
+from crawler.frontier.values import Limits
 from tests.crawl_runner import REPO, run_crawl
 from tests.frontier_harness import admission
 from tests.simweb import SimWebProcess

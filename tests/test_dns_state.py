@@ -15,7 +15,7 @@ import redis
 
 from crawler.frontier.admin import FrontierAdmin
 from crawler.frontier.dnsstate import DNSRetry, HostDNS
-from crawler.frontier.store import Release
+from crawler.frontier.values import Release
 from tests.frontier_harness import Harness, admission
 
 HOST = "http://a.test:80"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from crawler.frontier.store import Release, RobotsRetry
+from crawler.frontier.values import Release, RobotsRetry
 from tests.frontier_harness import Harness, admission
 
 HOST = "http://a.test:80"

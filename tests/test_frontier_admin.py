@@ -23,7 +23,7 @@ from crawler.frontier.admin import (
     parse_host,
     parse_host_match,
 )
-from crawler.frontier.store import Release
+from crawler.frontier.values import Release
 from crawler.frontier.workers import Heartbeat
 from tests.frontier_world import (
     PARTITIONS,

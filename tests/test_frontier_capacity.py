@@ -18,7 +18,7 @@ from crawler.commands.frontier_output import format_status
 from crawler.frontier.admin import FrontierAdmin
 from crawler.frontier.capacity import CapacityReader, site_pace
 from crawler.frontier.keys import Count
-from crawler.frontier.store import Limits, Release
+from crawler.frontier.values import Limits, Release
 from crawler.frontier.workers import Heartbeat
 from crawler.metrics.frontier import FrontierCollector
 from tests.frontier_harness import Harness, admission

@@ -18,7 +18,7 @@ import redis
 
 from crawler.frontier.control import Change, HostControl, UnknownTarget
 from crawler.frontier.ipgates import FULL, DnsNote, IpGates
-from crawler.frontier.store import Limits, Release
+from crawler.frontier.values import Limits, Release
 from tests.frontier_harness import Harness, admission, frontier_command
 
 

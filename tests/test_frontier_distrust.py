@@ -20,7 +20,8 @@ import redis
 from redis.asyncio import Redis
 
 from crawler.frontier.keys import Keys, partition_of, site_of
-from crawler.frontier.store import Admission, Frontier, Limits
+from crawler.frontier.store import Frontier
+from crawler.frontier.values import Admission, Limits
 from crawler.urls import canonical_url, host_key, url_fingerprint
 from tests.crawl_runner import REPO, proxy_env, run_crawl
 from tests.simweb import SimWebProcess

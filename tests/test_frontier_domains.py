@@ -17,7 +17,7 @@ import pytest
 
 from crawler.domains import registered_domain
 from crawler.frontier.keys import LAYOUT_POLITENESS, older_layout, partition_of
-from crawler.frontier.store import Release, RobotsRetry
+from crawler.frontier.values import Release, RobotsRetry
 from tests.frontier_harness import Harness, admission
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from crawler.frontier.store import Breaker, Release
+from crawler.frontier.values import Breaker, Release
 from tests.frontier_harness import Harness, admission
 
 HOST = "http://a.test:80"

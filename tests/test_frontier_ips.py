@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from crawler.frontier.ipgates import FULL, NO_ADDRESS, PAUSED, DnsNote, IpGates, Wake
-from crawler.frontier.store import ClaimResult, Lease, Release
+from crawler.frontier.values import ClaimResult, Lease, Release
 from tests.frontier_harness import Harness, admission
 
 ADDR = "127.0.5.1"

@@ -22,7 +22,7 @@ from crawler.frontier.control import Change, HostControl
 from crawler.frontier.dnsstate import DNSRetry, HostDNS
 from crawler.frontier.ipgates import DnsNote, IpGates
 from crawler.frontier.leftover import LeftoverReader
-from crawler.frontier.store import Release
+from crawler.frontier.values import Release
 from crawler.scheduling.watchdog import Watchdog
 from tests.frontier_harness import Harness, admission
 

@@ -11,7 +11,7 @@ import redis
 from scrapy.http.headers import Headers
 
 from crawler.frontier.admin import FrontierAdmin, parse_host_match
-from crawler.frontier.store import Release
+from crawler.frontier.values import Release
 from crawler.lease import Ticket
 from crawler.revisit import Refetch, RevisitPolicy, RevisitState, parse_duration, validator_of
 from crawler.scheduling.revisits import Revisits, keep_state

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from crawler.frontier.admin import FrontierAdmin
-from crawler.frontier.store import Release, RobotsRetry
+from crawler.frontier.values import Release, RobotsRetry
 from tests.frontier_harness import Harness, admission
 
 HOST = "http://a.test:80"

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from crawler.frontier.keys import partition_of, site_of
-from crawler.frontier.store import Breaker, Release, RobotsRetry
+from crawler.frontier.values import Breaker, Release, RobotsRetry
 from tests.frontier_harness import Harness, admission
 
 HTTP, HTTPS = "http://a.test:80", "https://a.test:443"

@@ -38,7 +38,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from crawler import settings as project_settings
 from crawler.frontier.keys import Keys
-from crawler.frontier.store import Frontier, Limits, Release, RobotsRetry
+from crawler.frontier.store import Frontier
+from crawler.frontier.values import Limits, Release, RobotsRetry
 from crawler.scheduling.heartbeat import beat_delay
 from tests.crawl_runner import finish_crawl, run_crawl, start_crawl
 from tests.frontier_harness import Harness, admission

@@ -9,7 +9,8 @@ from importlib.resources import files
 import pytest
 import redis
 
-from crawler.frontier.store import Release, script_source
+from crawler.frontier.store import script_source
+from crawler.frontier.values import Release
 from tests.frontier_harness import Harness, admission, clocked_source, own_server_harness
 
 

@@ -13,8 +13,8 @@ import pytest
 import redis
 
 from crawler.deadletter import DeadReason
-from crawler.frontier.store import Release
 from crawler.frontier.tophosts import TopHosts
+from crawler.frontier.values import Release
 from tests.frontier_harness import Harness, admission, frontier_command
 
 

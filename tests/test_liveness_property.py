@@ -85,7 +85,7 @@ from hypothesis.stateful import (
 
 from crawler.frontier.dnsstate import DNSRetry, HostDNS
 from crawler.frontier.ipgates import NO_ADDRESS, RESERVED_MS, DnsNote, IpGates, Wake, waiter
-from crawler.frontier.store import Breaker, Lease, Release, RobotsRetry, Turn
+from crawler.frontier.values import Breaker, Lease, Release, RobotsRetry, Turn
 from tests.frontier_harness import Harness, admission
 
 # ---------------------------------------------------------------- the world

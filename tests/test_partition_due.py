@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from crawler.frontier.partitiondue import PartitionDue
-from crawler.frontier.store import Release
+from crawler.frontier.values import Release
 from tests.frontier_harness import Harness, admission, own_server_harness
 from tests.redis_server import started_redis
 

@@ -3,7 +3,7 @@ after Redis was away."""
 
 from __future__ import annotations
 
-from crawler.frontier.store import Admission
+from crawler.frontier.values import Admission
 from crawler.scheduling.replay import ReplayWindow
 
 

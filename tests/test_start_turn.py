@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from crawler.frontier.store import START_WINDOW_MS, RobotsRetry
+from crawler.frontier.values import START_WINDOW_MS, RobotsRetry
 from crawler.scheduling.startwindow import StartWindow
 from tests.frontier_harness import Harness, admission
 

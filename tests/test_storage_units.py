@@ -24,7 +24,7 @@ from crawler.commands.frontier_output import format_status
 from crawler.diskspace import MinFree, human, parse_min_free
 from crawler.extensions.storage import feed_folder
 from crawler.frontier.status import Status, workers_of
-from crawler.frontier.store import Lease, Limits, Release
+from crawler.frontier.values import Lease, Limits, Release
 from crawler.frontier.workers import Heartbeat
 from crawler.lease import TICKET_META, Ticket
 from crawler.scheduling.leases import UNARCHIVED_RETRY_MS, LeaseTable

@@ -27,7 +27,8 @@ from crawler.deadletter import DeadReason
 from crawler.frontier.keys import Field, Keys, older_layout, partition_of, site_of
 from crawler.frontier.records import record_url
 from crawler.frontier.status import FrontierStatus, Status
-from crawler.frontier.store import Limits, script_source
+from crawler.frontier.store import script_source
+from crawler.frontier.values import Limits
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.urls import host_key
 

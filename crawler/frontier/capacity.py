@@ -34,7 +34,7 @@ from typing import Any
 import redis
 
 from crawler.frontier.keys import Keys, domain_of, partition_of, site_of
-from crawler.frontier.store import Limits
+from crawler.frontier.values import Limits
 
 #: A site whose answers have not been timed yet is taken to answer this fast
 #: (ms), unless other sites of the crawl say otherwise (their median).

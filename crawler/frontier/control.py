@@ -27,7 +27,8 @@ from crawler.addressguard import parse_ip
 from crawler.frontier.ipgates import end_args, gate_keys, missed, parse_wakes, wake_calls
 from crawler.frontier.keys import Keys, domain_of, partition_of, site_of
 from crawler.frontier.sitefacts import facts_of, forget
-from crawler.frontier.store import Limits, script_source
+from crawler.frontier.store import script_source
+from crawler.frontier.values import Limits
 
 #: Entries kept in the control log.
 LOG_KEEP = 200

@@ -29,7 +29,8 @@ from redis.asyncio.cluster import RedisCluster
 
 from crawler.frontier.keys import Keys
 from crawler.frontier.partitiondue import PartitionDue
-from crawler.frontier.store import Limits, script_source
+from crawler.frontier.store import script_source
+from crawler.frontier.values import Limits
 
 #: What the gate answers for an address with as many requests in flight as
 #: its concurrency, and for one paused by an operator.

@@ -16,7 +16,7 @@ import redis
 
 from crawler.frontier.capacity import Capacity, CapacityReader
 from crawler.frontier.keys import STATES, Count, Keys, add_counts
-from crawler.frontier.store import Limits
+from crawler.frontier.values import Limits
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS, Heartbeat
 
 #: Counters shown besides the states, in this order.

@@ -32,7 +32,7 @@ from prometheus_client.registry import Collector
 from crawler.frontier.capacity import Capacity
 from crawler.frontier.keys import STATES, Count, Keys
 from crawler.frontier.status import FrontierStatus, Status
-from crawler.frontier.store import Limits
+from crawler.frontier.values import Limits
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 
 logger = logging.getLogger(__name__)

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from crawler.addressguard import SeenOnce
 from crawler.deadletter import DeadReason
-from crawler.frontier.store import Frontier, RobotsOutcome, RobotsRetry
+from crawler.frontier.store import Frontier
+from crawler.frontier.values import RobotsOutcome, RobotsRetry
 from crawler.robots.fetch import BLOCKED_ERROR, Fetched, RobotsFetcher
 from crawler.robots.rules import MAX_ROBOTS_BYTES, Rules, classify, prepare
 from crawler.signals import crawl_delay_applied, robots_sitemaps_found

@@ -19,7 +19,7 @@ from scrapy import Request
 
 from crawler.deadletter import DeadReason
 from crawler.frontier.records import RecordError, from_record
-from crawler.frontier.store import Lease, Release
+from crawler.frontier.values import Lease, Release
 from crawler.lease import TICKET_META, Ticket
 from crawler.scheduling.startwindow import StartWindow
 from crawler.urls import canonical_url

@@ -18,7 +18,7 @@ from scrapy.utils.httpobj import urlparse_cached
 from crawler.addressguard import BLOCKED_REASON, AddressPolicy
 from crawler.admission import TrapRules
 from crawler.frontier.records import RecordError, to_record
-from crawler.frontier.store import Admission, Limits
+from crawler.frontier.values import Admission, Limits
 from crawler.learning.rules import TRAP, VARIANT
 from crawler.learning.variants import without
 from crawler.seedrefusals import SeedRefusals, is_seed

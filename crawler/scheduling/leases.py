@@ -24,7 +24,7 @@ from typing import Any
 from scrapy import Request
 from twisted.python.failure import Failure
 
-from crawler.frontier.store import Lease, Limits, Release
+from crawler.frontier.values import Lease, Limits, Release
 from crawler.lease import Ticket, Verdict, ticket_of
 from crawler.scheduling.revisits import Revisits
 

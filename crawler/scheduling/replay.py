@@ -21,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from crawler.frontier.store import Admission
+from crawler.frontier.values import Admission
 
 
 class ReplayWindow:

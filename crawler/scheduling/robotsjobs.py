@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
-from crawler.frontier.store import Frontier, Limits
+from crawler.frontier.store import Frontier
+from crawler.frontier.values import Limits
 from crawler.scheduling.ipscope import WAIT_IN_PLACE_MS
 
 if TYPE_CHECKING:

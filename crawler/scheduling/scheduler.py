@@ -41,7 +41,8 @@ from crawler.frontier.keys import Count, Keys, crawl_namespace
 from crawler.frontier.leftover import Leftover, LeftoverReader
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, to_record
 from crawler.frontier.seedfeed import SeedFeed
-from crawler.frontier.store import Breaker, Frontier, Lease, Limits
+from crawler.frontier.store import Frontier
+from crawler.frontier.values import Breaker, Lease, Limits
 from crawler.learning.worker import SiteLearning, learning_for
 from crawler.lease import TICKET_META, Ticket, ticket_of
 from crawler.proxies import ProxyRoutes

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-from crawler.frontier.store import START_WINDOW_MS
+from crawler.frontier.values import START_WINDOW_MS
 
 
 class StartWindow:

@@ -15,7 +15,7 @@ from redis.exceptions import RedisError
 
 from crawler.deadletter import DeadReason
 from crawler.frontier.keys import site_of
-from crawler.frontier.store import Admission, AdmitResult, BreakerEvent, Release, ReleaseResult
+from crawler.frontier.values import Admission, AdmitResult, BreakerEvent, Release, ReleaseResult
 from crawler.scheduling.replay import ReplayWindow
 
 if TYPE_CHECKING:

@@ -1,0 +1,179 @@
+"""What the frontier's operations take and give: admissions, leases, releases,
+their results, and the limits the scripts are called with.
+
+Plain values, no I/O: :mod:`crawler.frontier.store` sends them to the
+scripts and makes them of the answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+#: A claim is a claimed URL's pass of the start gate when the worker starts
+#: the URL within this many ms of asking for it (``lua/claim.lua``): the
+#: claim moved its site's next start past that window. The worker names its
+#: own (``scheduling/startwindow.py``: what its requests take to get from the
+#: claim to the gate); this is the first claim's.
+START_WINDOW_MS = 50
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """One URL to admit: canonical URL, its host key, fingerprint and record."""
+
+    url: str
+    host: str
+    fingerprint: bytes
+    record: str
+    priority: int = 0
+    host_config: str = ""  # "concurrency:delay_ms" for hosts with their own limits
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """A claimed URL: the worker must release it exactly once."""
+
+    host: str
+    fingerprint: bytes
+    record: str
+    robots_version: int = 0  # of the host's robots rules when claimed
+    #: The site's and the domain's start turns the claim took (0: none): the
+    #: URL has passed the start gate if it starts within START_WINDOW_MS.
+    turns: tuple[int, int] = (0, 0)
+
+    @property
+    def token(self) -> str:
+        return self.fingerprint.hex()
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """What became of a lease: done, return, retry (after delay_ms) or dead.
+
+    ``hold_ms`` pushes back the host's next-allowed time for every worker
+    (the server asked us to back off); ``health`` ("fail", "ok" or "") feeds
+    the host's circuit breaker.
+    """
+
+    host: str
+    fingerprint: bytes
+    op: str
+    arg: str = ""
+    record: str = ""  # a new record (retry, revisit) or "" to keep the old one
+    hold_ms: int = 0
+    health: str = ""
+    fetch_ms: int = 0  # how long the answer took (adaptive pacing; 0: no answer)
+    revisit_ms: int = 0  # done, and due again this long from now (0: never)
+
+
+class BreakerEvent(NamedTuple):
+    """A host's breaker changed: "open" (for ``ms``), "close" or "park"."""
+
+    event: str
+    host: str
+    ms: int
+
+
+class Turn(NamedTuple):
+    """The start gate's answer: wait ``wait_ms`` first, or start now (0) and own
+    ``turn`` at the site's gate and ``domain_turn`` at the domain's (0: none)."""
+
+    wait_ms: int
+    turn: int = 0
+    domain_turn: int = 0
+
+
+class ReleaseResult(NamedTuple):
+    released: int
+    stale: int
+    events: tuple[BreakerEvent, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Breaker:
+    """Per-host circuit breaker parameters, in ms (release.lua)."""
+
+    threshold: int = 5  # consecutive failures that open it
+    base_ms: int = 30_000  # first cool-down, doubled at each opening
+    cap_ms: int = 3_600_000
+    max_openings: int = 6  # then the host is parked (0: never)
+
+
+@dataclass(slots=True)
+class ClaimResult:
+    leases: list[Lease]
+    server_ms: int
+    next_ready_ms: int | None  # earliest time something may become claimable
+    robots_jobs: list[str] = field(default_factory=list)  # hosts whose robots.txt to fetch
+    #: Hosts that joined those parked for their server address: (host, address).
+    ip_waits: list[tuple[str, str]] = field(default_factory=list)
+    #: Hosts whose server address to look up before their first claim.
+    dns_jobs: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsRetry:
+    """How a host whose robots.txt is unreachable is retried, in ms."""
+
+    base_ms: int = 60_000
+    cap_ms: int = 3_600_000
+    max_attempts: int = 8  # then its queued URLs are parked as dead letters (0: never)
+    stale_max_ms: int = 30 * 86_400_000  # a last good copy serves this long at most
+
+
+@dataclass(frozen=True, slots=True)
+class RobotsOutcome:
+    """What robots.lua made of a fetch: rules, stale, unreachable or park."""
+
+    state: str
+    attempts: int
+    version: int
+
+
+@dataclass(slots=True)
+class AdmitResult:
+    added: int = 0
+    duplicates: int = 0
+    refused: int = 0  # over the host's budget
+    blocked: int = 0  # the host was dropped
+    parked: int = 0  # the host is parked: dead letters at once
+
+
+@dataclass(slots=True)
+class Limits:
+    """Per-host defaults and the crawl's budgets, in the units the scripts use."""
+
+    concurrency: int = 4
+    delay_ms: int = 1000
+    jitter: float = 0.5
+    budget: int = 0
+    lease_ms: int = 60_000
+    move_max: int = 500
+    robots_ms: int = 0  # 0: robots.txt not obeyed; else a robots fetch's lease
+    #: The registered domain's gates (0: that limit off; both 0: the scope off).
+    domain_concurrency: int = 0
+    domain_delay_ms: int = 0
+    #: Adaptive pacing: a site waits this many times its last answer's time
+    #: after it (0: off), at most adaptive_max_ms.
+    adaptive_factor: float = 0.0
+    adaptive_max_ms: int = 30_000
+    #: The IP scope's gates (both 0: off), and how long a host parked for its
+    #: address waits at most for a wake before it is looked at again.
+    ip_concurrency: int = 0
+    ip_delay_ms: int = 0
+    ip_fallback_ms: int = 15_000
+    #: How long a DNS job (the IP scope's look at a site's address) may take
+    #: before its host is handed out again.
+    dns_job_ms: int = 10_000
+    #: DNS jobs one claim hands out at most (per partition).
+    dns_job_max: int = 32
+    #: A host's new URLs are claimed before its revisits (FRONTIER_REVISIT_NEW_FIRST).
+    revisit_new_first: bool = True
+    #: Every partition is asked again at least this often, whatever the last
+    #: claims said (partitiondue.py; FRONTIER_CLAIM_SWEEP). 0: at every claim.
+    claim_sweep_ms: int = 1000
+    #: A claimed URL started this soon after its claim needs no start gate.
+    start_window_ms: int = START_WINDOW_MS
+    breaker: Breaker = field(default_factory=Breaker)
+    extra: dict[str, Any] = field(default_factory=dict)
