@@ -2,7 +2,8 @@
 
 The frontier spaces a host's claims by its delay, and a claim is its URL's
 start turn: ``lua/claim.lua`` moves the site's (and domain's) next start past
-a window (``START_WINDOW_MS``) in which the worker sends the URL. Between a
+a window in which the worker sends the URL (the worker's own,
+:mod:`crawler.scheduling.startwindow`). Between a
 claim and the moment bytes leave, a URL can wait in its worker (a busy
 reactor, the robots.txt middleware), and different workers wait differently;
 a request that comes here after its window asks the frontier's start gate
@@ -62,8 +63,8 @@ DEFER_AFTER_S = 5.0
 _REDIS_RETRY_S = (0.1, 2.0)  # first and longest pause while Redis does not answer
 #: A request that reaches the download handler longer than this after passing
 #: ``lua/start.lua`` passes it again: its turn at the host is stale (a stalled
-#: reactor). (A claim's turn lasts ``START_WINDOW_MS``: the claim spaced the
-#: next start by that much more.)
+#: reactor). (A claim's turn lasts the window the claim asked for: the claim
+#: spaced the next start by that much more.)
 STALE_AFTER_S = 0.05
 
 

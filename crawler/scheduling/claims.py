@@ -42,7 +42,7 @@ class Claims:
         self.claimable = True
         self._wakeup: asyncio.TimerHandle | None = None
         #: The start turn's window each claim asks for (what requests take
-        #: from the claim to the start gate: the pacing middleware tells it).
+        #: from the claim to the socket: the download handler tells it).
         self.window = StartWindow()
 
     def pop(self) -> Request | None:
