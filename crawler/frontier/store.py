@@ -149,6 +149,7 @@ class Frontier:
         self._next_partition = (start + 1) % parts
         candidates = self.due.due([(start + i) % parts for i in range(parts)])
         result = ClaimResult([], self.due.now(), None)
+        window = self.limits.start_window_ms if window_ms is None else window_ms
         for _ in range(4):
             missing = n - len(result.leases)
             if missing <= 0 or not candidates:
@@ -157,14 +158,11 @@ class Frontier:
             # start, or the extras would hold their hosts' slots while waiting;
             # and CLAIM_SHARE at least of a partition (a script call has a
             # cost of its own), the rotation spreading the claims over them.
-            asked = candidates[:max(1, -(-missing // CLAIM_SHARE))]
+            asked = candidates[:-(-missing // CLAIM_SHARE)]  # at least one
             q, r = divmod(missing, len(asked))
             asks = [(part, q + (i < r)) for i, part in enumerate(asked)]
-            asks += [(part, 0) for part in candidates[len(asked):]]
-            full = await self._claim_round([a for a in asks if a[1] > 0], worker, result,
-                                           self.limits.start_window_ms
-                                           if window_ms is None else window_ms)
-            candidates = full + [part for part, want in asks if want == 0]
+            full = await self._claim_round(asks, worker, result, window)
+            candidates = full + candidates[len(asked):]
         result.next_ready_ms = self.due.next_ms()
         return result
 

@@ -230,11 +230,7 @@ local function domain_took(dom, member, expiry, delay, start)
   redis.call('ZADD', p .. ':di:' .. dom, expiry, member)
   local t = now + jittered(delay, 0)
   local turn = start and start_turn(0, delay) or 0
-  if turn > 0 then
-    redis.call('HSET', p .. ':d:' .. dom, 't', t, 's', turn)
-  else
-    redis.call('HSET', p .. ':d:' .. dom, 't', t)
-  end
+  hset_fields(p .. ':d:' .. dom, {t = t, s = turn > 0 and turn or nil})
   wake_domain(p, dom, math.max(t, turn))
   return turn
 end
@@ -264,17 +260,13 @@ local function lease_head(host, hk, sk, g, h, dom, ddelay)
   local delay, floor = delay_in_force(g.dl, g.xd), num(g.fl, 0)
   local gap = jittered(delay, floor)
   local turn = start_turn(floor, delay)
-  local fields = {'i', num(g.i, 0) + 1, 't', now + gap}
-  if turn > 0 then
-    fields[#fields + 1] = 's'
-    fields[#fields + 1] = turn
-  end
+  local w = {i = num(g.i, 0) + 1, t = now + gap, s = turn > 0 and turn or nil}
   if g.bs == 'o' or g.bs == 'h' then
     -- Breaker cool-down over: this URL is the one probe (half-open); the
     -- site is held until its release says how it went (or the lease ends).
-    for _, v in ipairs({'bs', 'h', 'w', now + lease_ms}) do fields[#fields + 1] = v end
+    w.bs, w.w = 'h', now + lease_ms
   end
-  redis.call('HSET', sk, unpack(fields))
+  hset_fields(sk, w)
   redis.call('HSET', hk, 'n', num(h.n, 0) - 1)
   local dturn = dom and domain_took(dom, fp, now + lease_ms, ddelay, true) or 0
   refresh_site(p, host)
