@@ -63,6 +63,11 @@ class Ticket:
     #: it holds (its claim's, or a pass of the start gate): later, it passes
     #: the gate again (the handler asks, once the connection is ready).
     start_by: float | None = None
+    #: When its bytes were written (monotonic; None: not sent).
+    sent: float | None = None
+    #: Claimed ahead of its turn (a reservation's later URL): it waited for
+    #: its turn in its worker, not for its claim.
+    ahead: bool = False
     #: The turns (the frontier's ``Turn``: site and domain gate times, Redis
     #: ms) that pass set: a stale turn's second pass names them, and starts at
     #: once if no other request of the site or domain started since.

@@ -191,6 +191,13 @@ FRONTIER_PARTITIONS = 16
 # asked again at least this often (seconds), for what other workers did. 0:
 # every partition at every claim.
 FRONTIER_CLAIM_SWEEP = 1.0
+# A claim reserves a site's next URLs, as many as its delay and concurrency
+# allow in this many seconds of its schedule; the worker starts each on its
+# turn, without asking Redis again. A worker that dies loses at most its
+# reservations (back after FRONTIER_LEASE_SECONDS); an operator's change
+# (scrapy frontier host) ends them within about a second. 0: one URL per
+# host and claim.
+FRONTIER_RESERVE_SECONDS = 3.0
 # Each worker remembers this many of the URLs it offered lately (two
 # generations of hashes, a few MB) and counts a link to one of them as a
 # duplicate without asking Redis. 0: every link goes to Redis.

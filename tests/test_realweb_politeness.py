@@ -15,6 +15,7 @@ generous.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -270,7 +271,7 @@ def test_a_url_that_becomes_due_is_requested_at_once(
     # and not a moment longer: 25-35 ms is the parse of the page that held the
     # link plus the claim on a loaded 2-core machine, a wake-up missed would be
     # hundreds; 100 ms leaves room for a slow machine's worst turn.
-    assert max(late) <= 0.1, late
+    assert max(late) <= 0.1, (late, [(r.target, r.arrival, r.done) for r in seen])
     bound = sum(r.done - r.arrival for r in seen[1:]) + 1.0 * (len(seen) - 2)
     startup = seen[1].arrival - started
     assert seen[-1].done - started <= 1.2 * bound + startup, (bound, startup)
@@ -437,8 +438,12 @@ def test_live_control_changes_what_the_server_sees_within_a_second(
         before = len([r for r in web.ledger().for_host("ctl.test") if r.arrival < resumed])
         _wait_for(web, "ctl.test", before + 5)
         resetting, reset = _frontier_host(redis_url, namespace, "ctl.test", "--reset")
-    for result in results:
-        assert result.items, "each worker fetched pages"
+    # The site's URLs were reserved (its worker paces them in memory, up to
+    # FRONTIER_RESERVE_SECONDS ahead) when the changes came: the worker that
+    # held them gave them back (either worker may have held the site; a
+    # reservation keeps it with one for a while).
+    returned = [re.search(r"'frontier/leases/returned': (\d+)", r.log) for r in results]
+    assert sum(int(m.group(1)) for m in returned if m) >= 1, [r.log[-3000:] for r in results]
     requests = web.ledger().for_host("ctl.test")
     assert sorted(r.target for r in requests) == site_targets(40)
     arrivals = [r.arrival for r in requests]

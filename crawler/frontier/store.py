@@ -132,9 +132,12 @@ class Frontier:
         self.due.touch(*parts)
         return result
 
-    async def claim(self, n: int, worker: str, window_ms: int | None = None) -> ClaimResult:
+    async def claim(self, n: int, worker: str, window_ms: int | None = None,
+                    later: int = 0) -> ClaimResult:
         """Lease up to ``n`` URLs whose hosts may be contacted now, each with its
-        start turn for ``window_ms`` (default ``Limits.start_window_ms``).
+        start turn for ``window_ms`` (default ``Limits.start_window_ms``), and
+        with them up to about ``later`` more of the same sites due later (their
+        reservations, ``Limits.reserve_ms`` ahead at most).
 
         The claim is spread over the partitions with something due (starting
         at a rotating one; see partitiondue.py), at least ``CLAIM_SHARE`` URLs
@@ -151,7 +154,7 @@ class Frontier:
         result = ClaimResult([], self.due.now(), None)
         window = self.limits.start_window_ms if window_ms is None else window_ms
         for _ in range(4):
-            missing = n - len(result.leases)
+            missing = n - sum(lease.offset_ms == 0 for lease in result.leases)
             if missing <= 0 or not candidates:
                 break
             # Exactly ``missing`` in all: never lease more than the caller can
@@ -161,13 +164,15 @@ class Frontier:
             asked = candidates[:-(-missing // CLAIM_SHARE)]  # at least one
             q, r = divmod(missing, len(asked))
             asks = [(part, q + (i < r)) for i, part in enumerate(asked)]
-            full = await self._claim_round(asks, worker, result, window)
+            full = await self._claim_round(asks, worker, result, window,
+                                           -(-later // len(asks)) if later > 0 else 0)
             candidates = full + candidates[len(asked):]
         result.next_ready_ms = self.due.next_ms()
         return result
 
     async def _claim_round(
-        self, asks: list[tuple[int, int]], worker: str, result: ClaimResult, window_ms: int
+        self, asks: list[tuple[int, int]], worker: str, result: ClaimResult, window_ms: int,
+        later: int,
     ) -> list[int]:
         """One pipelined round; returns the partitions that gave all they were asked."""
         calls = [(self._claim, [self.keys.counts(part)],
@@ -176,7 +181,8 @@ class Frontier:
                    self.limits.domain_concurrency, self.limits.domain_delay_ms,
                    int(self.limits.ip_concurrency > 0 or self.limits.ip_delay_ms > 0),
                    self.limits.ip_fallback_ms, self.limits.dns_job_ms,
-                   self.limits.dns_job_max, int(self.limits.revisit_new_first), window_ms])
+                   self.limits.dns_job_max, int(self.limits.revisit_new_first), window_ms,
+                   self.limits.reserve_ms if later > 0 else 0, later])
                  for part, want in asks]
         stamps = [self.due.stamp(part) for part, _ in asks]
         full = []
@@ -194,13 +200,15 @@ class Frontier:
                 if entry == b"D":
                     result.dns_jobs.append(host)
                     continue
-                claimed += 1
                 if entry == b"R":
+                    claimed += 1
                     result.robots_jobs.append(host)
                 else:
-                    site, domain = reply[i + 3].split()
+                    site, domain, offset, latest, delay, floor = map(int, reply[i + 3].split())
+                    claimed += offset == 0
                     result.leases.append(Lease(host, entry[:16], entry[16:].decode("utf-8"),
-                                               int(reply[i + 2]), (int(site), int(domain))))
+                                               int(reply[i + 2]), (site, domain),
+                                               offset, latest, (delay, floor)))
             self.due.answered(part, stamp, nxt, claimed == want)
             if claimed == want:
                 full.append(part)
@@ -225,7 +233,7 @@ class Frontier:
             (self._release, [self.keys.counts(part)],
              [self.keys.prefix(part), worker, b.threshold, b.base_ms, b.cap_ms,
               b.max_openings, self.limits.adaptive_factor, self.limits.adaptive_max_ms,
-              *args]) for part, args in groups.items()]
+              self.limits.jitter, *args]) for part, args in groups.items()]
         return calls, list(groups)
 
     def _released(self, replies: list[Any], parts: list[int]) -> ReleaseResult:

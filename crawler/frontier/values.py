@@ -16,6 +16,8 @@ from typing import Any, NamedTuple
 #: own (``scheduling/startwindow.py``: what its requests take to get from the
 #: claim to the gate); this is the first claim's.
 START_WINDOW_MS = 50
+#: A Lease's offset when it starts after the one before it ended (claim.lua).
+SERIAL = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +43,15 @@ class Lease:
     #: The site's and the domain's start turns the claim took (0: none): the
     #: URL has passed the start gate if it starts within START_WINDOW_MS.
     turns: tuple[int, int] = (0, 0)
+    #: When it starts, in ms after the claim (a reservation's later URLs;
+    #: SERIAL: after the one before it ended, paced by its worker).
+    offset_ms: int = 0
+    #: The latest it may start on the claim's turn, ms after the claim (later,
+    #: it asks the start gate; 0 in a serial reservation: its worker paces it).
+    latest_ms: int = START_WINDOW_MS
+    #: The site's delay in force and its floor (a Crawl-delay), ms: how the
+    #: worker paces a serial reservation.
+    pacing: tuple[int, int] = (0, 0)
 
     @property
     def token(self) -> str:
@@ -175,5 +186,7 @@ class Limits:
     claim_sweep_ms: int = 1000
     #: A claimed URL started this soon after its claim needs no start gate.
     start_window_ms: int = START_WINDOW_MS
+    #: How far ahead a claim reserves a site's next URLs (0: one per claim).
+    reserve_ms: int = 0
     breaker: Breaker = field(default_factory=Breaker)
     extra: dict[str, Any] = field(default_factory=dict)

@@ -219,7 +219,9 @@ def note_time_to_socket(crawler: Crawler, request: Request) -> None:
     ticket = ticket_of(request.meta)
     scheduler = scheduler_of(crawler)
     if ticket is not None and scheduler is not None:
-        scheduler.claims.window.observe(time.monotonic() - ticket.claimed)
+        ticket.sent = time.monotonic()
+        if not ticket.ahead:  # (what a claim takes to reach the socket)
+            scheduler.claims.window.observe(ticket.sent - ticket.claimed)
 
 
 def turn_is_stale(request: Request) -> bool:

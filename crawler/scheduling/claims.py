@@ -2,8 +2,10 @@
 
 The buffer is sized to the free download slots: a URL claimed but not
 started holds its host's slot in Redis for every worker, so a worker claims
-only what it can start now. When no host is due, the claim says when the
-next one is and a timer wakes the worker then.
+only what it can start now. A claim also reserves the same sites' next URLs,
+due later (:mod:`.reserved`): they wait apart and join the buffer on their
+turn. When no host is due, the claim says when the next one is and a timer
+wakes the worker then.
 """
 
 from __future__ import annotations
@@ -12,15 +14,18 @@ import asyncio
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 from scrapy import Request
 
 from crawler.deadletter import DeadReason
+from crawler.frontier.keys import site_of
 from crawler.frontier.records import RecordError, from_record
-from crawler.frontier.values import Lease, Release
-from crawler.lease import TICKET_META, Ticket
+from crawler.frontier.values import SERIAL, Lease, Release
+from crawler.lease import TICKET_META, Ticket, ticket_of
+from crawler.scheduling.reserved import Reserved
 from crawler.scheduling.startwindow import StartWindow
 from crawler.urls import canonical_url
 
@@ -28,6 +33,10 @@ if TYPE_CHECKING:
     from crawler.scheduling.scheduler import FrontierScheduler
 
 logger = logging.getLogger("crawler.scheduling.scheduler")
+
+#: Reserved URLs a worker keeps at most, per download slot: beyond that it
+#: claims only what it starts now.
+RESERVED_PER_SLOT = 16
 
 
 class Claims:
@@ -44,9 +53,17 @@ class Claims:
         #: The start turn's window each claim asks for (what requests take
         #: from the claim to the socket: the download handler tells it).
         self.window = StartWindow()
+        #: Claimed URLs whose turn is later (a site's reservation).
+        self.reserved = Reserved(self._turns_came, scheduler.limits)
+
+    def __len__(self) -> int:
+        """Claimed requests not started: in the buffer or reserved."""
+        return len(self.buffer) + len(self.reserved)
 
     def pop(self) -> Request | None:
         """The next claimed request for the engine; claims more when running low."""
+        if self.reserved:
+            self.buffer.extend(self.reserved.due())
         if not self.buffer:
             self.want()
             return None
@@ -54,6 +71,53 @@ class Claims:
         if len(self.buffer) < self.scheduler.concurrency // 4:
             self.want()
         return request
+
+    def take_unstarted(self, which: Callable[[Request], bool] | None = None) -> list[Request]:
+        """Take out the claimed requests not started yet (or those ``which`` picks):
+        their leases are for the caller to give back."""
+        if which is None:
+            taken = list(self.buffer)
+            self.buffer.clear()
+        else:
+            taken = [request for request in self.buffer if which(request)]
+            if taken:
+                self.buffer = deque(r for r in self.buffer if not which(r))
+        return taken + self.reserved.take(which)
+
+    def ended(self, request: Request) -> None:
+        """The engine is done with ``request``: a serial reservation's next URL
+        becomes due (:meth:`Reserved.ended`), or goes back with the rest of
+        its site's when the request gave its URL back or held its host."""
+        ticket = ticket_of(request.meta)
+        lease = ticket and self.scheduler.leases.lease_of(ticket.token)
+        if ticket is None or lease is None:
+            return
+        verdict = ticket.ending()
+        fetch_s = request.meta.get("download_latency")
+        if verdict.op in ("return", "ipwait") or verdict.hold_ms > 0 or self._slowed(
+                lease, fetch_s):
+            self.scheduler.give_back_unstarted(site_of(lease.host))
+            return
+        over = self.reserved.ended(lease.host, ticket.token, ticket.sent, fetch_s,
+                                   self.window.ms / 1000)
+        if over:
+            self.scheduler.give_back(over)
+
+    def _slowed(self, lease: Lease, fetch_s: float | None) -> bool:
+        """Whether this answer asks its site's next request to wait longer than
+        its reservation waits (adaptive pacing, ``lua/release.lua``: the next
+        start no sooner than FRONTIER_ADAPTIVE_FACTOR times the answer's time
+        after its end), so that the reservation no longer stands. (A chain
+        waits so already: :meth:`Reserved.ended`.)"""
+        factor = self.scheduler.limits.adaptive_factor
+        if not fetch_s or factor * fetch_s * 1000 <= lease.pacing[0]:
+            return False
+        after = self.reserved.next_due(lease.host)
+        return after is not None and after < time.monotonic() + factor * fetch_s
+
+    def _turns_came(self, requests: list[Request]) -> None:
+        self.buffer.extend(requests)
+        self.scheduler.wake()
 
     def want(self) -> None:
         """Claim as many URLs as there are free download slots (one claim at a time)."""
@@ -77,8 +141,10 @@ class Claims:
         assert scheduler.frontier is not None and scheduler.spider is not None
         asked = time.monotonic()  # the claims' start turns count from no later than this
         window_ms = self.window.ms
+        later = RESERVED_PER_SLOT * scheduler.concurrency - len(self.reserved)
         try:
-            result = await scheduler.frontier.claim(n, scheduler.worker, window_ms)
+            result = await scheduler.frontier.claim(n, scheduler.worker, window_ms,
+                                                    max(later, 0))
         except (RedisError, OSError) as exc:
             scheduler.health.trouble(exc)
             self.claiming = False
@@ -86,7 +152,8 @@ class Claims:
             return
         scheduler.health.ok()
         self.claiming = False
-        start_by = asked + window_ms / 1000
+        heads: dict[str, str] = {}  # a serial reservation's first URL, by host
+        chains: dict[str, tuple[list[Request], tuple[int, int]]] = {}
         for lease in result.leases:
             try:
                 request = from_record(lease.record, scheduler.spider, lease.host,
@@ -94,13 +161,28 @@ class Claims:
             except RecordError as exc:
                 self._bad_record(lease, exc)
                 continue
-            ticket = Ticket(lease.token, lease.robots_version, claimed=asked,
-                            start_by=start_by, gate_turn=(0, *lease.turns))
+            due = asked + lease.offset_ms / 1000
+            ticket = Ticket(lease.token, lease.robots_version, claimed=due,
+                            start_by=asked + lease.latest_ms / 1000,
+                            gate_turn=(0, *lease.turns), ahead=lease.offset_ms != 0)
             if scheduler.leases.revisits is not None:
                 ticket.revisit = scheduler.leases.revisits.state_of(lease.record)
             request.meta[TICKET_META] = ticket
             scheduler.leases.add(lease, canonical_url(request.url, scheduler.stripper))
-            self.buffer.append(request)
+            if lease.offset_ms == SERIAL:
+                chains.setdefault(lease.host, ([], lease.pacing))[0].append(request)
+            elif lease.offset_ms > 0:
+                self.reserved.add(due, request, lease.host)
+            else:
+                heads[lease.host] = lease.token
+                self.buffer.append(request)
+        for host, (chain, (delay_ms, floor_ms)) in chains.items():
+            if host not in heads:  # its first was a bad record: the next goes now
+                heads[host] = ticket_of(chain[0].meta).token  # type: ignore[union-attr]
+                self.buffer.append(chain.pop(0))
+            if chain:
+                self.reserved.chain(host, heads[host], chain, delay_ms, floor_ms,
+                                    asked + scheduler.limits.reserve_ms / 1000)
         for host in result.robots_jobs:
             scheduler.robots_jobs.start(host)
         if scheduler.ips is not None:
@@ -153,11 +235,16 @@ class Claims:
         """Claim again in ``seconds`` (between 5 ms and 1 s)."""
         if self.scheduler.closing:
             return
-        self.cancel()
+        self._cancel_wakeup()
         delay = min(max(seconds, 0.005), 1.0)
         self._wakeup = asyncio.get_event_loop().call_later(delay, self._on_wakeup)
 
     def cancel(self) -> None:
+        """No more timers (the worker closes)."""
+        self.reserved.cancel()
+        self._cancel_wakeup()
+
+    def _cancel_wakeup(self) -> None:
         if self._wakeup:
             self._wakeup.cancel()
             self._wakeup = None

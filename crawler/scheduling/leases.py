@@ -63,8 +63,13 @@ class LeaseTable:
 
     def host_of(self, token: str) -> str | None:
         """The host key of a lease this worker holds."""
+        lease = self.lease_of(token)
+        return lease.host if lease else None
+
+    def lease_of(self, token: str) -> Lease | None:
+        """A lease this worker holds, by its token."""
         held = self.held.get(token)
-        return held[0].host if held else None
+        return held[0] if held else None
 
     def leases(self) -> list[Lease]:
         return [lease for lease, _ in self.held.values()] + list(self.archiving.values())

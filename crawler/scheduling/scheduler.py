@@ -37,7 +37,7 @@ from crawler.frontier.connection import ConnectError, async_client, configured_u
 from crawler.frontier.dnsstate import DNSRetry
 from crawler.frontier.embedded import EmbeddedRedis
 from crawler.frontier.ipgates import IpGates
-from crawler.frontier.keys import Count, Keys, crawl_namespace
+from crawler.frontier.keys import Count, Keys, crawl_namespace, site_of
 from crawler.frontier.leftover import Leftover, LeftoverReader
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, to_record
 from crawler.frontier.seedfeed import SeedFeed
@@ -49,6 +49,7 @@ from crawler.proxies import ProxyRoutes
 from crawler.redaction import one_line, safe_url, url_password
 from crawler.robots.policy import RobotsPolicy
 from crawler.scheduling.claims import Claims
+from crawler.scheduling.controlwatch import ControlWatch
 from crawler.scheduling.dnsoutcomes import DnsOutcomes
 from crawler.scheduling.health import RedisHealth, refusal
 from crawler.scheduling.heartbeat import beat_quietly, heartbeat_loop
@@ -117,6 +118,7 @@ def limits_from_settings(s: Any) -> Limits:
         ip_concurrency=s.getint("FRONTIER_IP_CONCURRENCY", 0),
         ip_delay_ms=round(s.getfloat("FRONTIER_IP_DELAY", 0) * 1000),
         claim_sweep_ms=round(s.getfloat("FRONTIER_CLAIM_SWEEP", 1.0) * 1000),
+        reserve_ms=round(s.getfloat("FRONTIER_RESERVE_SECONDS", 0) * 1000),
         breaker=Breaker(
             threshold=s.getint("BREAKER_THRESHOLD", 5),
             base_ms=round(s.getfloat("BREAKER_COOLDOWN", 30.0) * 1000),
@@ -284,6 +286,11 @@ class FrontierScheduler:
             held_wait_ms=self.held_wait_ms)
         self._install_engine_hooks()
         self.spawn(heartbeat_loop(self))
+        if self.limits.reserve_ms > 0:
+            control = ControlWatch(self.client, keys.control_log(),
+                                   holds=lambda: bool(self.claims.reserved),
+                                   give_back=self.give_back_unstarted)
+            self.spawn(control.run(lambda: self.closing))
         counts = await self.frontier.counts()
         logger.info(
             "Frontier %s on %s: %s queued, %s leased, %s delayed, %s done, %s dead; worker %s",
@@ -330,7 +337,7 @@ class FrontierScheduler:
         if flushes:  # let a flush or claim under way finish: it holds leases in hand
             await asyncio.wait(flushes, timeout=30)
         returned = self.leases.return_all()
-        self.claims.buffer.clear()
+        self.claims.take_unstarted()
         self.sync.releases += returned
         if self.frontier is not None:
             await self._save_last_changes()
@@ -425,7 +432,7 @@ class FrontierScheduler:
         return self.claims.pop()
 
     def has_pending_requests(self) -> bool:
-        if self.claims.buffer or self.sync or self.leases:
+        if self.claims or self.sync or self.leases:
             self.idle_since = None
             if self.watchdog is not None:
                 self.watchdog.busy()
@@ -480,7 +487,7 @@ class FrontierScheduler:
         self.claims.now()
 
     def __len__(self) -> int:
-        return len(self.claims.buffer) + (self.counts or {}).get(Count.QUEUED, 0)
+        return len(self.claims) + (self.counts or {}).get(Count.QUEUED, 0)
 
     # ------------------------------------------------------------------ for components
 
@@ -495,12 +502,23 @@ class FrontierScheduler:
         to their queues at once, for workers that can take them. Held leases
         are renewed meanwhile, and the pause shows in ``scrapy frontier status``."""
         self.pauses[source] = why
-        tokens = [ticket.token for ticket in map(ticket_of, (r.meta for r in self.claims.buffer))
-                  if ticket is not None]
-        self.claims.buffer.clear()
+        self.give_back_unstarted()
+        self._beat_now()
+
+    def give_back_unstarted(self, site: str | None = None) -> None:
+        """Claimed requests not started yet (of ``site`` only, if given) go back to
+        their queues: a pause, a hold or a breaker opening, an operator's change."""
+        def of_site(request: Request) -> bool:
+            ticket = ticket_of(request.meta)
+            host = ticket and self.leases.host_of(ticket.token)
+            return host is not None and site_of(host) == site
+        self.give_back(self.claims.take_unstarted(None if site is None else of_site))
+
+    def give_back(self, requests: list[Request]) -> None:
+        """The leases of claimed requests taken out before they started go back."""
+        tokens = [t.token for t in map(ticket_of, (r.meta for r in requests)) if t is not None]
         for release in self.leases.give_back(tokens):
             self.sync.release(release)
-        self._beat_now()
 
     def resume(self, source: str) -> None:
         """End ``source``'s pause; claiming starts again once no pause is left."""
@@ -544,6 +562,7 @@ class FrontierScheduler:
         host = self.host_of(token)
         if host is None or self.frontier is None or seconds <= 0:
             return
+        self.give_back_unstarted(site_of(host))
         self.spawn(self._hold(host, round(seconds * 1000)))
 
     async def _hold(self, host: str, ms: int) -> None:
@@ -564,6 +583,7 @@ class FrontierScheduler:
     # ------------------------------------------------------------------ internals
 
     def _finished(self, request: Request) -> None:
+        self.claims.ended(request)
         # A release the archive holds back is sent later, by the same sync,
         # whose flush wakes the engine (after_flush).
         self.leases.finished(request, self.sync.release)

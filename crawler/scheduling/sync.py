@@ -146,6 +146,9 @@ class Sync:
         """Log a host's breaker transition once (this worker's release caused it)."""
         extra = {"host": event.host, "breaker": event.event}
         self.stats.inc_value(f"breaker/{event.event}")
+        if event.event in ("open", "park"):
+            # (its reserved URLs would start during the cool-down)
+            self.scheduler.give_back_unstarted(site_of(event.host))
         if event.event == "open":
             logger.warning("Breaker open for %s: no requests for %.0f s", event.host,
                            event.ms / 1000, extra={**extra, "cooldown_s": event.ms / 1000})

@@ -27,12 +27,29 @@
 --          handed out at most, ARGV[15] 1 when a host's new URLs go before
 --          its revisits, ARGV[16] how long (ms) after its claim a worker
 --          starts a URL without asking the start gate (start.lua)
+-- ARGV[17] how far ahead (ms) a claim reserves a site's next URLs (0: one
+--          URL per host and claim), ARGV[18] how many URLs due later than
+--          now this claim may reserve at most
 -- Returns {now_ms, next_ready_ms or -1, then per claim: host, entry, robots
--- version, then the site's and the domain's start turns (0: none) for a URL,
--- '' for a job}. A claimed URL has passed the start gate: the claim moved the
+-- version, then for a URL "SITE_TURN DOMAIN_TURN OFFSET LATEST DELAY FLOOR"
+-- (turns 0: none; offset -1: see reservation below; latest: when it must
+-- have started, in ms after the claim, or else ask start.lua; the site's
+-- delay in force and its floor, in ms, for the worker's own pacing), '' for
+-- a job}. A claimed URL has passed the start gate: the claim moved the
 -- site's and domain's next start (s) past the window in which its worker
 -- starts it, so the worker asks start.lua only when it starts it later than
 -- that (its turns then say "nobody started since": it goes at once).
+-- A reservation: a host taken here may give several URLs at once, the
+-- site's next ones, as many as its (and its domain's) concurrency has room
+-- for within reserve_ms of its schedule. The first starts now, each next
+-- one OFFSET ms after the claim, spaced by the delay as the claims would
+-- have spaced them; the worker keeps them and starts each at its offset,
+-- and no later than the least gap before the next one's (LATEST). The site
+-- counts them all in flight, so no other worker claims it meanwhile; the
+-- site's and domain's next claim and start move past the last one, which
+-- alone carries turns: an earlier one started later than LATEST asks
+-- start.lua with none, so it waits until the reservation is over. (A
+-- serial reservation: see reservation below.)
 -- An entry "R" is a robots job: the host's robots.txt is unknown or
 -- due, so this worker fetches it (robots.lua stores the result) and the
 -- host's URLs wait in the frontier meanwhile, holding no download slot. An
@@ -52,6 +69,7 @@ local dconc, ddelay = num(ARGV[9], 0), num(ARGV[10], 0)
 local ipscope, ip_fallback = ARGV[11] == '1', num(ARGV[12], 0)
 local dns_job_ms, dns_job_max = num(ARGV[13], 0), num(ARGV[14], 0)
 local start_window = num(ARGV[16], 0)
+local reserve_ms, extras = num(ARGV[17], 0), num(ARGV[18], 0)
 local dns_jobs = 0
 local now = now_ms()
 local ready = p .. ':ready'
@@ -182,38 +200,63 @@ end
 
 -- A domain's concurrency and delay in force (an operator's override, else
 -- the settings) and whether it is paused.
+-- (st: the fields as read, including rh, the site of its last lease, re,
+-- when that site's reservation ends, and m: another site of the domain
+-- claimed since, so one URL per claim.)
 local function domain_limits(dom)
-  local st = redis.call('HMGET', p .. ':d:' .. dom, 't', 'xc', 'xd', 'xp', 's')
+  local st = redis.call('HMGET', p .. ':d:' .. dom, 't', 'xc', 'xd', 'xp', 's', 'rh', 'm', 're')
   return math.max(num(st[1], 0), num(st[5], 0)), tonumber(st[2] or dconc),
-         delay_in_force(ddelay, st[3]), st[4] ~= false
+         delay_in_force(ddelay, st[3]), st[4] ~= false, st
 end
 
--- The start turn a claimed URL takes on a gate (the site's or the domain's
--- hash): its worker starts it within start_window ms of now, so no other
--- start comes before the delay less its jitter after that. A robots
--- Crawl-delay (floor) counts from the end of the answer instead (it allows
--- one request at a time, and release.lua moves s on from the end), so it
--- needs no window. Returns the gate's next start (0: nothing to space).
-local function start_turn(floor, delay)
+-- The least gap between two starts on a gate whose delay is delay_ms: the
+-- delay less its jitter, plus the window in which a claimed URL starts
+-- (0: nothing to space).
+local function start_gap(delay)
   local least = math.floor(delay * (1 - jitter))
-  local s = math.max(floor, least > 0 and start_window + least or 0)
-  return s > 0 and now + s or 0
+  return least > 0 and start_window + least or 0
+end
+
+-- The start turn a claimed URL (off ms after now) takes on a gate (the
+-- site's or the domain's hash): its worker starts it within start_window ms
+-- of its offset, so no other start comes before the delay less its jitter
+-- after that. A robots Crawl-delay (floor) counts from the end of the answer
+-- instead (it allows one request at a time, and release.lua moves s on from
+-- the end), so it needs no window. Returns the gate's next start (0: nothing
+-- to space).
+local function start_turn(floor, delay, off)
+  local s = math.max(floor, start_gap(delay))
+  return s > 0 and now + off + s or 0
 end
 
 -- The fields of a host's site record (PP:g:NAME) and of the host record
 -- (PP:h:HOST) that a claim reads, each read once per host taken.
-local SITE = {'ip', 'ipx', 'd', 'dl', 'fl', 'bs', 'xd', 'i'}
+local SITE = {'ip', 'ipx', 'd', 'dl', 'fl', 'bs', 'xd', 'i', 'c', 'xc', 'ad', 'lt'}
 local HOST = {'rs', 'rx', 'iwk', 'rv', 'n'}
 
--- The domain of a host just taken from the ready set (and the domain's
--- delay), or false if its domain is busy: then the host waits for the
--- domain (dw) instead. nil: no domain gate.
+-- The domain of a host just taken from the ready set, the domain's delay
+-- and how many more leases it has room for, or false if its domain is busy:
+-- then the host waits for the domain (dw) instead. nil: no domain gate.
+-- A domain is a reservation's only while one site of it claims: its turns
+-- then follow that site's. The first claim of another site waits until the
+-- reservation under way ends, and from then on the domain's sites take
+-- turns, one URL per claim.
 local function domain_turn(host, dom)
   if not dom then return nil end
-  local t, conc, delay, paused = domain_limits(dom)
+  local t, conc, delay, paused, st = domain_limits(dom)
   if conc == 0 and delay == 0 and not paused then return nil end
-  local full = paused or (conc > 0 and domain_in_flight(p, dom, now) >= conc)
-  if not full and now >= t then return dom, delay end
+  if st[6] and st[6] ~= site_of(host) then
+    t = math.max(t, num(st[8], 0))
+    if not st[7] then
+      redis.call('HSET', p .. ':d:' .. dom, 'm', 1)
+      st[7] = '1'
+    end
+  end
+  local in_flight = conc > 0 and domain_in_flight(p, dom, now) or 0
+  local full = paused or (conc > 0 and in_flight >= conc)
+  if not full and now >= t then
+    return dom, delay, st[7] and 1 or (conc > 0 and conc - in_flight or math.huge)
+  end
   local score = redis.call('ZSCORE', ready, host)
   redis.call('ZREM', ready, host)
   redis.call('ZADD', p .. ':dw:' .. dom, score, host)
@@ -223,14 +266,17 @@ local function domain_turn(host, dom)
   return false
 end
 
--- A lease (fingerprint, or "R" .. host) of the domain until expiry; the
--- domain's next claim is a jittered domain delay away, and a URL's start
--- turn (start) moves its next start too. Returns that turn (0: none).
-local function domain_took(dom, member, expiry, delay, start)
-  redis.call('ZADD', p .. ':di:' .. dom, expiry, member)
-  local t = now + jittered(delay, 0)
-  local turn = start and start_turn(0, delay) or 0
-  hset_fields(p .. ':d:' .. dom, {t = t, s = turn > 0 and turn or nil})
+-- Leases of the domain (di: expiry, member pairs; a member is a
+-- fingerprint, or "R" .. host for a robots job) by host's site, the one
+-- with turns off ms from now and the reservation over at until; the
+-- domain's next claim is a jittered domain delay after off, and a URL's
+-- start turn (start) moves its next start too. Returns that turn (0: none).
+local function domain_took(dom, di, delay, start, off, until_ms, host)
+  redis.call('ZADD', p .. ':di:' .. dom, unpack(di))
+  local t = now + off + jittered(delay, 0)
+  local turn = start and start_turn(0, delay, off) or 0
+  hset_fields(p .. ':d:' .. dom, {t = t, s = turn > 0 and turn or nil, rh = site_of(host),
+                                  re = until_ms + start_gap(delay)})
   wake_domain(p, dom, math.max(t, turn))
   return turn
 end
@@ -242,40 +288,116 @@ local function robots_due(h)
   return h.rs ~= 'k' or now >= num(h.rx, 0)
 end
 
--- Lease the head of the host's queue and move its next-allowed time on by
--- its delay (with jitter, never below its floor fl: a robots Crawl-delay).
--- g and h: the site's and host's records as read for this step.
-local function lease_head(host, hk, sk, g, h, dom, ddelay)
-  local popped = redis.call('ZPOPMIN', p .. ':q:' .. host)
+-- The offsets (ms from now) of the URLs one claim of a host reserves: the
+-- first now, the others spaced as successive claims would space them (the
+-- site's jittered delay, never below its floor, the domain's, and the least
+-- gap between starts), as many as the site's and the domain's room (droom)
+-- allow, its queue holds, fit in reserve_ms and the claim may still take.
+-- A site that takes one request at a time (a Crawl-delay, adaptive pacing,
+-- a concurrency of 1) is paced from the end of each answer, which no claim
+-- can know: its next URLs get the offset -1, "after the one before ended",
+-- and the worker starts each the site's delay after the start of the one
+-- before and its floor (or adaptive delay) after its end; as many as about
+-- reserve_ms of its answers and delays hold (lt: its answers' mean time),
+-- SERIAL_MAX at most. g and h: the site's and host's records as read for
+-- this step.
+local SERIAL_MAX = 16
+local function reservation(g, h, delay, floor, dom, ddelay, droom)
+  local offs = {0}
+  if reserve_ms <= 0 or g.bs == 'o' or g.bs == 'h' then return offs end
+  local conc = site_concurrency(g.c, g.xc, g.fl, g.dl, g.ad)
+  if conc == 1 then
+    if num(g.i, 0) > 0 then return offs end
+    local cycle = num(g.lt, 0) + math.max(delay, floor, num(g.ad, 0))
+    local k = math.min(num(h.n, 0), extras + 1, SERIAL_MAX, droom or math.huge,
+                       cycle > 0 and math.floor(reserve_ms / cycle) + 1 or SERIAL_MAX)
+    for j = 2, k do offs[j] = -1 end
+    extras = extras - math.max(k - 1, 0)
+    return offs
+  end
+  local k = math.min(conc - num(g.i, 0), droom or math.huge, num(h.n, 0))
+  local least = math.max(start_gap(delay), dom and start_gap(ddelay) or 0)
+  local off = 0
+  while #offs < k do
+    local step = math.max(jittered(delay, floor), dom and jittered(ddelay, 0) or 0, least)
+    if off + step > reserve_ms then break end
+    if step > 0 then
+      if extras <= 0 then break end
+      extras = extras - 1
+    elseif got + #offs >= want then
+      break
+    end
+    off = off + step
+    offs[#offs + 1] = off
+  end
+  return offs
+end
+
+-- Lease the head of the host's queue (a reservation: its next URLs) and move
+-- the site's next-allowed time on past the last by its delay (with jitter,
+-- never below its floor fl: a robots Crawl-delay). g and h: the site's and
+-- host's records as read for this step. Returns how many start now.
+local function lease_head(host, hk, sk, g, h, dom, ddelay, droom)
+  local delay, floor = delay_in_force(g.dl, g.xd), num(g.fl, 0)
+  local offs = reservation(g, h, delay, floor, dom, ddelay, droom)
+  local popped = redis.call('ZPOPMIN', p .. ':q:' .. host, #offs)
   if #popped == 0 then
     redis.call('HSET', hk, 'n', 0)  -- repair: a host without a queue is not ready
     redis.call('ZREM', ready, host)
-    return false
+    return 0
   end
-  local entry, score = popped[1], popped[2]
-  local fp = string.sub(entry, 1, 16)
   if h.iwk then redis.call('HDEL', hk, 'iwk') end  -- its place at the address is taken now
-  redis.call('ZADD', p .. ':leased', now + lease_ms, fp)
-  redis.call('HSET', p .. ':ld', fp, host .. '\n' .. score .. '\n' .. worker .. '\n' .. entry)
-  local delay, floor = delay_in_force(g.dl, g.xd), num(g.fl, 0)
-  local gap = jittered(delay, floor)
-  local turn = start_turn(floor, delay)
-  local w = {i = num(g.i, 0) + 1, t = now + gap, s = turn > 0 and turn or nil}
+  local k = #popped / 2
+  -- the URL that carries the turns: the last one spaced by offsets, or the
+  -- first of a serial reservation (the others are paced by its worker); the
+  -- domain is held for the whole reservation
+  local serial = offs[k] < 0
+  local carrier, last = serial and 1 or k, serial and reserve_ms or offs[k]
+  local leases, data = {}, {}
+  for j = 1, k do
+    local entry, score = popped[2 * j - 1], popped[2 * j]
+    local fp = string.sub(entry, 1, 16)
+    local expiry = now + math.max(offs[j], 0) + lease_ms
+    leases[2 * j - 1], leases[2 * j] = expiry, fp
+    data[2 * j - 1], data[2 * j] = fp, host .. '\n' .. score .. '\n' .. worker .. '\n' .. entry
+  end
+  redis.call('ZADD', p .. ':leased', unpack(leases))
+  redis.call('HSET', p .. ':ld', unpack(data))
+  local turn = start_turn(floor, delay, offs[carrier])
+  local w = {i = num(g.i, 0) + k, t = now + offs[carrier] + jittered(delay, floor),
+             s = turn > 0 and turn or nil}
   if g.bs == 'o' or g.bs == 'h' then
     -- Breaker cool-down over: this URL is the one probe (half-open); the
     -- site is held until its release says how it went (or the lease ends).
     w.bs, w.w = 'h', now + lease_ms
   end
   hset_fields(sk, w)
-  redis.call('HSET', hk, 'n', num(h.n, 0) - 1)
-  local dturn = dom and domain_took(dom, fp, now + lease_ms, ddelay, true) or 0
+  redis.call('HSET', hk, 'n', num(h.n, 0) - k)
+  local dturn = dom and domain_took(dom, leases, ddelay, true, offs[carrier], now + last, host) or 0
   refresh_site(p, host)
-  out[#out + 1] = host
-  out[#out + 1] = entry
-  out[#out + 1] = h.rv or '0'
-  out[#out + 1] = turn .. ' ' .. dturn
-  leased = leased + 1
-  return true
+  -- The latest a URL may start without asking start.lua: within the window
+  -- for the last (or only) one, the least gap before the next one's offset
+  -- for the others (0: a serial reservation's, paced by its worker).
+  local least = math.max(math.floor(delay * (1 - jitter)), floor,
+                         dom and math.floor(ddelay * (1 - jitter)) or 0)
+  local starts = 0
+  for j = 1, k do
+    local latest = offs[j] + start_window
+    if serial then
+      latest = j == 1 and start_window or 0
+    elseif j < k then
+      latest = offs[j + 1] - least
+    end
+    out[#out + 1] = host
+    out[#out + 1] = popped[2 * j - 1]
+    out[#out + 1] = h.rv or '0'
+    -- (only the last carries the turns: see the header)
+    out[#out + 1] = (j == carrier and (turn .. ' ' .. dturn) or '0 0') .. ' ' .. offs[j]
+      .. ' ' .. latest .. ' ' .. delay .. ' ' .. floor
+    if offs[j] == 0 then starts = starts + 1 end
+  end
+  leased = leased + k
+  return starts
 end
 
 -- 4. Domains whose waiting hosts may go now: as many as the domain has room
@@ -420,7 +542,7 @@ while got < want and dns_jobs < dns_job_max do
   -- The domain first: a host whose domain is busy waits for it without
   -- queueing at its server's address (where it would hold a place it cannot
   -- use while the domain keeps it waiting).
-  local dom, ddelay = domain_turn(host, g.d)
+  local dom, ddelay, droom = domain_turn(host, g.d)
   if dom ~= false and joins_ip_waiters(host, sk, g, h) then dom = false end
   if dom == false then
     -- waits for its domain or its server's address
@@ -437,7 +559,7 @@ while got < want and dns_jobs < dns_job_max do
       redis.call('HSET', hk, 'rs', 'f', 'rw', now + robots_ms)
       if h.iwk then redis.call('HDEL', hk, 'iwk') end
       redis.call('HSET', sk, 'rj', now + robots_ms)
-      if dom then domain_took(dom, 'R' .. host, now + robots_ms, ddelay, false) end
+      if dom then domain_took(dom, {now + robots_ms, 'R' .. host}, ddelay, false, 0, now, host) end
       refresh_site(p, host)
       out[#out + 1] = host
       out[#out + 1] = 'R'
@@ -445,8 +567,8 @@ while got < want and dns_jobs < dns_job_max do
       out[#out + 1] = ''
       got = got + 1
     end
-  elseif lease_head(host, hk, sk, g, h, dom, ddelay) then
-    got = got + 1
+  else
+    got = got + lease_head(host, hk, sk, g, h, dom, ddelay, droom)
   end
 end
 if leased > 0 then

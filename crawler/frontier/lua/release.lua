@@ -19,7 +19,8 @@
 -- ARGV[1]  prefix, ARGV[2] worker id (only its own leases are released),
 -- ARGV[3]  breaker threshold, ARGV[4] cool-down base ms, ARGV[5] cap ms,
 -- ARGV[6]  max openings (0: never park)
--- ARGV[7]  adaptive factor (0: off), ARGV[8] adaptive delay cap ms
+-- ARGV[7]  adaptive factor (0: off), ARGV[8] adaptive delay cap ms,
+-- ARGV[9]  jitter (0..1)
 -- then 8 values per lease: fingerprint (16 bytes), op, arg, entry, hold ms,
 -- health ("fail", "ok" or "" for neither), how long the answer took (ms, 0:
 -- no answer), revisit ms (0: none)
@@ -37,6 +38,7 @@ local p, worker = ARGV[1], ARGV[2]
 local threshold, base, cap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local max_openings = tonumber(ARGV[6])
 local factor, adapt_cap = num(ARGV[7], 0), num(ARGV[8], 0)
+local jitter = num(ARGV[9], 0)
 local now = now_ms()
 local released, stale = 0, 0
 local counts = {done = 0, queued = 0, delayed = 0, dead = 0, robots_denied = 0,
@@ -82,6 +84,15 @@ local function crawl_delay_from_end(g, w)
   if fl > 0 then not_before(g, w, now + fl) end
 end
 
+-- The site's next claim and start come no sooner than its delay (less its
+-- jitter) after this request started, fetch_ms before its answer came at
+-- the latest: a reservation (claim.lua) started several of its URLs since
+-- its claim moved them on.
+local function delay_from_start(g, w, fetch_ms)
+  local least = math.floor(delay_in_force(g.dl, g.xd) * (1 - jitter))
+  if fetch_ms > 0 and least > 0 then not_before(g, w, now - fetch_ms + least) end
+end
+
 -- Adaptive pacing: the site's next request waits factor x this answer's
 -- time after it ended (capped), at the claim (t) and at the start gate (s);
 -- while that is longer than its delay (ad above dl) the site gets one request
@@ -116,7 +127,7 @@ local function breaker_success(g, w, sk, host)
 end
 
 -- The fields of the site record a release reads, once per lease.
-local SITE = {'i', 'd', 't', 's', 'fl', 'lt', 'cf', 'bs', 'da'}
+local SITE = {'i', 'd', 't', 's', 'fl', 'lt', 'cf', 'bs', 'da', 'dl', 'xd'}
 
 -- A done URL due again in revisit_ms: kept by its host until then. Its
 -- score is in whole seconds, rounded up (a 32-bit integer in the listpack
@@ -134,7 +145,7 @@ local function schedule_revisit(host, entry, revisit_ms)
   counts.revisit = counts.revisit + 1
 end
 
-for i = 9, #ARGV, 8 do
+for i = 10, #ARGV, 8 do
   local fp, op, arg, new_entry = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local hold_ms, health, fetch_ms = tonumber(ARGV[i + 4]), ARGV[i + 5], tonumber(ARGV[i + 6])
   local revisit_ms = tonumber(ARGV[i + 7])
@@ -172,6 +183,7 @@ for i = 9, #ARGV, 8 do
     end
     if op ~= 'return' and op ~= 'ipwait' then
       crawl_delay_from_end(g, w)
+      delay_from_start(g, w, fetch_ms)
       adapt(g, w, fetch_ms)
     end
     if health == 'ok' then breaker_success(g, w, sk, host) end

@@ -1,0 +1,188 @@
+"""Reserved URLs: claimed for a turn later than now, kept until it comes.
+
+A claim reserves a site's next URLs (``lua/claim.lua``, ``FRONTIER_RESERVE_SECONDS``):
+the first starts at once, each next one at its offset after the claim, spaced
+by the site's delay as successive claims would have spaced them. They wait
+here rather than in the engine, where each would hold a download slot for
+seconds, and move to the claims' buffer when their turn comes; a timer wakes
+the engine then. The frontier counts them in flight for their site meanwhile,
+so no other worker claims it; what takes them back early (a hold, a breaker,
+an operator's change, a pause) gives their leases back to their queues.
+
+A site that takes one request at a time (a robots.txt Crawl-delay, adaptive
+pacing, a concurrency of 1) is paced from the end of each answer: its
+reservation is a chain, each next URL due once the one before ended, its
+delay (jittered) after that one's start and its floor or adaptive delay
+after its end, whichever is later. Only its worker knows either moment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from scrapy import Request
+
+from crawler.frontier.values import Limits
+from crawler.lease import ticket_of
+
+#: A turn this close (s) counts as come: the timer's own granularity.
+_EARLY_S = 0.002
+
+
+@dataclass(slots=True)
+class _Chain:
+    """A serial reservation's URLs after the one under way (``current``, a token)."""
+
+    current: str
+    waiting: deque[Request]
+    delay_ms: int
+    floor_ms: int
+    until: float  # the reservation's end (monotonic): nothing starts after it
+
+
+class Reserved:
+    """Requests waiting for their start turn, earliest first."""
+
+    def __init__(self, on_due: Callable[[list[Request]], None], limits: Limits) -> None:
+        self._heap: list[tuple[float, int, Request]] = []
+        self._seq = itertools.count()
+        self._timer: asyncio.TimerHandle | None = None
+        self._on_due = on_due
+        self._limits = limits
+        self._chains: dict[str, _Chain] = {}  # by host key
+        self._chained = 0
+        self._due_of: dict[int, str] = {}  # a waiting request's host, by id
+        self._hosts: dict[str, list[float]] = {}  # the due times waiting, by host
+
+    def __len__(self) -> int:
+        return len(self._heap) + self._chained
+
+    def chain(self, host: str, current: str, requests: list[Request], delay_ms: int,
+              floor_ms: int, until: float) -> None:
+        """Keep ``requests`` (a serial reservation of ``host``, over at ``until``)
+        for after ``current``."""
+        self._chains[host] = _Chain(current, deque(requests), delay_ms, floor_ms, until)
+        self._chained += len(requests)
+
+    def chained(self, host: str) -> bool:
+        """Whether ``host`` has a serial reservation here."""
+        return host in self._chains
+
+    def ended(self, host: str, token: str, started: float | None, fetch_s: float | None,
+              window_s: float) -> list[Request]:
+        """The request ``token`` of ``host`` is over (``started``: when it was sent,
+        monotonic; ``fetch_s``: how long its answer took): if it heads a chain,
+        its next URL is due the site's delay after its start and its floor (or
+        adaptive delay) after now, whichever is later. Returns the chain's
+        URLs taken out because that is past the reservation's end (slow
+        answers): their leases are the caller's to give back."""
+        chain = self._chains.get(host)
+        if chain is None or chain.current != token:
+            return []
+        now = time.monotonic()
+        due = now + self._after_end(chain.floor_ms, fetch_s)
+        if started is not None:
+            due = max(due, started + self._jittered(chain.delay_ms) / 1000)
+        if due > chain.until:
+            del self._chains[host]
+            self._chained -= len(chain.waiting)
+            return list(chain.waiting)
+        request = chain.waiting.popleft()
+        self._chained -= 1
+        if not chain.waiting:
+            del self._chains[host]
+        ticket = ticket_of(request.meta)
+        if ticket is not None:
+            chain.current = ticket.token
+            # (another site of its domain may start once the reservation is
+            # over: later than that, it asks the start gate)
+            ticket.claimed, ticket.start_by = due, max(due + window_s, chain.until)
+        self.add(due, request, host)
+        return []
+
+    def _after_end(self, floor_ms: int, fetch_s: float | None) -> float:
+        """The wait after an answer: the floor, or the adaptive delay (release.lua's)."""
+        limits = self._limits
+        adaptive = 0.0
+        if limits.adaptive_factor > 0 and fetch_s:
+            adaptive = min(limits.adaptive_factor * fetch_s * 1000, limits.adaptive_max_ms)
+        return max(floor_ms, adaptive) / 1000
+
+    def _jittered(self, delay_ms: int) -> float:
+        jitter = self._limits.jitter
+        return delay_ms * random.uniform(1 - jitter, 1 + jitter)
+
+    def add(self, due: float, request: Request, host: str) -> None:
+        """Keep ``request`` (of ``host``) until ``due`` (monotonic seconds)."""
+        first = self._heap[0][0] if self._heap else None
+        heapq.heappush(self._heap, (due, next(self._seq), request))
+        self._due_of[id(request)] = host
+        self._hosts.setdefault(host, []).append(due)
+        if first is None or due < first:
+            self._arm()
+
+    def next_due(self, host: str) -> float | None:
+        """When the next request of ``host`` waiting here is due (None: none waits)."""
+        times = self._hosts.get(host)
+        return min(times) if times else None
+
+    def _out(self, due: float, request: Request) -> Request:
+        """Forget ``request`` (due at ``due``) in the index by host."""
+        host = self._due_of.pop(id(request))
+        times = self._hosts[host]
+        times.remove(due)
+        if not times:
+            del self._hosts[host]
+        return request
+
+    def due(self) -> list[Request]:
+        """The requests whose turn came, taken out, earliest first."""
+        now = time.monotonic() + _EARLY_S
+        out = []
+        while self._heap and self._heap[0][0] <= now:
+            due, _, request = heapq.heappop(self._heap)
+            out.append(self._out(due, request))
+        return out
+
+    def take(self, which: Callable[[Request], bool] | None = None) -> list[Request]:
+        """Take out every request (or those ``which`` picks) before its turn."""
+        taken = [entry for entry in self._heap if which is None or which(entry[2])]
+        if taken:
+            self._heap = [] if which is None else [e for e in self._heap if not which(e[2])]
+            heapq.heapify(self._heap)
+        out = [self._out(due, request) for due, _, request in taken]
+        for host, chain in list(self._chains.items()):
+            taken = [r for r in chain.waiting if which is None or which(r)]
+            if taken:
+                chain.waiting = deque(r for r in chain.waiting if r not in taken)
+                self._chained -= len(taken)
+                out += taken
+            if not chain.waiting:
+                del self._chains[host]
+        self._arm()
+        return out
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _arm(self) -> None:
+        self.cancel()
+        if self._heap:
+            wait = max(self._heap[0][0] - time.monotonic(), 0.0)
+            self._timer = asyncio.get_event_loop().call_later(wait, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        ready = self.due()
+        self._arm()
+        if ready:
+            self._on_due(ready)

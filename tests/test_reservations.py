@@ -1,0 +1,237 @@
+"""A claim reserves a site's next URLs (``lua/claim.lua``, ``FRONTIER_RESERVE_SECONDS``).
+
+Against a real Redis under a private namespace, on the harness's server
+clock: how many URLs one claim of a host reserves and at which offsets (its
+delay, concurrency, queue, the claim's budget for later URLs, its domain),
+that the site counts them all in flight so no other worker claims it
+meanwhile, that the next claim and start come after the last one, and that a
+dead worker's reserved URLs come back one lease after their own turn. Then
+the worker's side: the reserved requests wait for their turn
+(``scheduling/reserved.py``) and an operator's change takes them back
+(``scheduling/controlwatch.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+
+from redis.asyncio import Redis
+from scrapy import Request
+
+from crawler.frontier.values import SERIAL, Limits, Release
+from crawler.lease import TICKET_META, Ticket
+from crawler.scheduling.controlwatch import ControlWatch
+from crawler.scheduling.reserved import Reserved
+from tests.frontier_harness import Harness, admission
+
+HOST = "http://a.test:80"
+
+
+def _paced(make_harness: Callable[..., Harness], name: str, **limits: int | float) -> Harness:
+    limits = {"concurrency": 4, "delay_ms": 1000, "jitter": 0, "reserve_ms": 3000, **limits}
+    h = make_harness(name, clock=True, **limits)
+    h.run(h.frontier.admit([admission(f"http://a.test/{i}") for i in range(10)]))
+    return h
+
+
+def test_a_paced_site_reserves_its_next_urls_spaced_by_its_delay(
+        make_harness: Callable[..., Harness]) -> None:
+    h = _paced(make_harness, "paced")
+    f = h.frontier
+    claimed = h.run(f.claim(1, "w", 50, later=10))
+    now = claimed.server_ms
+    # each next one a delay plus the window after the last: what two claims
+    # would have spaced them by; a fourth (3150 ms) is past the 3 s horizon
+    assert [x.offset_ms for x in claimed.leases] == [0, 1050, 2100]
+    # each starts before the least gap (the delay, no jitter) to the next one,
+    # the last within the window
+    assert [x.latest_ms for x in claimed.leases] == [50, 1100, 2150]
+    assert [x.record for x in claimed.leases] == [
+        f'{{"u":"http://a.test/{i}"}}' for i in range(3)]
+    # only the last carries the turns: the site's next start after it
+    assert [x.turns for x in claimed.leases] == [(0, 0), (0, 0), (now + 2100 + 1050, 0)]
+    site = h.run(h.client.hgetall(f.keys.site(f.partition(HOST), HOST)))
+    assert int(site[b"i"]) == 3 and int(site[b"t"]) == now + 2100 + 1000
+    # no other worker claims the site until the reservation is over
+    h.clock.advance(3149)
+    assert h.run(f.claim(4, "w2", 50, later=10)).leases == []
+    h.run(f.release([Release(x.host, x.fingerprint, "done") for x in claimed.leases], "w"))
+    h.clock.advance(1)
+    assert [x.offset_ms for x in h.run(f.claim(1, "w2", 50, later=10)).leases] == [
+        0, 1050, 2100]
+
+
+def test_a_reservation_is_bounded_by_concurrency_queue_and_budget(
+        make_harness: Callable[..., Harness]) -> None:
+    h = _paced(make_harness, "bounds", concurrency=2)
+    f = h.frontier
+    assert len(h.run(f.claim(1, "w", 50, later=10)).leases) == 2  # concurrency 2
+    h2 = _paced(make_harness, "budget")
+    assert len(h2.run(h2.frontier.claim(1, "w", 50, later=1)).leases) == 2  # one later
+    h3 = _paced(make_harness, "none")
+    (only,) = h3.run(h3.frontier.claim(1, "w", 50)).leases  # no budget: one per claim
+    assert only.offset_ms == 0
+    h4 = make_harness("short", clock=True, concurrency=4, delay_ms=1000, jitter=0,
+                      reserve_ms=3000)
+    h4.run(h4.frontier.admit([admission("http://a.test/1"), admission("http://a.test/2")]))
+    assert len(h4.run(h4.frontier.claim(1, "w", 50, later=10)).leases) == 2  # its queue
+
+
+def test_an_unpaced_site_gives_what_the_claim_starts_now(
+        make_harness: Callable[..., Harness]) -> None:
+    h = _paced(make_harness, "free", delay_ms=0)
+    f = h.frontier
+    two = h.run(f.claim(2, "w", 50, later=10)).leases
+    assert [x.offset_ms for x in two] == [0, 0]  # all now: as many as asked, no more
+    assert [x.offset_ms for x in h.run(f.claim(8, "w", 50, later=10)).leases] == [0, 0]
+
+
+def test_the_domain_spaces_a_reservation_and_a_shared_domain_ends_them(
+        make_harness: Callable[..., Harness]) -> None:
+    h = make_harness("dom", clock=True, concurrency=4, delay_ms=0, jitter=0,
+                     domain_delay_ms=300, domain_concurrency=8, reserve_ms=3000)
+    f = h.frontier
+    h.run(f.admit([admission(f"http://s1.a.test/{i}") for i in range(6)]))
+    first = h.run(f.claim(1, "w", 50, later=10))
+    now = first.server_ms
+    assert [x.offset_ms for x in first.leases] == [0, 350, 700, 1050]  # domain 300 + window
+    assert first.leases[-1].turns == (0, now + 1050 + 350)
+    # another site of the domain waits for it, and from then on the domain's
+    # sites take turns: one URL per claim
+    h.run(f.admit([admission("http://s2.a.test/")]))
+    assert h.run(f.claim(4, "w", 50, later=10)).leases == []
+    h.run(f.release([Release(x.host, x.fingerprint, "done") for x in first.leases], "w"))
+    h.clock.advance(1400)
+    (one,) = h.run(f.claim(1, "w", 50, later=10)).leases
+    assert one.offset_ms == 0
+
+
+def test_a_dead_workers_reserved_urls_come_back_a_lease_after_their_turn(
+        make_harness: Callable[..., Harness]) -> None:
+    h = _paced(make_harness, "dead", lease_ms=5000)
+    f = h.frontier
+    claimed = h.run(f.claim(1, "w", 50, later=10)).leases
+    assert [x.offset_ms for x in claimed] == [0, 1050, 2100]
+    h.clock.advance(5000)  # the first lease ran out; the others' not yet
+    (back,) = h.run(f.claim(1, "w2", 50)).leases
+    assert back.record == claimed[0].record  # first in line again
+    counts = h.run(f.counts())
+    assert counts["expired"] == 1 and counts["leased"] == 3
+    h.clock.advance(2099)
+    h.run(f.claim(1, "w3", 50))
+    assert h.run(f.counts())["expired"] == 2  # the second's ran out at 6050
+    h.clock.advance(1)  # and the third's, a lease after its own turn
+    h.run(f.claim(1, "w3", 50))
+    assert h.run(f.counts())["expired"] == 3
+
+
+# ------------------------------------------------------------------ the worker's side
+
+
+def test_reserved_requests_come_out_on_their_turn_earliest_first() -> None:
+    asyncio.run(_reserved_in_order())
+
+
+async def _reserved_in_order() -> None:
+    came: list[list[str]] = []
+    reserved = Reserved(lambda requests: came.append([r.url for r in requests]), Limits())
+    loop = asyncio.get_event_loop()
+    t0 = loop.time()
+    reserved.add(t0 + 0.15, Request("http://a.test/late"), HOST)
+    reserved.add(t0 + 0.05, Request("http://a.test/early"), HOST)
+    reserved.add(t0 + 0.30, Request("http://b.test/last"), "http://b.test:80")
+    assert reserved.due() == [] and len(reserved) == 3
+    assert reserved.next_due(HOST) == t0 + 0.05 and reserved.next_due("x") is None
+    await asyncio.sleep(0.2)
+    assert came == [["http://a.test/early"], ["http://a.test/late"]]
+    assert reserved.next_due(HOST) is None
+    taken = reserved.take(lambda r: r.url.startswith("http://b.test"))
+    assert [r.url for r in taken] == ["http://b.test/last"] and len(reserved) == 0
+    assert reserved.next_due("http://b.test:80") is None
+    await asyncio.sleep(0.15)
+    assert len(came) == 2  # taken before its turn: never comes out
+
+
+def test_an_operators_change_takes_back_the_reservations_it_concerns(
+        redis_url: str, redis_prefix: str) -> None:
+    asyncio.run(_control_watch(redis_url, redis_prefix))
+
+
+async def _control_watch(redis_url: str, redis_prefix: str) -> None:
+    client = Redis.from_url(redis_url)
+    key = f"{redis_prefix}:control"
+    given: list[str | None] = []
+    watch = ControlWatch(client, key, holds=lambda: True, give_back=given.append)
+    try:
+        await watch.look()  # learns the head: nothing to give back
+        await client.lpush(key, json.dumps({"scope": "site", "name": "a.test"}))
+        await watch.look()
+        assert given == ["a.test"]
+        await client.lpush(key, json.dumps({"scope": "site", "name": "b.test"}),
+                           json.dumps({"scope": "domain", "name": "c.test"}))
+        await watch.look()
+        assert given == ["a.test", None]  # a domain: every reservation
+        await watch.look()
+        assert given == ["a.test", None]  # nothing new
+    finally:
+        await client.delete(key)
+        await client.aclose()
+
+
+def test_a_site_paced_from_the_end_of_its_answers_reserves_a_chain(
+        make_harness: Callable[..., Harness]) -> None:
+    h = _paced(make_harness, "serial", concurrency=1)
+    f = h.frontier
+    claimed = h.run(f.claim(1, "w", 50, later=10))
+    now = claimed.server_ms
+    # one request at a time: the next ones start after the one before ended,
+    # as many as about 3 s of its delay (1 s) hold; the worker paces them
+    assert [x.offset_ms for x in claimed.leases] == [0, SERIAL, SERIAL, SERIAL]
+    assert {x.pacing for x in claimed.leases} == {(1000, 0)}
+    assert claimed.leases[0].turns == (now + 50 + 1000, 0)  # the first carries the turns
+    h.clock.advance(5000)
+    assert h.run(f.claim(1, "w2", 50, later=10)).leases == []  # held till all are back
+    # the last answer came 300 ms after its request started: the next claim
+    # no sooner than the delay after that start, whatever the claim had said
+    done = [Release(x.host, x.fingerprint, "done", fetch_ms=300) for x in claimed.leases]
+    h.run(f.release(done, "w"))
+    assert h.run(f.start_gate(HOST)) == 1000 - 300
+    h.clock.advance(699)
+    assert h.run(f.claim(1, "w2", 50, later=10)).leases == []
+    h.clock.advance(1)
+    # fewer now: its answers' time (300 ms) counts in the 3 s too
+    assert len(h.run(f.claim(1, "w2", 50, later=10)).leases) == 3
+
+
+def test_a_chains_next_url_waits_for_the_delay_after_the_start_and_the_floor_after_the_end(
+        ) -> None:
+    asyncio.run(_chain())
+
+
+async def _chain() -> None:
+    came: list[Request] = []
+    limits = Limits(jitter=0, adaptive_factor=2.0, adaptive_max_ms=30_000)
+    reserved = Reserved(came.extend, limits)
+    requests = [Request(f"http://a.test/{i}", meta={TICKET_META: Ticket(f"t{i}")})
+                for i in range(3)]
+    until = time.monotonic() + 0.5
+    reserved.chain(HOST, "t0", requests[1:], delay_ms=100, floor_ms=0, until=until)
+    assert len(reserved) == 2
+    assert reserved.ended(HOST, "t-other", None, None, 0.05) == []  # not the head
+    now = time.monotonic()
+    # sent 10 ms ago, answered in 20 ms: the delay after the start (100 ms)
+    # is later than twice the answer's time after its end (40 ms)
+    assert reserved.ended(HOST, "t0", now - 0.01, 0.02, 0.05) == []
+    ticket = requests[1].meta[TICKET_META]
+    assert now + 0.085 <= ticket.claimed <= now + 0.1
+    assert ticket.start_by == until  # late, it asks the start gate
+    await asyncio.sleep(0.12)
+    assert came == [requests[1]]
+    # a slow answer (300 ms): twice its time after its end (600 ms) is past
+    # the reservation's end: the rest is handed back
+    now = time.monotonic()
+    assert reserved.ended(HOST, "t1", now - 0.4, 0.3, 0.05) == [requests[2]]
+    assert len(reserved) == 0 and reserved.take() == []
