@@ -222,7 +222,8 @@ class Frontier:
     def _release_calls(self, releases: Iterable[Release], worker: str
                        ) -> tuple[list[Call], list[int]]:
         groups: dict[int, list[Any]] = defaultdict(list)
-        for rel in releases:
+        # (by host: release.lua reads and writes a site once for its leases in a row)
+        for rel in sorted(releases, key=lambda r: r.host):
             groups[self.partition(rel.host)] += [
                 rel.fingerprint, rel.op, rel.arg,
                 rel.fingerprint + rel.record.encode("utf-8") if rel.record else "",

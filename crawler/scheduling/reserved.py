@@ -71,9 +71,9 @@ class Reserved:
         self._chains[host] = _Chain(current, deque(requests), delay_ms, floor_ms, until)
         self._chained += len(requests)
 
-    def chained(self, host: str) -> bool:
-        """Whether ``host`` has a serial reservation here."""
-        return host in self._chains
+    def holds(self, host: str) -> bool:
+        """Whether URLs of ``host`` wait here for their turn."""
+        return host in self._hosts or host in self._chains
 
     def ended(self, host: str, token: str, started: float | None, fetch_s: float | None,
               window_s: float) -> list[Request]:

@@ -338,6 +338,7 @@ class FrontierScheduler:
             await asyncio.wait(flushes, timeout=30)
         returned = self.leases.return_all()
         self.claims.take_unstarted()
+        self.sync.let_go()
         self.sync.releases += returned
         if self.frontier is not None:
             await self._save_last_changes()

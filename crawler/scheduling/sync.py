@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("crawler.scheduling.scheduler")
 
+#: A release held back for its host's reservation goes this long after at most (s).
+HOLD_BACK_S = 5.0
+
 
 class Sync:
     """What this worker still has to tell the frontier, and the task telling it."""
@@ -37,16 +40,39 @@ class Sync:
             "FRONTIER_REPLAY_SECONDS", 10.0))
         #: Flushes done: the frontier's counts are current once read after the last.
         self.epoch = 0
+        #: Releases of hosts this worker still holds reserved URLs of, by host:
+        #: they go with the host's next release that is not held back.
+        self.held_back: dict[str, list[Release]] = {}
 
     def __bool__(self) -> bool:
-        return bool(self.admissions or self.releases)
+        return bool(self.admissions or self.releases or self.held_back)
 
     def admit(self, admission: Admission) -> None:
         self.admissions.append(admission)
         self.schedule()
 
     def release(self, release: Release) -> None:
+        """Send ``release``; a finished page of a host with reserved URLs still to
+        start waits for the host's next release, so that a reservation is
+        released in one go (the site counts it in flight meanwhile either way).
+        What the other workers must learn at once goes at once: a hold, a
+        failure, a URL given back."""
+        host = release.host
+        if (release.op in ("done", "dead") and not release.hold_ms and release.health != "fail"
+                and self.scheduler.claims.reserved.holds(host)):
+            if host not in self.held_back:
+                self.held_back[host] = []
+                asyncio.get_event_loop().call_later(HOLD_BACK_S, self.let_go, host)
+            self.held_back[host].append(release)
+            return
+        self.releases += self.held_back.pop(host, ())
         self.releases.append(release)
+        self.schedule()
+
+    def let_go(self, host: str | None = None) -> None:
+        """Send what is held back (of ``host``, or all)."""
+        for h in [host] if host is not None else list(self.held_back):
+            self.releases += self.held_back.pop(h, ())
         self.schedule()
 
     def schedule(self) -> None:
@@ -74,7 +100,7 @@ class Sync:
         scheduler = self.scheduler
         assert scheduler.frontier is not None
         delay = 0.2
-        while self:
+        while self.admissions or self.releases:  # (not what is held back)
             admissions, self.admissions = self.admissions, []
             releases, self.releases = self.releases, []
             try:

@@ -124,9 +124,10 @@ local function breaker_success(g, w, sk, host)
   elseif num(g.cf, 0) > 0 then
     w.cf = 0
   end
+  g.da, g.bs, g.cf = nil, nil, nil  -- (as written: the next lease of the group reads this)
 end
 
--- The fields of the site record a release reads, once per lease.
+-- The fields of the site record a release reads, once per host in a row.
 local SITE = {'i', 'd', 't', 's', 'fl', 'lt', 'cf', 'bs', 'da', 'dl', 'xd'}
 
 -- A done URL due again in revisit_ms: kept by its host until then. Its
@@ -145,21 +146,61 @@ local function schedule_revisit(host, entry, revisit_ms)
   counts.revisit = counts.revisit + 1
 end
 
-for i = 10, #ARGV, 8 do
-  local fp, op, arg, new_entry = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+-- Commands with many members, in chunks (Lua's unpack has a limit).
+local function each_chunk(cmd, key, members)
+  for j = 1, #members, 500 do
+    redis.call(cmd, key, unpack(members, j, math.min(j + 499, #members)))
+  end
+end
+
+-- The leases of one host in a row (the caller sorts them by host) share
+-- one read and one write of its site, one look at its domain and one
+-- refresh of the ready set: a reservation's URLs are released together.
+local group = nil  -- {host, hk, sk, g (the site as read), w (to write), ended (domain members)}
+
+local function close_group()
+  if not group then return end
+  hset_fields(group.sk, group.w)
+  if group.g.d and #group.ended > 0 then
+    local dom = group.g.d
+    each_chunk('ZREM', p .. ':di:' .. dom, group.ended)
+    local st = redis.call('HMGET', p .. ':d:' .. dom, 't', 's')
+    wake_domain(p, dom, math.max(now, num(st[1], 0), num(st[2], 0)))
+  end
+  refresh_site(p, group.host)
+  group = nil
+end
+
+local function group_of(host)
+  if group and group.host == host then return group end
+  close_group()
+  local sk = site_key(p, host)
+  group = {host = host, hk = p .. ':h:' .. host, sk = sk, g = record(sk, SITE), w = {},
+           ended = {}}
+  return group
+end
+
+local fps = {}
+for i = 10, #ARGV, 8 do fps[#fps + 1] = ARGV[i] end
+local held = #fps > 0 and redis.call('HMGET', p .. ':ld', unpack(fps)) or {}
+local gone, done_fps = {}, {}
+
+for n, fp in ipairs(fps) do
+  local i = 10 + (n - 1) * 8
+  local op, arg, new_entry = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local hold_ms, health, fetch_ms = tonumber(ARGV[i + 4]), ARGV[i + 5], tonumber(ARGV[i + 6])
   local revisit_ms = tonumber(ARGV[i + 7])
-  local data = redis.call('HGET', p .. ':ld', fp)
+  local data = not gone[fp] and held[n]
   local host, score, holder, entry
   if data then host, score, holder, entry = split_fields(data, 4) end
   if data and holder == worker then
-    redis.call('ZREM', p .. ':leased', fp)
-    redis.call('HDEL', p .. ':ld', fp)
+    gone[fp] = true
+    done_fps[#done_fps + 1] = fp
     if new_entry ~= '' then entry = new_entry end
-    local hk, sk = p .. ':h:' .. host, site_key(p, host)
-    local g = record(sk, SITE)
-    local w = {i = num(g.i, 1) - 1}  -- the site's fields to write, in one HSET
-    domain_lease_ended(p, sk, fp, now, g.d)
+    local gr = group_of(host)
+    local hk, sk, g, w = gr.hk, gr.sk, gr.g, gr.w
+    w.i = num(w.i or g.i, 1) - 1
+    gr.ended[#gr.ended + 1] = fp
     if op == 'done' then
       counts.done = counts.done + 1
       if arg == 'robots' then counts.robots_denied = counts.robots_denied + 1 end
@@ -187,19 +228,28 @@ for i = 10, #ARGV, 8 do
       adapt(g, w, fetch_ms)
     end
     if health == 'ok' then breaker_success(g, w, sk, host) end
-    hset_fields(sk, w)
-    if health == 'fail' then breaker_failure(sk, host) end
-    refresh_site(p, host)
-    if op == 'ipwait' then
-      local addr, wake_ms, known_ms = split_fields(arg, 3)
-      redis.call('HSET', sk, 'ip', addr, 'ipx', now + tonumber(known_ms))
-      park_for_ip(p, host, addr, now + tonumber(wake_ms))
+    if health == 'fail' or op == 'ipwait' then
+      -- (the breaker and the address write the site themselves: the group
+      -- ends here, and the next lease of the host reads it afresh)
+      local ended = group
+      close_group()
+      if health == 'fail' then breaker_failure(sk, host) end
+      if op == 'ipwait' then
+        local addr, wake_ms, known_ms = split_fields(arg, 3)
+        redis.call('HSET', sk, 'ip', addr, 'ipx', now + tonumber(known_ms))
+        park_for_ip(p, host, addr, now + tonumber(wake_ms))
+      elseif ended then
+        refresh_site(p, host)
+      end
     end
     released = released + 1
   else
     stale = stale + 1
   end
 end
+close_group()
+each_chunk('ZREM', p .. ':leased', done_fps)
+each_chunk('HDEL', p .. ':ld', done_fps)
 
 if released > 0 then hincr(KEYS[1], 'leased', -released) end
 for name, n in pairs(counts) do
