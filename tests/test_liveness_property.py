@@ -254,7 +254,8 @@ class LivenessMachine(RuleBasedStateMachine):
                          domain_concurrency=domain_concurrency if domains else 0,
                          domain_delay_ms=250 if domains else 0,
                          ip_concurrency=ip_concurrency, ip_delay_ms=0,
-                         ip_fallback_ms=FALLBACK_MS, dns_job_ms=10_000, claim_sweep_ms=0)
+                         ip_fallback_ms=FALLBACK_MS, dns_job_ms=10_000, claim_sweep_ms=0,
+                         reserve_ms=3000)
         # A fixed start: nothing depends on the day the test runs.
         self.run(self.h.client.set(self.h.clock.key, CLOCK_START_MS))
         self.h.clock.start_ms = CLOCK_START_MS
@@ -483,7 +484,8 @@ class LivenessMachine(RuleBasedStateMachine):
 
     def _claim(self, worker: str, n: int) -> bool:
         """Claim for ``worker``; True if it got anything to do."""
-        result = self.run(self.harness.frontier.claim(n, worker))
+        # (with as many later URLs: a site's reservation)
+        result = self.run(self.harness.frontier.claim(n, worker, later=n))
         at = result.server_ms
         new = [Job("page", worker, lease.host, at, lease=lease) for lease in result.leases]
         new += [Job("robots", worker, host, at) for host in result.robots_jobs]

@@ -18,11 +18,13 @@ import json
 import time
 from collections.abc import Callable
 
+import pytest
 from redis.asyncio import Redis
 from scrapy import Request
 
-from crawler.frontier.values import SERIAL, Limits, Release
+from crawler.frontier.values import LEASE_LOST, SERIAL, Limits, Release
 from crawler.lease import TICKET_META, Ticket
+from crawler.scheduling import reserved as reserved_module
 from crawler.scheduling.controlwatch import ControlWatch
 from crawler.scheduling.reserved import Reserved
 from tests.frontier_harness import Harness, admission
@@ -137,7 +139,8 @@ def test_reserved_requests_come_out_on_their_turn_earliest_first() -> None:
 
 async def _reserved_in_order() -> None:
     came: list[list[str]] = []
-    reserved = Reserved(lambda requests: came.append([r.url for r in requests]), Limits())
+    reserved = Reserved(lambda requests: came.append([r.url for r in requests]), Limits(),
+                        lambda requests: None)
     loop = asyncio.get_event_loop()
     t0 = loop.time()
     reserved.add(t0 + 0.15, Request("http://a.test/late"), HOST)
@@ -214,7 +217,7 @@ def test_a_chains_next_url_waits_for_the_delay_after_the_start_and_the_floor_aft
 async def _chain() -> None:
     came: list[Request] = []
     limits = Limits(jitter=0, adaptive_factor=2.0, adaptive_max_ms=30_000)
-    reserved = Reserved(came.extend, limits)
+    reserved = Reserved(came.extend, limits, lambda requests: None)
     requests = [Request(f"http://a.test/{i}", meta={TICKET_META: Ticket(f"t{i}")})
                 for i in range(3)]
     until = time.monotonic() + 0.5
@@ -235,3 +238,47 @@ async def _chain() -> None:
     now = time.monotonic()
     assert reserved.ended(HOST, "t1", now - 0.4, 0.3, 0.05) == [requests[2]]
     assert len(reserved) == 0 and reserved.take() == []
+
+
+def test_a_chain_whose_request_never_ends_is_given_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The backstop: a chain's next URLs wait for the one under way to end; if
+    that never comes, they go back CHAIN_GRACE_S after the reservation's end."""
+    monkeypatch.setattr(reserved_module, "CHAIN_GRACE_S", 0.05)
+    asyncio.run(_stale_chain())
+
+
+async def _stale_chain() -> None:
+    stale: list[Request] = []
+    reserved = Reserved(lambda requests: None, Limits(), stale.extend)
+    requests = [Request(f"http://a.test/{i}", meta={TICKET_META: Ticket(f"t{i}")})
+                for i in range(3)]
+    reserved.chain(HOST, "t0", requests[1:], delay_ms=100, floor_ms=0,
+                   until=time.monotonic())
+    await asyncio.sleep(0.02)
+    assert stale == [] and len(reserved) == 2
+    await asyncio.sleep(0.08)
+    assert stale == requests[1:] and len(reserved) == 0
+    assert reserved.ended(HOST, "t0", None, None, 0.05) == []  # too late: nothing moves
+
+
+def test_a_worker_that_stood_still_past_its_lease_starts_nothing(
+        make_harness: Callable[..., Harness]) -> None:
+    """The lease is the fencing token: a request late enough to ask the start
+    gate names it, and starts only while its worker holds it still."""
+    h = _paced(make_harness, "fence", lease_ms=5000)
+    f = h.frontier
+    claimed = h.run(f.claim(1, "w", 50, later=10)).leases
+    first = claimed[0]
+    fence = (first.fingerprint, "w")
+    h.clock.advance(1100)
+    assert h.run(f.start_turn(first.host, None, fence)).wait_ms >= 0  # still its own
+    h.clock.advance(5000)  # frozen past the lease: it went back, another worker has it
+    taken = h.run(f.claim(1, "w2", 50)).leases
+    assert [x.fingerprint for x in taken] == [first.fingerprint]
+    assert h.run(f.start_turn(first.host, None, fence)).wait_ms == LEASE_LOST
+    assert h.run(f.start_turn(first.host, None, (first.fingerprint, "w2"))).wait_ms >= 0
+    # and its late release is refused (counted stale), the new holder's stands
+    late = h.run(f.release([Release(first.host, first.fingerprint, "done")], "w"))
+    assert (late.released, late.stale) == (0, 1)
+    assert h.run(f.counts())["leased"] == 2  # w2's, and w's third (due at 2100 ms)

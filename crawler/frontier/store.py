@@ -272,18 +272,24 @@ class Frontier:
         """
         return (await self.start_turn(host)).wait_ms
 
-    async def start_turn(self, host: str, earlier: tuple[int, int, int] | None = None) -> Turn:
+    async def start_turn(self, host: str, earlier: tuple[int, int, int] | None = None,
+                         lease: tuple[bytes, str] | None = None) -> Turn:
         """The start gate's answer, with the turns it gave (see ``lua/start.lua``).
 
         ``earlier`` is what an earlier pass of the same request got: if no
         other request of the site (or domain) started since, this pass does
-        not wait for its own reservation.
+        not wait for its own reservation. ``lease`` (fingerprint, worker): the
+        request starts only while its worker still holds its lease (else
+        ``LEASE_LOST``: it ran out while the worker stood still).
         """
         part = self.partition(host)
         site_turn, domain_turn = (earlier[1], earlier[2]) if earlier else ("", "")
+        fingerprint, worker = lease or (b"", "")
         wait_ms, turn, dturn = await self._start(
-            keys=[self.keys.site(part, host), self.keys.domain(part, host)],
-            args=[self.limits.jitter, site_turn, self.limits.domain_delay_ms, domain_turn])
+            keys=[self.keys.site(part, host), self.keys.domain(part, host),
+                  self.keys.lease_details(part)],
+            args=[self.limits.jitter, site_turn, self.limits.domain_delay_ms, domain_turn,
+                  fingerprint, worker])
         return Turn(int(wait_ms), int(turn), int(dturn))
 
     async def hold(self, host: str, ms: int) -> bool:

@@ -86,6 +86,10 @@ class BreakerEvent(NamedTuple):
     ms: int
 
 
+#: The start gate's wait when the request's lease is no longer its worker's.
+LEASE_LOST = -2
+
+
 class Turn(NamedTuple):
     """The start gate's answer: wait ``wait_ms`` first, or start now (0) and own
     ``turn`` at the site's gate and ``domain_turn`` at the domain's (0: none)."""

@@ -43,6 +43,7 @@ from redis.exceptions import RedisError
 from scrapy.exceptions import IgnoreRequest
 
 from crawler.frontier.ipgates import PAUSED
+from crawler.frontier.values import LEASE_LOST
 from crawler.lease import Ticket, ticket_of
 from crawler.scheduling.ipscope import WAIT_IN_PLACE_MS
 from crawler.scheduling.scheduler import scheduler_of
@@ -114,7 +115,7 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
         # The claim was the request's first pass of the site's and domain's
         # gate: asked again only once that pass is stale (else no delay
         # anywhere: the gate could only say "now").
-        if scheduler.may_gate and not _fresh(ticket):
+        if not _fresh(ticket) and (scheduler.may_gate or ticket.start_by is not None):
             await _site_gate(crawler, scheduler, ticket, host)
         if scheduler.ips is None or server is None:
             return
@@ -134,8 +135,11 @@ async def _site_gate(crawler: Crawler, scheduler: FrontierScheduler, ticket: Tic
     assert frontier is not None
     while True:
         asked = time.monotonic()
-        turn = await _redis(crawler, scheduler, ticket,
-                            lambda: frontier.start_turn(host, ticket.gate_turn))
+        turn = await _redis(crawler, scheduler, ticket, lambda: frontier.start_turn(
+            host, ticket.gate_turn, (bytes.fromhex(ticket.token), scheduler.worker)))
+        if turn.wait_ms == LEASE_LOST:
+            _give_back(crawler, ticket, "lease_lost",
+                       "its lease ran out while this worker stood still")
         if turn.wait_ms < 0:
             _give_back(crawler, ticket, "paused", "host paused by an operator")
         if turn.wait_ms == 0:

@@ -54,7 +54,7 @@ class Claims:
         #: from the claim to the socket: the download handler tells it).
         self.window = StartWindow()
         #: Claimed URLs whose turn is later (a site's reservation).
-        self.reserved = Reserved(self._turns_came, scheduler.limits)
+        self.reserved = Reserved(self._turns_came, scheduler.limits, scheduler.give_back)
 
     def __len__(self) -> int:
         """Claimed requests not started: in the buffer or reserved."""

@@ -34,6 +34,9 @@ from crawler.lease import ticket_of
 
 #: A turn this close (s) counts as come: the timer's own granularity.
 _EARLY_S = 0.002
+#: A chain whose request under way never ended (s after the reservation's end)
+#: is given back: its next URL must not wait in this worker for ever.
+CHAIN_GRACE_S = 60.0
 
 
 @dataclass(slots=True)
@@ -50,11 +53,13 @@ class _Chain:
 class Reserved:
     """Requests waiting for their start turn, earliest first."""
 
-    def __init__(self, on_due: Callable[[list[Request]], None], limits: Limits) -> None:
+    def __init__(self, on_due: Callable[[list[Request]], None], limits: Limits,
+                 on_stale: Callable[[list[Request]], None]) -> None:
         self._heap: list[tuple[float, int, Request]] = []
         self._seq = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
         self._on_due = on_due
+        self._on_stale = on_stale
         self._limits = limits
         self._chains: dict[str, _Chain] = {}  # by host key
         self._chained = 0
@@ -68,8 +73,18 @@ class Reserved:
               floor_ms: int, until: float) -> None:
         """Keep ``requests`` (a serial reservation of ``host``, over at ``until``)
         for after ``current``."""
-        self._chains[host] = _Chain(current, deque(requests), delay_ms, floor_ms, until)
+        chain = _Chain(current, deque(requests), delay_ms, floor_ms, until)
+        self._chains[host] = chain
         self._chained += len(requests)
+        asyncio.get_event_loop().call_later(
+            max(until - time.monotonic(), 0) + CHAIN_GRACE_S, self._expire, host, chain)
+
+    def _expire(self, host: str, chain: _Chain) -> None:
+        """The backstop: a chain still waiting long after its end is given back."""
+        if self._chains.get(host) is chain:
+            del self._chains[host]
+            self._chained -= len(chain.waiting)
+            self._on_stale(list(chain.waiting))
 
     def holds(self, host: str) -> bool:
         """Whether URLs of ``host`` wait here for their turn."""
