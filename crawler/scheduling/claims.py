@@ -87,15 +87,16 @@ class Claims:
     def ended(self, request: Request) -> None:
         """The engine is done with ``request``: a serial reservation's next URL
         becomes due (:meth:`Reserved.ended`), or goes back with the rest of
-        its site's when the request gave its URL back or held its host."""
+        its site's when the request held its host, parked it for its server
+        address or slowed it down. (A request given back alone, its turn gone
+        stale, leaves the others be.)"""
         ticket = ticket_of(request.meta)
         lease = ticket and self.scheduler.leases.lease_of(ticket.token)
         if ticket is None or lease is None:
             return
         verdict = ticket.ending()
         fetch_s = request.meta.get("download_latency")
-        if verdict.op in ("return", "ipwait") or verdict.hold_ms > 0 or self._slowed(
-                lease, fetch_s):
+        if verdict.op == "ipwait" or verdict.hold_ms > 0 or self._slowed(lease, fetch_s):
             self.scheduler.give_back_unstarted(site_of(lease.host))
             return
         over = self.reserved.ended(lease.host, ticket.token, ticket.sent, fetch_s,

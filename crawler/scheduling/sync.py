@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("crawler.scheduling.scheduler")
 
-#: A release held back for its host's reservation goes this long after at most (s).
+#: A release held back for its host's reservation goes this long after at most
+#: (s), and within a third of a lease (its lease is not renewed meanwhile).
 HOLD_BACK_S = 5.0
 
 
@@ -62,7 +63,8 @@ class Sync:
                 and self.scheduler.claims.reserved.holds(host)):
             if host not in self.held_back:
                 self.held_back[host] = []
-                asyncio.get_event_loop().call_later(HOLD_BACK_S, self.let_go, host)
+                wait = min(HOLD_BACK_S, self.scheduler.limits.lease_ms / 3000)
+                asyncio.get_event_loop().call_later(wait, self.let_go, host)
             self.held_back[host].append(release)
             return
         self.releases += self.held_back.pop(host, ())
