@@ -60,6 +60,7 @@ from twisted.protocols.tls import TLSMemoryBIOProtocol
 from crawler import compat
 from crawler.middlewares.pacing import (
     give_back_stale,
+    note_sent,
     note_time_to_socket,
     pass_gate,
     turn_is_stale,
@@ -127,6 +128,7 @@ class _GatedPool:
             note_time_to_socket(self._crawler, self._request)
         if not turn_is_stale(self._request):
             self._carried.add(proto)
+            note_sent(self._crawler, self._request)
             return _SentAtOnce(proto)
         if self._tries >= self.MAX_TRIES:
             proto.transport.loseConnection()

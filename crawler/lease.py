@@ -68,6 +68,12 @@ class Ticket:
     #: Claimed ahead of its turn (a reservation's later URL): it waited for
     #: its turn in its worker, not for its claim.
     ahead: bool = False
+    #: A URL of a reservation spaced by offsets: the last moment any of its
+    #: URLs may start (monotonic), and the least gap between two of them (s).
+    #: Late past its own turn but before this, it may still start on its
+    #: worker's word (its site is the worker's until then).
+    deadline: float | None = None
+    least_s: float = 0.0
     #: The turns (the frontier's ``Turn``: site and domain gate times, Redis
     #: ms) that pass set: a stale turn's second pass names them, and starts at
     #: once if no other request of the site or domain started since.

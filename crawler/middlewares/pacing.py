@@ -115,7 +115,9 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
         # The claim was the request's first pass of the site's and domain's
         # gate: asked again only once that pass is stale (else no delay
         # anywhere: the gate could only say "now").
-        if not _fresh(ticket) and (scheduler.may_gate or ticket.start_by is not None):
+        if _fresh(ticket) or await _own_turn(scheduler, ticket, host):
+            pass
+        elif scheduler.may_gate or ticket.start_by is not None:
             await _site_gate(crawler, scheduler, ticket, host)
         if scheduler.ips is None or server is None:
             return
@@ -126,6 +128,32 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
         if wait_ms == 0:
             return
         await asyncio.sleep(wait_ms / 1000)
+
+
+async def _own_turn(scheduler: FrontierScheduler, ticket: Ticket, host: str) -> bool:
+    """A reserved URL late past its own turn: may it still start on its worker's
+    word? Its site is this worker's until its reservation ends (no other
+    worker starts it before), so it goes if it keeps the least gap to the
+    site's last start here and to the next of its reservation, waiting a
+    little for the first if need be; else it asks the start gate."""
+    if ticket.deadline is None:
+        return False
+    claims = scheduler.claims
+    now = time.monotonic()
+    last = claims.last_sent.get(host)
+    if last is not None and now < last + ticket.least_s:
+        if last + ticket.least_s > ticket.deadline:
+            return False
+        await asyncio.sleep(last + ticket.least_s - now)
+        now = time.monotonic()
+    by = ticket.deadline
+    after = claims.reserved.next_due(host)
+    if after is not None:
+        by = min(by, after - ticket.least_s)
+    if now >= by:
+        return False
+    ticket.start_by = min(by, now + STALE_AFTER_S)
+    return True
 
 
 async def _site_gate(crawler: Crawler, scheduler: FrontierScheduler, ticket: Ticket,
@@ -222,10 +250,21 @@ def note_time_to_socket(crawler: Crawler, request: Request) -> None:
     the claims how long a start turn to ask for (``scheduling/startwindow.py``)."""
     ticket = ticket_of(request.meta)
     scheduler = scheduler_of(crawler)
+    if ticket is not None and scheduler is not None and not ticket.ahead:
+        # (what a claim takes to reach the socket)
+        scheduler.claims.window.observe(time.monotonic() - ticket.claimed)
+
+
+def note_sent(crawler: Crawler, request: Request) -> None:
+    """``request`` is written now: the next of its host's reservation, and a
+    chain's next URL, count their gaps from this."""
+    ticket = ticket_of(request.meta)
+    scheduler = scheduler_of(crawler)
     if ticket is not None and scheduler is not None:
         ticket.sent = time.monotonic()
-        if not ticket.ahead:  # (what a claim takes to reach the socket)
-            scheduler.claims.window.observe(ticket.sent - ticket.claimed)
+        host = scheduler.host_of(ticket.token)
+        if host is not None:
+            scheduler.claims.started(host, ticket.sent)
 
 
 def turn_is_stale(request: Request) -> bool:

@@ -53,6 +53,8 @@ class Claims:
         #: The start turn's window each claim asks for (what requests take
         #: from the claim to the socket: the download handler tells it).
         self.window = StartWindow()
+        #: When a request of each host was last written (monotonic).
+        self.last_sent: dict[str, float] = {}
         #: Claimed URLs whose turn is later (a site's reservation).
         self.reserved = Reserved(self._turns_came, scheduler.limits, scheduler.give_back)
 
@@ -155,6 +157,7 @@ class Claims:
         self.claiming = False
         heads: dict[str, str] = {}  # a serial reservation's first URL, by host
         chains: dict[str, tuple[list[Request], tuple[int, int]]] = {}
+        ends = self._reservation_ends(result.leases, asked)
         for lease in result.leases:
             try:
                 request = from_record(lease.record, scheduler.spider, lease.host,
@@ -166,6 +169,8 @@ class Claims:
             ticket = Ticket(lease.token, lease.robots_version, claimed=due,
                             start_by=asked + lease.latest_ms / 1000,
                             gate_turn=(0, *lease.turns), ahead=lease.offset_ms != 0)
+            if lease.host in ends:
+                ticket.deadline, ticket.least_s = ends[lease.host]
             if scheduler.leases.revisits is not None:
                 ticket.revisit = scheduler.leases.revisits.state_of(lease.record)
             request.meta[TICKET_META] = ticket
@@ -203,6 +208,30 @@ class Claims:
         else:  # nothing due, nothing delayed: no claim until something changes
             self.claimable = False
             scheduler.refresh_counts()
+
+    def _reservation_ends(self, leases: list[Lease], asked: float
+                          ) -> dict[str, tuple[float, float]]:
+        """For each host with several URLs spaced by offsets in this claim: when
+        its reservation ends (the latest its last URL may start) and the least
+        gap between two of its starts, in seconds."""
+        latest: dict[str, list[int]] = {}
+        for lease in leases:
+            if lease.offset_ms >= 0:
+                latest.setdefault(lease.host, []).append(lease.latest_ms)
+        jitter, domain_ms = self.scheduler.limits.jitter, self.scheduler.limits.domain_delay_ms
+        ends = {}
+        for lease in leases:
+            if lease.host in latest and len(latest[lease.host]) > 1 and lease.host not in ends:
+                delay_ms, floor_ms = lease.pacing
+                least = max(delay_ms * (1 - jitter), floor_ms, domain_ms * (1 - jitter))
+                ends[lease.host] = (asked + max(latest[lease.host]) / 1000, least / 1000)
+        return ends
+
+    def started(self, host: str, at: float) -> None:
+        """A request of ``host`` was written at ``at`` (monotonic)."""
+        self.last_sent[host] = at
+        if len(self.last_sent) > 4 * RESERVED_PER_SLOT * self.scheduler.concurrency:
+            self.last_sent.clear()  # (only a reservation's own spacing needs them)
 
     def _bad_record(self, lease: Lease, error: RecordError) -> None:
         """A queue entry this worker did not write (or cannot read): a dead letter
