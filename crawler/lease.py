@@ -74,6 +74,8 @@ class Ticket:
     #: worker's word (its site is the worker's until then).
     deadline: float | None = None
     least_s: float = 0.0
+    #: When the next URL of its reservation is due (None: it is the last).
+    next_due: float | None = None
     #: The turns (the frontier's ``Turn``: site and domain gate times, Redis
     #: ms) that pass set: a stale turn's second pass names them, and starts at
     #: once if no other request of the site or domain started since.

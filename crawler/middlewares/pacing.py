@@ -134,8 +134,9 @@ async def _own_turn(scheduler: FrontierScheduler, ticket: Ticket, host: str) -> 
     """A reserved URL late past its own turn: may it still start on its worker's
     word? Its site is this worker's until its reservation ends (no other
     worker starts it before), so it goes if it keeps the least gap to the
-    site's last start here and to the next of its reservation, waiting a
-    little for the first if need be; else it asks the start gate."""
+    site's last start here and to the next URL of its reservation's turn
+    (which may be on its way already), waiting a little for the first if
+    need be; else it asks the start gate."""
     if ticket.deadline is None:
         return False
     claims = scheduler.claims
@@ -147,9 +148,8 @@ async def _own_turn(scheduler: FrontierScheduler, ticket: Ticket, host: str) -> 
         await asyncio.sleep(last + ticket.least_s - now)
         now = time.monotonic()
     by = ticket.deadline
-    after = claims.reserved.next_due(host)
-    if after is not None:
-        by = min(by, after - ticket.least_s)
+    if ticket.next_due is not None:
+        by = min(by, ticket.next_due - ticket.least_s)
     if now >= by:
         return False
     ticket.start_by = min(by, now + STALE_AFTER_S)

@@ -170,7 +170,9 @@ class Claims:
                             start_by=asked + lease.latest_ms / 1000,
                             gate_turn=(0, *lease.turns), ahead=lease.offset_ms != 0)
             if lease.host in ends:
-                ticket.deadline, ticket.least_s = ends[lease.host]
+                ticket.deadline, ticket.least_s, offsets = ends[lease.host]
+                later = [o for o in offsets if o > lease.offset_ms]
+                ticket.next_due = asked + min(later) / 1000 if later else None
             if scheduler.leases.revisits is not None:
                 ticket.revisit = scheduler.leases.revisits.state_of(lease.record)
             request.meta[TICKET_META] = ticket
@@ -210,21 +212,24 @@ class Claims:
             scheduler.refresh_counts()
 
     def _reservation_ends(self, leases: list[Lease], asked: float
-                          ) -> dict[str, tuple[float, float]]:
+                          ) -> dict[str, tuple[float, float, list[int]]]:
         """For each host with several URLs spaced by offsets in this claim: when
-        its reservation ends (the latest its last URL may start) and the least
-        gap between two of its starts, in seconds."""
+        its reservation ends (the latest its last URL may start), the least
+        gap between two of its starts, in seconds, and its offsets (ms)."""
         latest: dict[str, list[int]] = {}
+        offsets: dict[str, list[int]] = {}
         for lease in leases:
             if lease.offset_ms >= 0:
                 latest.setdefault(lease.host, []).append(lease.latest_ms)
+                offsets.setdefault(lease.host, []).append(lease.offset_ms)
         jitter, domain_ms = self.scheduler.limits.jitter, self.scheduler.limits.domain_delay_ms
         ends = {}
         for lease in leases:
             if lease.host in latest and len(latest[lease.host]) > 1 and lease.host not in ends:
                 delay_ms, floor_ms = lease.pacing
                 least = max(delay_ms * (1 - jitter), floor_ms, domain_ms * (1 - jitter))
-                ends[lease.host] = (asked + max(latest[lease.host]) / 1000, least / 1000)
+                ends[lease.host] = (asked + max(latest[lease.host]) / 1000, least / 1000,
+                                    offsets[lease.host])
         return ends
 
     def started(self, host: str, at: float) -> None:
