@@ -63,7 +63,10 @@ key                 type       holds
                                mean time ms
 ``PP:ga:SITE``      set        the site's hosts
 ``PP:d:DOMAIN``     hash       domain: t next claim ms, s next start ms;
-                               live control: xc, xd, xp as for a site
+                               live control: xc, xd, xp as for a site;
+                               rh the site of its last claim, re when that
+                               claim's reservation ends ms, m 1 once another
+                               site claimed (one URL per claim from then)
 ``PP:di:DOMAIN``    zset       the domain's leases in flight (fingerprints, and
                                ``R`` + host for a robots job) by expiry ms
 ``PP:dw:DOMAIN``    zset       hosts waiting for the domain (taken out of the
