@@ -157,7 +157,7 @@ class Claims:
         self.claiming = False
         heads: dict[str, str] = {}  # a serial reservation's first URL, by host
         chains: dict[str, tuple[list[Request], tuple[int, int]]] = {}
-        ends = self._reservation_ends(result.leases, asked)
+        turns = _own_turns(result.leases, asked)
         for lease in result.leases:
             try:
                 request = from_record(lease.record, scheduler.spider, lease.host,
@@ -169,10 +169,8 @@ class Claims:
             ticket = Ticket(lease.token, lease.robots_version, claimed=due,
                             start_by=asked + lease.latest_ms / 1000,
                             gate_turn=(0, *lease.turns), ahead=lease.offset_ms != 0)
-            if lease.host in ends:
-                ticket.deadline, ticket.least_s, offsets = ends[lease.host]
-                later = [o for o in offsets if o > lease.offset_ms]
-                ticket.next_due = asked + min(later) / 1000 if later else None
+            if lease.token in turns:
+                ticket.deadline, ticket.least_s, ticket.next_due = turns[lease.token]
             if scheduler.leases.revisits is not None:
                 ticket.revisit = scheduler.leases.revisits.state_of(lease.record)
             request.meta[TICKET_META] = ticket
@@ -210,27 +208,6 @@ class Claims:
         else:  # nothing due, nothing delayed: no claim until something changes
             self.claimable = False
             scheduler.refresh_counts()
-
-    def _reservation_ends(self, leases: list[Lease], asked: float
-                          ) -> dict[str, tuple[float, float, list[int]]]:
-        """For each host with several URLs spaced by offsets in this claim: when
-        its reservation ends (the latest its last URL may start), the least
-        gap between two of its starts, in seconds, and its offsets (ms)."""
-        latest: dict[str, list[int]] = {}
-        offsets: dict[str, list[int]] = {}
-        for lease in leases:
-            if lease.offset_ms >= 0:
-                latest.setdefault(lease.host, []).append(lease.latest_ms)
-                offsets.setdefault(lease.host, []).append(lease.offset_ms)
-        jitter, domain_ms = self.scheduler.limits.jitter, self.scheduler.limits.domain_delay_ms
-        ends = {}
-        for lease in leases:
-            if lease.host in latest and len(latest[lease.host]) > 1 and lease.host not in ends:
-                delay_ms, floor_ms = lease.pacing
-                least = max(delay_ms * (1 - jitter), floor_ms, domain_ms * (1 - jitter))
-                ends[lease.host] = (asked + max(latest[lease.host]) / 1000, least / 1000,
-                                    offsets[lease.host])
-        return ends
 
     def started(self, host: str, at: float) -> None:
         """A request of ``host`` was written at ``at`` (monotonic)."""
@@ -289,3 +266,27 @@ class Claims:
         self.claimable = True
         self.want()
         self.scheduler.wake()
+
+
+def _own_turns(leases: list[Lease], asked: float
+               ) -> dict[str, tuple[float, float, float | None]]:
+    """For each URL of a reservation spaced by offsets (several URLs of one host,
+    in offset order, as ``lua/claim.lua`` gives them), by token: when the
+    reservation ends (the latest its last URL may start), the least gap
+    between two of its starts (its first URL's latest is that gap before the
+    second one's offset) and when its next URL is due (None: the last), in
+    seconds (``middlewares/pacing.py``: a late one's own turn)."""
+    by_host: dict[str, list[Lease]] = {}
+    for lease in leases:
+        if lease.offset_ms >= 0:
+            by_host.setdefault(lease.host, []).append(lease)
+    turns: dict[str, tuple[float, float, float | None]] = {}
+    for group in by_host.values():
+        if len(group) < 2:
+            continue
+        least = (group[1].offset_ms - group[0].latest_ms) / 1000
+        deadline = asked + group[-1].latest_ms / 1000
+        for this, after in zip(group, [*group[1:], None], strict=True):
+            turns[this.token] = (deadline, least,
+                                 None if after is None else asked + after.offset_ms / 1000)
+    return turns

@@ -16,13 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 from collections.abc import Callable
 from typing import Any
 
 from redis.exceptions import RedisError
-
-logger = logging.getLogger("crawler.scheduling.scheduler")
 
 #: How often (s) the control log is read while this worker holds reservations.
 POLL_S = 0.5

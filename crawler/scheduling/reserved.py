@@ -55,7 +55,7 @@ class Reserved:
 
     def __init__(self, on_due: Callable[[list[Request]], None], limits: Limits,
                  on_stale: Callable[[list[Request]], None]) -> None:
-        self._heap: list[tuple[float, int, Request]] = []
+        self._heap: list[tuple[float, int, Request, str]] = []  # due, order, request, host
         self._seq = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
         self._on_due = on_due
@@ -63,7 +63,6 @@ class Reserved:
         self._limits = limits
         self._chains: dict[str, _Chain] = {}  # by host key
         self._chained = 0
-        self._due_of: dict[int, str] = {}  # a waiting request's host, by id
         self._hosts: dict[str, list[float]] = {}  # the due times waiting, by host
 
     def __len__(self) -> int:
@@ -137,8 +136,7 @@ class Reserved:
     def add(self, due: float, request: Request, host: str) -> None:
         """Keep ``request`` (of ``host``) until ``due`` (monotonic seconds)."""
         first = self._heap[0][0] if self._heap else None
-        heapq.heappush(self._heap, (due, next(self._seq), request))
-        self._due_of[id(request)] = host
+        heapq.heappush(self._heap, (due, next(self._seq), request, host))
         self._hosts.setdefault(host, []).append(due)
         if first is None or due < first:
             self._arm()
@@ -148,9 +146,8 @@ class Reserved:
         times = self._hosts.get(host)
         return min(times) if times else None
 
-    def _out(self, due: float, request: Request) -> Request:
-        """Forget ``request`` (due at ``due``) in the index by host."""
-        host = self._due_of.pop(id(request))
+    def _out(self, due: float, request: Request, host: str) -> Request:
+        """Forget ``request`` (of ``host``, due at ``due``) in the index by host."""
         times = self._hosts[host]
         times.remove(due)
         if not times:
@@ -162,8 +159,8 @@ class Reserved:
         now = time.monotonic() + _EARLY_S
         out = []
         while self._heap and self._heap[0][0] <= now:
-            due, _, request = heapq.heappop(self._heap)
-            out.append(self._out(due, request))
+            due, _, request, host = heapq.heappop(self._heap)
+            out.append(self._out(due, request, host))
         return out
 
     def take(self, which: Callable[[Request], bool] | None = None) -> list[Request]:
@@ -172,13 +169,14 @@ class Reserved:
         if taken:
             self._heap = [] if which is None else [e for e in self._heap if not which(e[2])]
             heapq.heapify(self._heap)
-        out = [self._out(due, request) for due, _, request in taken]
+        out = [self._out(due, request, host) for due, _, request, host in taken]
         for host, chain in list(self._chains.items()):
-            taken = [r for r in chain.waiting if which is None or which(r)]
-            if taken:
-                chain.waiting = deque(r for r in chain.waiting if r not in taken)
-                self._chained -= len(taken)
-                out += taken
+            picked = [r for r in chain.waiting if which is None or which(r)]
+            if picked:
+                gone = set(map(id, picked))
+                chain.waiting = deque(r for r in chain.waiting if id(r) not in gone)
+                self._chained -= len(picked)
+                out += picked
             if not chain.waiting:
                 del self._chains[host]
         self._arm()
