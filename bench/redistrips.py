@@ -181,8 +181,9 @@ def main() -> None:
                    reverse=True)
     for usec, name in times[:12]:
         print(f"{usec:8.1f}  {name}")
-    print("\nthe crawl's own counts of leases and of the start gate")
-    for name, value in re.findall(r"'(frontier/(?:leases|pacing)/[\w/]+)': (\d+)", result.log):
+    print("\nthe crawl's own counts of claims, leases and of the start gate")
+    for name, value in re.findall(r"'(frontier/(?:claims|leases|pacing)/[\w/]+)': (\d+)",
+                                  result.log):
         print(f"{int(value) / pages:8.2f}  {name}")
     if slow:
         by_script: Counter[str] = Counter()

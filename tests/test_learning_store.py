@@ -330,6 +330,39 @@ def test_pages_of_a_pattern_that_keep_coming_back_alike_are_a_trap(worker: Worke
     assert worker.count("traps") == 1
 
 
+def test_a_trap_is_found_within_one_batch_as_across_batches(worker: Worker) -> None:
+    """The script keeps a pattern's state for the whole batch: twenty pages sent
+    at once decide as twenty sent one by one (the 16th makes it a trap, and
+    the pages after it are refused already, not counted)."""
+    ops: list[Observation] = []
+    for day in range(1, 21):
+        ops += worker.ops(f"http://a.test/events/2026/03/{day}", event_page(day), traps=True)[1]
+    assert worker.send({HOST: ops}) == [News(HOST, "trap", EVENTS, "15 of 16 pages alike")]
+    assert worker.rules().patterns == {EVENTS}
+    assert worker.h.run(worker.h.client.hget(worker.facts_key(), f"t:{EVENTS}")) is None
+
+
+def test_a_variant_waits_for_its_page_across_batches_and_hosts_of_an_older_build(
+        worker: Worker, sync_client: redis.Redis) -> None:
+    """A page fetched plus a parameter before the page itself waits in w:KEY
+    until it comes; a new page looks for such a wait only while some are
+    counted (wn), or always on a host whose facts an older build wrote (no
+    wn)."""
+    key = worker.facts_key()
+    worker.see("http://a.test/x?sid=1", b"X")
+    assert sync_client.hget(key, "wn") == b"1"
+    worker.see("http://a.test/x", b"X")
+    assert sync_client.hget(key, "wn") == b"0"
+    assert [f for f in sync_client.hkeys(key) if f.startswith(b"w:")] == []
+    # an older build's host: no count, a wait in place
+    sync_client.hdel(key, "wn")
+    worker.see("http://a.test/y?sid=2", b"Y")
+    sync_client.hdel(key, "wn")
+    assert worker.see("http://a.test/y", b"Y") == [
+        learned("sid", "0 canonical link(s), 2 identical payload(s)")]
+    assert sync_client.hget(key, "wn") is None  # still counted as unknown: looks each time
+
+
 def test_a_catalogue_of_unrelated_pages_is_no_trap(worker: Worker) -> None:
     for n in range(1, 41):
         assert worker.see(f"http://a.test/product/{n}", unrelated_page(n), traps=True) == []

@@ -155,6 +155,9 @@ class Claims:
             return
         scheduler.health.ok()
         self.claiming = False
+        scheduler.stats.inc_value("frontier/claims/calls")
+        if not result.leases:
+            scheduler.stats.inc_value("frontier/claims/empty")
         heads: dict[str, str] = {}  # a serial reservation's first URL, by host
         chains: dict[str, tuple[list[Request], tuple[int, int]]] = {}
         turns = _own_turns(result.leases, asked)

@@ -7,8 +7,6 @@
 --   x          the URL patterns refused as traps (one per line)
 --   f          identities fetched only as a spelling with a noise parameter
 --              (their keys): a link to one is not fetched again
---   cs, co     pages whose canonical link names the page itself (or itself
---              without some parameters), or another page
 --   cm         "TARGET KEY...": the first other page named, and the pages
 --              (up to three) that named it;
 --   cu         1 once three pages named one other page: the host's canonical
@@ -19,6 +17,8 @@
 --              keeps it, a payload that differs): any blocks the rule
 --   d:KEY      a fetched page's payload digest; w:KEY "P DIGEST": the first
 --              page fetched at KEY plus P, to compare with KEY when it comes
+--   wn         how many w: fields there are (so a new page looks for its
+--              w: only when some wait)
 --   t:PATTERN  "PAGES ALIKE SKETCH..." the pages of a pattern, how many of
 --              them were near-duplicates of an earlier one, the last sketches
 -- New evidence fields stop at max_fields per host (a hostile host cannot
@@ -75,12 +75,24 @@ end
 local function learn_host(host, items)
   local fk = p .. ':k:' .. host
   local room = max_fields - redis.call('HLEN', fk)
+  -- What every page of the batch may read, read once: rules, refused
+  -- patterns, fetched spellings, the canonical links' state and how many
+  -- w: fields wait (wn; missing, from a build that did not count them:
+  -- look each time).
+  local head = redis.call('HMGET', fk, 'r', 'x', 'f', 'cu', 'cm', 'wn')
+  local refused, fetched_s, cm_s = head[2] or '', head[3] or '', head[5]
+  local unreliable = head[4] == '1'
+  local waiting = room == max_fields and 0 or tonumber(head[6])
+  local waiting_was = waiting
   local touched = {}
+  local patterns = {}  -- t:PATTERN as read and changed here, written at the end
 
   local function set_new(field, value)
-    if room > 0 then
-      if redis.call('HSETNX', fk, field, value) == 1 then room = room - 1 end
+    if room > 0 and redis.call('HSETNX', fk, field, value) == 1 then
+      room = room - 1
+      return true
     end
+    return false
   end
   local function incr(field)
     if room > 0 or redis.call('HEXISTS', fk, field) == 1 then
@@ -93,19 +105,23 @@ local function learn_host(host, items)
     if mine == theirs then agree(param) else against(param) end
   end
 
+  -- Another page named by a canonical link: three pages naming one make
+  -- the host's canonical links unreliable (cu).
   local function canonical(rel, arg)
-    if rel ~= 'o' then incr('cs'); return end
-    incr('co')
+    if rel ~= 'o' then return end
     local target, page = string.match(arg, '^(%S+) (%S+)$')
-    local cm = words(redis.call('HGET', fk, 'cm'))
+    local cm = words(cm_s)
     if #cm == 0 then
-      redis.call('HSET', fk, 'cm', target .. ' ' .. page)
+      cm_s = target .. ' ' .. page
+      redis.call('HSET', fk, 'cm', cm_s)
     elseif cm[1] == target and #cm < 4 and not has(cm, page) then
       cm[#cm + 1] = page
-      redis.call('HSET', fk, 'cm', table.concat(cm, ' '))
-      if #cm == 4 and redis.call('HGET', fk, 'cu') ~= '1' then
+      cm_s = table.concat(cm, ' ')
+      redis.call('HSET', fk, 'cm', cm_s)
+      if #cm == 4 and not unreliable then
+        unreliable = true
         redis.call('HSET', fk, 'cu', 1)
-        for _, param in ipairs(words(redis.call('HGET', fk, 'r'))) do touched[param] = true end
+        for _, param in ipairs(words(head[1])) do touched[param] = true end
       end
     end
   end
@@ -127,7 +143,7 @@ local function learn_host(host, items)
     -- BASE not fetched yet: kept for when it is (digest_of)
     local first = words(redis.call('HGET', fk, 'w:' .. base))
     if #first == 0 then
-      set_new('w:' .. base, param .. ' ' .. digest)
+      if set_new('w:' .. base, param .. ' ' .. digest) and waiting then waiting = waiting + 1 end
     elseif first[1] == param and first[2] ~= digest then
       against(param)  -- two values of P, two different pages
     end
@@ -135,48 +151,69 @@ local function learn_host(host, items)
 
   -- Whether the page is new (its first fetch): only then does it teach.
   local function digest_of(key, digest)
-    if redis.call('HEXISTS', fk, 'd:' .. key) == 1 then
-      redis.call('HSET', fk, 'd:' .. key, digest)
+    local field = 'd:' .. key
+    if room > 0 then
+      if redis.call('HSETNX', fk, field, digest) == 1 then
+        room = room - 1
+      else
+        redis.call('HSET', fk, field, digest)
+        return false
+      end
+    elseif redis.call('HEXISTS', fk, field) == 1 then
+      redis.call('HSET', fk, field, digest)
       return false
     end
-    set_new('d:' .. key, digest)
+    if waiting == 0 then return true end
     local first = words(redis.call('HGET', fk, 'w:' .. key))
     if #first == 2 then
       compare(first[1], first[2], digest)
       redis.call('HDEL', fk, 'w:' .. key)
       room = room + 1
+      if waiting then waiting = waiting - 1 end
     end
     return true
   end
 
+  -- A pattern's pages and sketches, from this call's copy or the hash.
+  local function pattern_state(pattern)
+    local state = patterns[pattern]
+    if state == nil then
+      local got = words(redis.call('HGET', fk, 't:' .. pattern))
+      state = {stored = #got > 0, pages = num(got[1], 0), alike = num(got[2], 0), sketches = {}}
+      for i = 3, #got do state.sketches[#state.sketches + 1] = got[i] end
+      patterns[pattern] = state
+    end
+    return state
+  end
+
   local function trap(pattern, sketch)
-    local refused = redis.call('HGET', fk, 'x') or ''
     if string.find('\n' .. refused .. '\n', '\n' .. pattern .. '\n', 1, true) then return end
-    local field = 't:' .. pattern
-    local state = words(redis.call('HGET', fk, field))
-    if #state == 0 and room <= 0 then return end
-    local pages, alike = num(state[1], 0) + 1, num(state[2], 0)
-    local sketches = {}
-    for i = 3, #state do sketches[#sketches + 1] = state[i] end
+    local state = pattern_state(pattern)
+    if not state.stored and not state.dirty and room <= 0 then return end
+    state.pages = state.pages + 1
     local near = false
-    for _, s in ipairs(sketches) do
+    for _, s in ipairs(state.sketches) do
       if distance(s, sketch) <= max_distance then near = true; break end
     end
     if near then
-      alike = alike + 1
+      state.alike = state.alike + 1
     else
-      sketches[#sketches + 1] = sketch
-      if #sketches > 8 then table.remove(sketches, 1) end
+      state.sketches[#state.sketches + 1] = sketch
+      if #state.sketches > 8 then table.remove(state.sketches, 1) end
     end
-    if alike >= alike_pages and alike * 100 >= alike_share * pages then
-      redis.call('HSET', fk, 'x', refused == '' and pattern or refused .. '\n' .. pattern)
-      redis.call('HDEL', fk, field)
+    if state.alike >= alike_pages and state.alike * 100 >= alike_share * state.pages then
+      refused = refused == '' and pattern or refused .. '\n' .. pattern
+      redis.call('HSET', fk, 'x', refused)
+      if state.stored then redis.call('HDEL', fk, 't:' .. pattern) end
+      if state.stored or state.dirty then room = room + 1 end
+      patterns[pattern] = {trapped = true}
       news[#news + 1] = host; news[#news + 1] = 'trap'
-      news[#news + 1] = pattern; news[#news + 1] = alike .. ' of ' .. pages .. ' pages alike'
+      news[#news + 1] = pattern
+      news[#news + 1] = state.alike .. ' of ' .. state.pages .. ' pages alike'
       return
     end
-    if #state == 0 then room = room - 1 end
-    redis.call('HSET', fk, field, pages .. ' ' .. alike .. ' ' .. table.concat(sketches, ' '))
+    if not state.stored and not state.dirty then room = room - 1 end
+    state.dirty = true
   end
 
   local new_page = true
@@ -192,30 +229,46 @@ local function learn_host(host, items)
     end
   end
 
+  local pairs_out = {}
+  for pattern, state in pairs(patterns) do
+    if state.dirty then
+      pairs_out[#pairs_out + 1] = 't:' .. pattern
+      pairs_out[#pairs_out + 1] = state.pages .. ' ' .. state.alike .. ' '
+        .. table.concat(state.sketches, ' ')
+    end
+  end
+  if waiting and waiting ~= waiting_was or (waiting == 0 and not head[6]) then
+    pairs_out[#pairs_out + 1] = 'wn'
+    pairs_out[#pairs_out + 1] = waiting
+  end
+  if #pairs_out > 0 then redis.call('HSET', fk, unpack(pairs_out)) end
+
   -- The pages that taught P by their canonical link were fetched with P:
   -- their identity without it, if never fetched itself, is fetched all the
   -- same (f, at most 256), so a queued link to it is not one more request.
   local function remember_fetched(param)
-    local fetched = words(redis.call('HGET', fk, 'f'))
+    local fetched = words(fetched_s)
     for _, base in ipairs(words(redis.call('HGET', fk, 'n:' .. param))) do
       if #fetched < 256 and redis.call('HEXISTS', fk, 'd:' .. base) == 0
           and not has(fetched, base) then
         fetched[#fetched + 1] = base
       end
     end
-    if #fetched > 0 then redis.call('HSET', fk, 'f', table.concat(fetched, ' ')) end
+    if #fetched > 0 then
+      fetched_s = table.concat(fetched, ' ')
+      redis.call('HSET', fk, 'f', fetched_s)
+    end
   end
 
   -- Decide for every parameter the pages spoke of: noise once learn_min
   -- observations agree (a canonical link alone: from learn_min different
   -- pages) and nothing says otherwise.
-  local rules = words(redis.call('HGET', fk, 'r'))
-  local trusted = redis.call('HGET', fk, 'cu') ~= '1'
+  local rules = words(head[1])
   local changed = false
   for param, _ in pairs(touched) do
     local against_n = num(redis.call('HGET', fk, 'k:' .. param), 0)
     local same = num(redis.call('HGET', fk, 'm:' .. param), 0)
-    local bases = trusted and #words(redis.call('HGET', fk, 'n:' .. param)) or 0
+    local bases = unreliable and 0 or #words(redis.call('HGET', fk, 'n:' .. param))
     local noise = against_n == 0 and same + bases >= learn_min
       and (same > 0 or bases >= learn_min)
     local known = has(rules, param)
@@ -231,17 +284,18 @@ local function learn_host(host, items)
       rules = kept
       changed = true
       redis.call('HDEL', fk, 'f')  -- whatever the rules covered may be fetched again
+      fetched_s = ''
       news[#news + 1] = host; news[#news + 1] = 'withdrawn'; news[#news + 1] = param
       news[#news + 1] = against_n > 0 and 'evidence that it matters' or 'canonical links unreliable'
     end
   end
-  if changed then
-    table.sort(rules)
-    redis.call('HSET', fk, 'r', table.concat(rules, ' '))
-  end
-  local now = redis.call('HMGET', fk, 'r', 'x', 'f')
+  if changed then table.sort(rules) end
+  local r = table.concat(rules, ' ')
+  if changed then redis.call('HSET', fk, 'r', r) end
   current[#current + 1] = host
-  for j = 1, 3 do current[#current + 1] = now[j] or '' end
+  current[#current + 1] = r
+  current[#current + 1] = refused
+  current[#current + 1] = fetched_s
 end
 
 local i = 7
