@@ -188,3 +188,35 @@ def test_a_stale_turn_passes_again_at_once_unless_another_start_came_between(
     h.clock.advance(100)
     late = h.run(f.start_turn(HTTP, again))  # ...so the stale one's turn is gone
     assert late[:2] == (700, 0)
+
+
+def _authorities(h: Harness) -> bytes | None:
+    """The site record's count of its authorities (na)."""
+    key = h.keys.site(partition_of(HTTP, h.keys.partitions), HTTP)
+    return h.run(h.client.hget(key, "na"))
+
+
+@pytest.mark.parametrize("older_build", [False, True])
+def test_a_claim_and_a_release_place_every_authority_of_the_name(
+        make_harness: Callable[..., Harness], older_build: bool) -> None:
+    """The site counts its authorities (na), so that a claim or a release of a
+    one-authority site places its host without reading the site again; with
+    two, or on a site an older build made (no count), every authority is
+    looked at: the other scheme waits while one is in flight and goes once
+    it is released."""
+    h = make_harness("n", concurrency=1, delay_ms=0)
+    f = h.frontier
+    h.run(f.admit([admission("http://a.test/1")]))
+    assert _authorities(h) == b"1"
+    if older_build:
+        h.run(h.client.hdel(h.keys.site(partition_of(HTTP, h.keys.partitions), HTTP), "na"))
+    h.run(f.admit([admission("https://a.test/2"), admission("http://a.test/3")]))
+    assert _authorities(h) == (None if older_build else b"2")
+    (first,) = h.run(f.claim(10, "w1")).leases
+    assert h.run(f.claim(10, "w2")).leases == []
+    h.run(f.release([Release(first.host, first.fingerprint, "done")], "w1"))
+    (second,) = h.run(f.claim(10, "w2")).leases
+    h.run(f.release([Release(second.host, second.fingerprint, "done")], "w2"))
+    (third,) = h.run(f.claim(10, "w1")).leases
+    assert {first.host, second.host, third.host} == {HTTP, HTTPS}
+    assert h.run(f.claim(10, "w1")).leases == []

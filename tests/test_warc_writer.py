@@ -108,6 +108,23 @@ def test_digest_index_is_shared_through_redis(redis_url: str, redis_prefix: str)
         b.close()
 
 
+def test_one_batch_with_a_payload_twice_records_the_first_capture(redis_url: str,
+                                                                  redis_prefix: str) -> None:
+    """The writer asks for a batch at once: a payload twice in it is archived in
+    full once, the second a revisit of the first; a look-up in the same batch
+    finds it too."""
+    index = DigestIndex(redis.Redis.from_url(redis_url), f"{{{redis_prefix}/warc}}:digests")
+    try:
+        first = ("http://a.test/1", "2026-01-01T00:00:00Z", "sha1:P")
+        assert index.first_captures([("sha1:P", *first[:2]),
+                                     ("sha1:P", "http://a.test/2", "2026-01-01T00:00:01Z"),
+                                     ("sha1:P", "", "2026-01-01T00:00:02Z"),
+                                     ("sha1:R", "", "2026-01-01T00:00:02Z")]) == [
+            None, first, first, None]
+    finally:
+        index.close()
+
+
 def test_a_look_up_finds_a_capture_but_never_records_one(redis_url: str, redis_prefix: str
                                                          ) -> None:
     """A 304 holds no payload: it is looked up by the digest kept for its URL,

@@ -60,7 +60,9 @@ key                 type       holds
                                dj its name is being resolved until ms
                                (the IP scope's DNS job: no claims); ad
                                the adaptive delay ms, lt its answers'
-                               mean time ms
+                               mean time ms; na how many hosts PP:ga:SITE
+                               holds (a site of one is placed in the ready
+                               set without reading it again)
 ``PP:ga:SITE``      set        the site's hosts
 ``PP:d:DOMAIN``     hash       domain: t next claim ms, s next start ms;
                                live control: xc, xd, xp as for a site;

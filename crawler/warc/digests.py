@@ -46,22 +46,29 @@ class Capture(NamedTuple):
 # ARGV: half the bound (0: none), then (digest, capture JSON or "" to look up
 # only) pairs. For each: the earlier capture's JSON, or "" (and this capture
 # is recorded, unless it was a look-up). A digest twice in one call gets the
-# first one back.
+# first one back. A new payload (the common case) costs one HSETNX, and one
+# HGET of the old generation while there is one.
 _FIRST_CAPTURES = """
 local cur, old, half = KEYS[1], KEYS[2], tonumber(ARGV[1])
+local aged = redis.call('EXISTS', old) == 1
+local function from_old(digest)
+  if not aged then return false end
+  local earlier = redis.call('HGET', old, digest)
+  if earlier then redis.call('HSET', cur, digest, earlier) end
+  return earlier
+end
 local out = {}
 for i = 2, #ARGV, 2 do
-  local earlier = redis.call('HGET', cur, ARGV[i])
-  if not earlier then
-    earlier = redis.call('HGET', old, ARGV[i])
-    if earlier then redis.call('HSET', cur, ARGV[i], earlier) end
-  end
-  if earlier then
-    out[#out + 1] = earlier
+  local digest, capture = ARGV[i], ARGV[i + 1]
+  local earlier
+  if capture == '' then
+    earlier = redis.call('HGET', cur, digest) or from_old(digest)
+  elseif redis.call('HSETNX', cur, digest, capture) == 1 then
+    earlier = from_old(digest)
   else
-    if ARGV[i + 1] ~= '' then redis.call('HSET', cur, ARGV[i], ARGV[i + 1]) end
-    out[#out + 1] = ''
+    earlier = redis.call('HGET', cur, digest)
   end
+  out[#out + 1] = earlier or ''
 end
 if half > 0 and redis.call('HLEN', cur) >= half then redis.call('RENAME', cur, old) end
 return out

@@ -27,15 +27,16 @@ local seq = num(redis.call('HGET', KEYS[1], 'seq'), 0)
 -- parked host's new ones are dead letters; the others are gathered by host,
 -- in the order they came. Then each host's at once: its record, its budget,
 -- one ZADD, its counts and its place in the ready set.
-local flags, order, groups = {}, {}, {}
+local flags, known, order, groups = {}, {}, {}, {}
 for i = 5, #ARGV, 7 do
   local bucket, member, host, prio, entry, conf, domain =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
   local hk = p .. ':h:' .. host
   local b = flags[host]
   if b == nil then
-    b = redis.call('HGET', hk, 'b')
-    flags[host] = b
+    local st = redis.call('HMGET', hk, 'b', 'n')
+    b = st[1]
+    flags[host], known[host] = b, st[2] ~= false  -- (every host record has n)
   end
   if b == '1' then
     blocked = blocked + 1
@@ -65,7 +66,7 @@ for _, host in ipairs(order) do
     local a, b = string.match(g.conf, '^(%d+):(%d+)$')
     c, d = tonumber(a), tonumber(b)
   end
-  hosts = hosts + ensure_host(p, host, c, d, g.domain)
+  hosts = hosts + ensure_host(p, host, c, d, g.domain, known[host])
   local sk = site_key(p, host)
   local n = g.n
   if budget > 0 then
@@ -88,8 +89,10 @@ for _, host in ipairs(order) do
       end
     end
     hincr(sk, 'a', n)
-    hincr(p .. ':h:' .. host, 'n', n)
-    refresh_host(p, host)
+    -- A host with URLs queued before is where it belongs already (in the
+    -- ready set, or waiting for its domain, its address or its robots.txt):
+    -- more of them change nothing there.
+    if hincr(p .. ':h:' .. host, 'n', n) <= n then refresh_host(p, host) end
     added = added + n
   end
 end

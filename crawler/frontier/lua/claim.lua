@@ -77,9 +77,12 @@ local ready = p .. ':ready'
 -- and 5 run only when it has come, or when the IP scope was turned off
 -- while hosts are parked (step 5 lets them all go); each step only when its
 -- own set's time came.
-local timers = num(redis.call('HGET', KEYS[1], 'mt'), 0)
+-- (mt:iwake, read with it, says whether hosts are parked: negative when
+-- the set was found empty, and every park lowers it to a time.)
+local mt = redis.call('HMGET', KEYS[1], 'mt', 'mt:iwake')
+local timers = num(mt[1], 0)
 local maintain = now >= math.abs(timers)
-  or (not ipscope and redis.call('EXISTS', p .. ':iwake') == 1)
+  or (not ipscope and num(mt[2], 0) >= 0 and redis.call('EXISTS', p .. ':iwake') == 1)
 local look, own = {}, {}  -- the timed sets to look at, their stored times
 if maintain then
   own = redis.call('HMGET', KEYS[1], unpack(TIMER_FIELDS))
@@ -231,8 +234,11 @@ end
 
 -- The fields of a host's site record (PP:g:NAME) and of the host record
 -- (PP:h:HOST) that a claim reads, each read once per host taken.
-local SITE = {'ip', 'ipx', 'd', 'dl', 'fl', 'bs', 'xd', 'i', 'c', 'xc', 'ad', 'lt'}
-local HOST = {'rs', 'rx', 'iwk', 'rv', 'n'}
+-- (READY_SITE and na among them: the step places the host in the ready set
+-- without reading them again, refresh_site_known.)
+local SITE = {'ip', 'ipx', 'd', 'dl', 'fl', 'bs', 'xd', 'i', 'c', 'xc', 'ad', 'lt', 't', 'w',
+              'rj', 'xp', 'dj', 's', 'na'}
+local HOST = {'rs', 'rx', 'iwk', 'rv', 'n', 'rw'}
 
 -- The domain of a host just taken from the ready set, the domain's delay
 -- and how many more leases it has room for, or false if its domain is busy:
@@ -374,7 +380,7 @@ local function lease_head(host, hk, sk, g, h, dom, ddelay, droom)
   hset_fields(sk, w)
   redis.call('HSET', hk, 'n', num(h.n, 0) - k)
   local dturn = dom and domain_took(dom, leases, ddelay, true, offs[carrier], now + last, host) or 0
-  refresh_site(p, host)
+  refresh_site_known(p, host, as_written(g, w), num(h.n, 0) - k, h.rw)
   -- The latest a URL may start without asking start.lua: within the window
   -- for the last (or only) one, the least gap before the next one's offset
   -- for the others (0: a serial reservation's, paced by its worker).

@@ -110,18 +110,34 @@ end
 -- backoff, a breaker), rj (a robots.txt of one of its hosts being fetched)
 -- and dj (its name being resolved: the IP scope's DNS job), and the host's
 -- own rw (its robots.txt being fetched, or unreachable).
-local function refresh_host(p, host)
-  local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'rw')
-  local g = redis.call('HMGET', site_key(p, host), 'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl',
-                       'dl', 'ad', 'dj', 's')
-  if num(st[1], 0) > 0 and not g[7]
-      and num(g[1], 0) < site_concurrency(g[2], g[6], g[8], g[9], g[10]) then
-    local at = math.max(num(g[3], 0), num(g[4], 0), num(g[5], 0),
-                        num(st[2], 0), num(g[11], 0), num(g[12], 0))
+-- The site fields the ready set's rule reads.
+local READY_SITE = {'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl', 'dl', 'ad', 'dj', 's'}
+
+-- When a host is ready (nil: it is not) by that rule, from its queue length
+-- n, its own robots wait rw and its site's fields g (by name, as they stand).
+local function ready_at(n, rw, g)
+  if num(n, 0) > 0 and not g.xp
+      and num(g.i, 0) < site_concurrency(g.c, g.xc, g.fl, g.dl, g.ad) then
+    return math.max(num(g.t, 0), num(g.w, 0), num(g.rj, 0), num(rw, 0), num(g.dj, 0),
+                    num(g.s, 0))
+  end
+  return nil
+end
+
+local function place_host(p, host, at)
+  if at then
     redis.call('ZADD', p .. ':ready', at, host)
   else
     redis.call('ZREM', p .. ':ready', host)
   end
+end
+
+local function refresh_host(p, host)
+  local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'rw')
+  local g = redis.call('HMGET', site_key(p, host), unpack(READY_SITE))
+  local site = {}
+  for j, name in ipairs(READY_SITE) do site[name] = g[j] end
+  place_host(p, host, ready_at(st[1], st[2], site))
 end
 
 -- Every authority of host's site, after the site's gates changed.
@@ -132,24 +148,51 @@ local function refresh_site(p, host)
   for _, h in ipairs(hosts) do refresh_host(p, h) end
 end
 
+-- The same, by a step that holds the site's fields as they stand now (g:
+-- read and written, READY_SITE and na among them) and maybe the host's n
+-- and rw (nil: read here): a site of one authority (na, the size of
+-- PP:ga:NAME; missing on sites an older build made) is placed without
+-- reading it again.
+local function refresh_site_known(p, host, g, n, rw)
+  if g.na ~= '1' and g.na ~= 1 then return refresh_site(p, host) end
+  if n == nil then
+    local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'rw')
+    n, rw = st[1], st[2]
+  end
+  place_host(p, host, ready_at(n, rw, g))
+end
+
+-- A site's fields as read (g), with those written since (w) over them.
+local function as_written(g, w)
+  local out = {}
+  for k, v in pairs(g) do out[k] = v end
+  for k, v in pairs(w) do out[k] = v end
+  return out
+end
+
 -- The site record of a new host (n URLs queued: 0), with the given limits and
 -- its registered domain if the site is new too. Returns 1 when the host is new.
-local function ensure_host(p, host, conc, delay_ms, domain)
+local function ensure_host(p, host, conc, delay_ms, domain, exists)
   local hk = p .. ':h:' .. host
-  if redis.call('EXISTS', hk) == 1 then return 0 end
+  if exists == nil then exists = redis.call('EXISTS', hk) == 1 end
+  if exists then return 0 end
   redis.call('HSET', hk, 'n', 0)
   local sk = site_key(p, host)
+  local ga = p .. ':ga:' .. site_of(host)
+  local added = redis.call('SADD', ga, host)
   if redis.call('EXISTS', sk) == 0 then
     -- New sites are all due at once; their first next-allowed time (a few ms
     -- after the epoch, from a hash of the name) orders them at random, not
     -- by name: a thousand names of one server seeded first do not all come
     -- before the others.
     local first = tonumber(string.sub(redis.sha1hex(site_of(host)), 1, 4), 16) % 1000
-    redis.call('HSET', sk, 'i', 0, 't', first, 'a', 0, 'c', conc, 'dl', delay_ms)
+    redis.call('HSET', sk, 'i', 0, 't', first, 'a', 0, 'c', conc, 'dl', delay_ms,
+               'na', redis.call('SCARD', ga))
     -- (requeue.lua knows no domain: a site without one is gated alone)
     if domain then redis.call('HSET', sk, 'd', domain) end
+  elseif added == 1 and redis.call('HEXISTS', sk, 'na') == 1 then
+    hincr(sk, 'na', 1)
   end
-  redis.call('SADD', p .. ':ga:' .. site_of(host), host)
   return 1
 end
 

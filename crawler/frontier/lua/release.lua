@@ -128,7 +128,10 @@ local function breaker_success(g, w, sk, host)
 end
 
 -- The fields of the site record a release reads, once per host in a row.
-local SITE = {'i', 'd', 't', 's', 'fl', 'lt', 'cf', 'bs', 'da', 'dl', 'xd'}
+-- (READY_SITE and na among them: the group's end places the host in the
+-- ready set without reading them again, refresh_site_known.)
+local SITE = {'i', 'd', 't', 's', 'fl', 'lt', 'cf', 'bs', 'da', 'dl', 'xd', 'c', 'w', 'rj', 'xc',
+              'xp', 'ad', 'dj', 'na'}
 
 -- A done URL due again in revisit_ms: kept by its host until then. Its
 -- score is in whole seconds, rounded up (a 32-bit integer in the listpack
@@ -167,7 +170,11 @@ local function close_group()
     local st = redis.call('HMGET', p .. ':d:' .. dom, 't', 's')
     wake_domain(p, dom, math.max(now, num(st[1], 0), num(st[2], 0)))
   end
-  refresh_site(p, group.host)
+  if group.reread then
+    refresh_site(p, group.host)
+  else
+    refresh_site_known(p, group.host, as_written(group.g, group.w))
+  end
   group = nil
 end
 
@@ -221,6 +228,7 @@ for n, fp in ipairs(fps) do
     if hold_ms > 0 then
       hold_host(sk, now + hold_ms)
       w.c = 1  -- the server asked us to slow down: one at a time
+      gr.reread = true  -- (hold_host wrote the site itself)
     end
     if op ~= 'return' and op ~= 'ipwait' then
       crawl_delay_from_end(g, w)
