@@ -111,6 +111,49 @@ def test_the_domain_spaces_a_reservation_and_a_shared_domain_ends_them(
     assert one.offset_ms == 0
 
 
+def test_a_domain_whose_sites_take_turns_reserves_its_next_turns(
+        make_harness: Callable[..., Harness]) -> None:
+    """Once several sites of a domain claim, each claim of the domain takes one
+    URL of a site; at the domain's turn the claim also reserves the next URLs
+    of the hosts waiting for it, one each, spaced by the domain's delay plus
+    the window, each counted in flight by its site, the domain's next turn
+    after the last. A waiting host whose own site may not go by then (a hold)
+    keeps waiting."""
+    h = make_harness("domres", clock=True, concurrency=4, delay_ms=0, jitter=0,
+                     domain_delay_ms=300, domain_concurrency=8, reserve_ms=3000)
+    f = h.frontier
+    h.run(f.admit([admission(f"http://s{s}.a.test/{i}") for s in range(1, 7) for i in range(3)]))
+    # one site alone: its own reservation (spaced by the domain)
+    first = h.run(f.claim(1, "w", 50, later=10)).leases
+    assert [x.offset_ms for x in first] == [0, 350, 700] and len({x.host for x in first}) == 1
+    h.run(f.release([Release(x.host, x.fingerprint, "done") for x in first], "w"))
+    h.clock.advance(1500)
+    # another site: one URL, and from then on the sites take turns; the others
+    # find the domain busy and wait for it
+    (second,) = h.run(f.claim(1, "w", 50, later=10)).leases
+    assert h.run(f.claim(4, "w", 50, later=10)).leases == []
+    waiting_key = f.keys.domain_waiting(f.partition(second.host), second.host)
+    waiting = {m.decode() for m in h.run(h.client.zrange(waiting_key, 0, -1))}
+    assert len(waiting) == 4
+    held = sorted(waiting)[-1]
+    assert h.run(f.hold(held, 5000))
+    h.clock.advance(350)
+    turn = h.run(f.claim(1, "w", 50, later=10))
+    now = turn.server_ms
+    assert [x.offset_ms for x in turn.leases] == [0, 350, 700]
+    assert [x.latest_ms for x in turn.leases] == [50, 400, 750]
+    assert [x.turns[1] for x in turn.leases] == [now + 350, now + 700, now + 1050]
+    hosts = [x.host for x in turn.leases]
+    assert len(set(hosts)) == 3 and held not in hosts and first[0].host not in hosts
+    for host in hosts:
+        site = h.run(h.client.hgetall(f.keys.site(f.partition(host), host)))
+        assert int(site[b"i"]) == 1
+    domain = h.run(h.client.hgetall(f.keys.domain(f.partition(held), held)))
+    assert int(domain[b"t"]) == now + 700 + 300
+    assert {m.decode() for m in h.run(h.client.zrange(waiting_key, 0, -1))} >= {held}
+    assert h.run(f.claim(4, "w", 50, later=10)).leases == []
+
+
 def test_a_dead_workers_reserved_urls_come_back_a_lease_after_their_turn(
         make_harness: Callable[..., Harness]) -> None:
     h = _paced(make_harness, "dead", lease_ms=5000)

@@ -6,8 +6,10 @@ are like that: a worker would ask partition after partition for the one host
 whose turn has come. Each claim's answer says when its partition's next host
 (or delayed URL, lease expiry, revisit) is due, so the worker asks a
 partition again only when that time has come, or when something it did
-there may have made a host ready sooner: an admission, a release, a robots.txt
-stored, a DNS answer noted, a parked host woken (``touch``).
+there may have made a host ready sooner: a robots.txt stored, a DNS answer
+noted, a parked host woken (``touch``: ask at the next claim). An admission
+or a release says itself when the partition's next thing is due after it
+(``told``), so that a release of a host paced a second away costs no claim.
 
 What other workers do is not seen here: every ``sweep_ms`` every partition
 is asked again, so a host another worker made ready waits that long at most
@@ -58,6 +60,18 @@ class PartitionDue:
         for part in partitions:
             self._due[part] = UNKNOWN
             self._touches[part] += 1
+
+    def told(self, partition: int, next_ms: int) -> None:
+        """A change this worker made in ``partition`` ran, and said when the
+        partition's next thing is due after it (-1: nothing timed). It only
+        brings the partition's turn closer: what was known before still
+        holds, and the change may only have added to it. (A claim sent
+        before the change and answered after it had not seen it: its word
+        no longer counts, as after a touch.)"""
+        self._touches[partition] += 1
+        due = next_ms if next_ms >= 0 else NEVER
+        if due < self._due[partition]:
+            self._due[partition] = due
 
     def stamp(self, partition: int) -> int:
         """Taken when a claim is sent: its answer counts only if the partition

@@ -156,7 +156,7 @@ class Claims:
         scheduler.health.ok()
         self.claiming = False
         scheduler.stats.inc_value("frontier/claims/calls")
-        if not result.leases:
+        if not (result.leases or result.robots_jobs or result.ip_waits or result.dns_jobs):
             scheduler.stats.inc_value("frontier/claims/empty")
         heads: dict[str, str] = {}  # a serial reservation's first URL, by host
         chains: dict[str, tuple[list[Request], tuple[int, int]]] = {}

@@ -241,8 +241,10 @@ local SITE = {'ip', 'ipx', 'd', 'dl', 'fl', 'bs', 'xd', 'i', 'c', 'xc', 'ad', 'l
 local HOST = {'rs', 'rx', 'iwk', 'rv', 'n', 'rw'}
 
 -- The domain of a host just taken from the ready set, the domain's delay
--- and how many more leases it has room for, or false if its domain is busy:
--- then the host waits for the domain (dw) instead. nil: no domain gate.
+-- and how many more leases the host may take (1 once the domain's sites
+-- take turns), or false if its domain is busy: then the host waits for the
+-- domain (dw) instead. nil: no domain gate. Fourth: the domain's room when
+-- its sites take turns (a domain reservation may use it), else nil.
 -- A domain is a reservation's only while one site of it claims: its turns
 -- then follow that site's. The first claim of another site waits until the
 -- reservation under way ends, and from then on the domain's sites take
@@ -261,7 +263,8 @@ local function domain_turn(host, dom)
   local in_flight = conc > 0 and domain_in_flight(p, dom, now) or 0
   local full = paused or (conc > 0 and in_flight >= conc)
   if not full and now >= t then
-    return dom, delay, st[7] and 1 or (conc > 0 and conc - in_flight or math.huge)
+    local room = conc > 0 and conc - in_flight or math.huge
+    return dom, delay, st[7] and 1 or room, st[7] and room
   end
   local score = redis.call('ZSCORE', ready, host)
   redis.call('ZREM', ready, host)
@@ -276,7 +279,8 @@ end
 -- fingerprint, or "R" .. host for a robots job) by host's site, the one
 -- with turns off ms from now and the reservation over at until; the
 -- domain's next claim is a jittered domain delay after off, and a URL's
--- start turn (start) moves its next start too. Returns that turn (0: none).
+-- start turn (start) moves its next start too. Returns that turn (0: none)
+-- and the domain's next turn (its next claim or start, the later).
 local function domain_took(dom, di, delay, start, off, until_ms, host)
   redis.call('ZADD', p .. ':di:' .. dom, unpack(di))
   local t = now + off + jittered(delay, 0)
@@ -284,7 +288,7 @@ local function domain_took(dom, di, delay, start, off, until_ms, host)
   hset_fields(p .. ':d:' .. dom, {t = t, s = turn > 0 and turn or nil, rh = site_of(host),
                                   re = until_ms + start_gap(delay)})
   wake_domain(p, dom, math.max(t, turn))
-  return turn
+  return turn, math.max(t, turn)
 end
 
 -- Does this host need its robots.txt fetched before any page? (unknown,
@@ -339,13 +343,14 @@ local function reservation(g, h, delay, floor, dom, ddelay, droom)
   return offs
 end
 
--- Lease the head of the host's queue (a reservation: its next URLs) and move
--- the site's next-allowed time on past the last by its delay (with jitter,
--- never below its floor fl: a robots Crawl-delay). g and h: the site's and
--- host's records as read for this step. Returns how many start now.
-local function lease_head(host, hk, sk, g, h, dom, ddelay, droom)
+-- Lease the head of the host's queue (a reservation: its next URLs, or the
+-- offsets forced) and move the site's next-allowed time on past the last by
+-- its delay (with jitter, never below its floor fl: a robots Crawl-delay). g
+-- and h: the site's and host's records as read for this step. Returns how
+-- many start now.
+local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced)
   local delay, floor = delay_in_force(g.dl, g.xd), num(g.fl, 0)
-  local offs = reservation(g, h, delay, floor, dom, ddelay, droom)
+  local offs = forced or reservation(g, h, delay, floor, dom, ddelay, droom)
   local popped = redis.call('ZPOPMIN', p .. ':q:' .. host, #offs)
   if #popped == 0 then
     redis.call('HSET', hk, 'n', 0)  -- repair: a host without a queue is not ready
@@ -379,8 +384,11 @@ local function lease_head(host, hk, sk, g, h, dom, ddelay, droom)
   end
   hset_fields(sk, w)
   redis.call('HSET', hk, 'n', num(h.n, 0) - k)
-  local dturn = dom and domain_took(dom, leases, ddelay, true, offs[carrier], now + last, host) or 0
-  refresh_site_known(p, host, as_written(g, w), num(h.n, 0) - k, h.rw)
+  local dturn, domain_at = 0, nil
+  if dom then
+    dturn, domain_at = domain_took(dom, leases, ddelay, true, offs[carrier], now + last, host)
+  end
+  refresh_site_known(p, host, as_written(g, w), num(h.n, 0) - k, h.rw, domain_at)
   -- The latest a URL may start without asking start.lua: within the window
   -- for the last (or only) one, the least gap before the next one's offset
   -- for the others (0: a serial reservation's, paced by its worker).
@@ -537,6 +545,43 @@ local function joins_ip_waiters(host, sk, g, h)
   return true
 end
 
+-- A domain whose sites take turns (m) reserves its turns too: after the
+-- claim's URL, the next URLs of the hosts waiting for the domain (dw), one
+-- each, in their order, each a jittered domain delay (never less than the
+-- least gap between starts) after the one before, as many as fit in
+-- reserve_ms, the domain's concurrency has room for (room) and the claim may
+-- still take. A waiting host goes only if its own site would let it go by
+-- then and a claim would hand it a URL (no robots.txt due, no breaker probe,
+-- its server's address known and nobody parked there); the others keep
+-- waiting for the domain's wake. Each takes its turn at its site and at the
+-- domain as a claim of it then would (lease_head with that offset).
+local function domain_reservation(dom, ddelay, room)
+  if reserve_ms <= 0 or not room or room < 2 then return end
+  local dw = p .. ':dw:' .. dom
+  local waiting = redis.call('ZRANGE', dw, 0, math.min(room - 1, extras, SERIAL_MAX) + 3)
+  local off, least = 0, start_gap(ddelay)
+  local taken = 1
+  for _, host in ipairs(waiting) do
+    if taken >= room or extras <= 0 then return end
+    local step = math.max(jittered(ddelay, 0), least)
+    if step <= 0 or off + step > reserve_ms then return end
+    local hk, sk = p .. ':h:' .. host, site_key(p, host)
+    local g, h = record(sk, SITE), record(hk, HOST)
+    local at = ready_at(h.n, h.rw, g)
+    local clear = at and at <= now + off + step and not robots_due(h)
+      and g.bs ~= 'o' and g.bs ~= 'h'
+      and (not ipscope or g.ip == '-' or (g.ip and now < num(g.ipx, 0)
+        and redis.call('EXISTS', p .. ':iw:' .. g.ip) == 0))
+    if clear then
+      off = off + step
+      redis.call('ZREM', dw, host)
+      extras = extras - 1
+      taken = taken + 1
+      lease_head(host, hk, sk, g, h, dom, ddelay, 1, {off})
+    end
+  end
+end
+
 -- (A claim hands out at most dns_job_max DNS jobs, so that looking up a
 -- thousand new names is spread over claims, not one long script.)
 while got < want and dns_jobs < dns_job_max do
@@ -548,7 +593,7 @@ while got < want and dns_jobs < dns_job_max do
   -- The domain first: a host whose domain is busy waits for it without
   -- queueing at its server's address (where it would hold a place it cannot
   -- use while the domain keeps it waiting).
-  local dom, ddelay, droom = domain_turn(host, g.d)
+  local dom, ddelay, droom, dturns = domain_turn(host, g.d)
   if dom ~= false and joins_ip_waiters(host, sk, g, h) then dom = false end
   if dom == false then
     -- waits for its domain or its server's address
@@ -575,6 +620,7 @@ while got < want and dns_jobs < dns_job_max do
     end
   else
     got = got + lease_head(host, hk, sk, g, h, dom, ddelay, droom)
+    if dturns then domain_reservation(dom, ddelay, dturns) end
   end
 end
 if leased > 0 then

@@ -152,14 +152,16 @@ end
 -- read and written, READY_SITE and na among them) and maybe the host's n
 -- and rw (nil: read here): a site of one authority (na, the size of
 -- PP:ga:NAME; missing on sites an older build made) is placed without
--- reading it again.
-local function refresh_site_known(p, host, g, n, rw)
+-- reading it again, and no sooner than its domain's next turn (domain_at,
+-- when the step knows it: a claim would only find the domain busy before).
+local function refresh_site_known(p, host, g, n, rw, domain_at)
   if g.na ~= '1' and g.na ~= 1 then return refresh_site(p, host) end
   if n == nil then
     local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'rw')
     n, rw = st[1], st[2]
   end
-  place_host(p, host, ready_at(n, rw, g))
+  local at = ready_at(n, rw, g)
+  place_host(p, host, at and math.max(at, domain_at or 0))
 end
 
 -- A site's fields as read (g), with those written since (w) over them.

@@ -164,16 +164,18 @@ local group = nil  -- {host, hk, sk, g (the site as read), w (to write), ended (
 local function close_group()
   if not group then return end
   hset_fields(group.sk, group.w)
+  local domain_at
   if group.g.d and #group.ended > 0 then
     local dom = group.g.d
     each_chunk('ZREM', p .. ':di:' .. dom, group.ended)
     local st = redis.call('HMGET', p .. ':d:' .. dom, 't', 's')
-    wake_domain(p, dom, math.max(now, num(st[1], 0), num(st[2], 0)))
+    domain_at = math.max(now, num(st[1], 0), num(st[2], 0))
+    wake_domain(p, dom, domain_at)
   end
   if group.reread then
     refresh_site(p, group.host)
   else
-    refresh_site_known(p, group.host, as_written(group.g, group.w))
+    refresh_site_known(p, group.host, as_written(group.g, group.w), nil, nil, domain_at)
   end
   group = nil
 end
