@@ -616,7 +616,11 @@ class FrontierScheduler:
     def after_flush(self) -> None:
         self.wake()
         self.claims.want()
-        self.refresh_counts()
+        # (A worker with work in hand needs no counts: has_pending_requests
+        # reads them again once it holds none, before it may call the crawl
+        # idle; what other workers queue meanwhile the claims' sweeps find.)
+        if not (self.leases or self.claims):
+            self.refresh_counts()
 
     def wake(self) -> None:
         """Have the engine ask for requests now rather than at its next heartbeat."""
