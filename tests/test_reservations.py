@@ -325,3 +325,25 @@ def test_a_worker_that_stood_still_past_its_lease_starts_nothing(
     late = h.run(f.release([Release(first.host, first.fingerprint, "done")], "w"))
     assert (late.released, late.stale) == (0, 1)
     assert h.run(f.counts())["leased"] == 2  # w2's, and w's third (due at 2100 ms)
+
+
+def test_a_start_after_its_turn_holds_off_the_next_claim_of_the_site(
+        make_harness: Callable[..., Harness]) -> None:
+    """A request that starts late asks the start gate, which moves the site's
+    next start on from then without placing its hosts again: the next claim
+    reads the site's record, so no other worker claims the site (and starts
+    it within its window) before the delay after that late start."""
+    h = make_harness("late", clock=True, concurrency=4, delay_ms=1000, jitter=0, reserve_ms=0)
+    f = h.frontier
+    h.run(f.admit([admission(f"http://a.test/{i}") for i in range(3)]))
+    (first,) = h.run(f.claim(1, "w1", 50)).leases
+    h.clock.advance(1200)  # past its window, and past the site's next claim
+    turn = h.run(f.start_turn(first.host, (0, *first.turns),
+                              (first.fingerprint, "w1")))
+    assert turn.wait_ms == 0
+    late = h.run(f.claim(1, "w2", 50))
+    assert late.leases == []
+    assert late.next_ready_ms == late.server_ms + 1000
+    h.clock.advance(1000)
+    (second,) = h.run(f.claim(1, "w2", 50)).leases
+    assert second.record == '{"u":"http://a.test/1"}'

@@ -590,13 +590,23 @@ while got < want and dns_jobs < dns_job_max do
   local host = h[1]
   local hk, sk = p .. ':h:' .. host, site_key(p, host)
   local g, h = record(sk, SITE), record(hk, HOST)
-  -- The domain first: a host whose domain is busy waits for it without
-  -- queueing at its server's address (where it would hold a place it cannot
-  -- use while the domain keeps it waiting).
-  local dom, ddelay, droom, dturns = domain_turn(host, g.d)
-  if dom ~= false and joins_ip_waiters(host, sk, g, h) then dom = false end
+  -- The ready set's score is where the host stood when last placed; its
+  -- site's record is the truth. A start since (start.lua moves the site's
+  -- next start on without placing its hosts again) or any change not yet
+  -- placed: the host is placed where it stands now, and not claimed early.
+  local at = ready_at(h.n, h.rw, g)
+  local dom, ddelay, droom, dturns = false, nil, nil, nil
+  if not at or at > now then
+    place_host(p, host, at)
+  else
+    -- The domain first: a host whose domain is busy waits for it without
+    -- queueing at its server's address (where it would hold a place it
+    -- cannot use while the domain keeps it waiting).
+    dom, ddelay, droom, dturns = domain_turn(host, g.d)
+    if dom ~= false and joins_ip_waiters(host, sk, g, h) then dom = false end
+  end
   if dom == false then
-    -- waits for its domain or its server's address
+    -- not its turn yet, or waits for its domain or its server's address
   elseif robots_due(h) then
     if num(g.i, 0) > 0 then
       -- A robots.txt fetch is a request to the server like any other: it
