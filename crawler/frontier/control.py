@@ -358,10 +358,16 @@ class HostControl:
         """The newest changes of the given (scope, name) pairs."""
         out = []
         for raw in self.client.lrange(self.keys.control_log(), 0, LOG_KEEP - 1):
-            try:
-                entry = json.loads(raw)
-            except ValueError:
-                continue
-            if (entry.get("scope"), entry.get("name")) in targets:
+            entry = log_entry(raw)
+            if entry is not None and (entry.get("scope"), entry.get("name")) in targets:
                 out.append(entry)
         return out[:10]
+
+
+def log_entry(raw: bytes | str) -> dict[str, Any] | None:
+    """One entry of the control log (None: not one this module wrote)."""
+    try:
+        entry = json.loads(raw)
+    except ValueError:
+        return None
+    return entry if isinstance(entry, dict) else None

@@ -194,3 +194,10 @@ class Limits:
     reserve_ms: int = 0
     breaker: Breaker = field(default_factory=Breaker)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def adaptive_delay_ms(self, fetch_s: float | None) -> float:
+        """The wait after an answer that took ``fetch_s`` that adaptive pacing asks
+        for (``lua/release.lua``'s: the factor times it, capped; 0: off)."""
+        if self.adaptive_factor <= 0 or not fetch_s:
+            return 0.0
+        return min(self.adaptive_factor * fetch_s * 1000, self.adaptive_max_ms)

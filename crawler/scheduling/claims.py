@@ -110,13 +110,14 @@ class Claims:
         """Whether this answer asks its site's next request to wait longer than
         its reservation waits (adaptive pacing, ``lua/release.lua``: the next
         start no sooner than FRONTIER_ADAPTIVE_FACTOR times the answer's time
-        after its end), so that the reservation no longer stands. (A chain
-        waits so already: :meth:`Reserved.ended`.)"""
-        factor = self.scheduler.limits.adaptive_factor
-        if not fetch_s or factor * fetch_s * 1000 <= lease.pacing[0]:
+        after its end, capped at FRONTIER_ADAPTIVE_MAX_DELAY), so that the
+        reservation no longer stands. (A chain waits so already:
+        :meth:`Reserved.ended`.)"""
+        wait_ms = self.scheduler.limits.adaptive_delay_ms(fetch_s)
+        if wait_ms <= lease.pacing[0]:
             return False
         after = self.reserved.next_due(lease.host)
-        return after is not None and after < time.monotonic() + factor * fetch_s
+        return after is not None and after < time.monotonic() + wait_ms / 1000
 
     def _turns_came(self, requests: list[Request]) -> None:
         self.buffer.extend(requests)

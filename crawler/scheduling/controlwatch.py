@@ -15,11 +15,12 @@ their queues and are claimed again under the new limits.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from typing import Any
 
 from redis.exceptions import RedisError
+
+from crawler.frontier.control import log_entry
 
 #: How often (s) the control log is read while this worker holds reservations.
 POLL_S = 0.5
@@ -63,12 +64,9 @@ class ControlWatch:
                 self.give_back(site)
 
 
-def _site_of(entry: bytes) -> str | None:
+def _site_of(raw: bytes) -> str | None:
     """The site a control log entry changed (None: a domain, an address, unknown)."""
-    try:
-        change = json.loads(entry)
-    except ValueError:
-        return None
-    if isinstance(change, dict) and change.get("scope") == "site":
-        return str(change.get("name"))
+    entry = log_entry(raw)
+    if entry is not None and entry.get("scope") == "site":
+        return str(entry.get("name"))
     return None

@@ -123,11 +123,7 @@ class Reserved:
 
     def _after_end(self, floor_ms: int, fetch_s: float | None) -> float:
         """The wait after an answer: the floor, or the adaptive delay (release.lua's)."""
-        limits = self._limits
-        adaptive = 0.0
-        if limits.adaptive_factor > 0 and fetch_s:
-            adaptive = min(limits.adaptive_factor * fetch_s * 1000, limits.adaptive_max_ms)
-        return max(floor_ms, adaptive) / 1000
+        return max(floor_ms, self._limits.adaptive_delay_ms(fetch_s)) / 1000
 
     def _jittered(self, delay_ms: int) -> float:
         jitter = self._limits.jitter

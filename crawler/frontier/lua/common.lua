@@ -103,14 +103,22 @@ local function delay_in_force(dl, xd)
   return num(xd or dl, 0)
 end
 
+-- Some fields of a hash, by name, in one HMGET (a missing field: false).
+local function record(key, names)
+  local vals = redis.call('HMGET', key, unpack(names))
+  local r = {}
+  for j, name in ipairs(names) do r[name] = vals[j] end
+  return r
+end
+
 -- A host belongs in its partition's ready set, scored by its next-allowed
 -- time, exactly while it has queued URLs and its site has room for one more
 -- in flight. The next-allowed time is the latest of the site's t (pacing),
 -- s (its next start: a claim is a start, see claim.lua), w (a hold:
 -- backoff, a breaker), rj (a robots.txt of one of its hosts being fetched)
 -- and dj (its name being resolved: the IP scope's DNS job), and the host's
--- own rw (its robots.txt being fetched, or unreachable).
--- The site fields the ready set's rule reads.
+-- own rw (its robots.txt being fetched, or unreachable). READY_SITE: the
+-- site fields that rule reads.
 local READY_SITE = {'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl', 'dl', 'ad', 'dj', 's'}
 
 -- When a host is ready (nil: it is not) by that rule, from its queue length
@@ -134,10 +142,7 @@ end
 
 local function refresh_host(p, host)
   local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'rw')
-  local g = redis.call('HMGET', site_key(p, host), unpack(READY_SITE))
-  local site = {}
-  for j, name in ipairs(READY_SITE) do site[name] = g[j] end
-  place_host(p, host, ready_at(st[1], st[2], site))
+  place_host(p, host, ready_at(st[1], st[2], record(site_key(p, host), READY_SITE)))
 end
 
 -- Every authority of host's site, after the site's gates changed.
@@ -209,14 +214,6 @@ local function push_url(p, host, score, entry)
   redis.call('ZADD', p .. ':q:' .. host, score, entry)
   hincr(p .. ':h:' .. host, 'n', 1)
   refresh_host(p, host)
-end
-
--- Some fields of a hash, by name, in one HMGET (a missing field: false).
-local function record(key, names)
-  local vals = redis.call('HMGET', key, unpack(names))
-  local r = {}
-  for j, name in ipairs(names) do r[name] = vals[j] end
-  return r
 end
 
 -- Field-value pairs to write in one HSET, from a table (none: no call).
