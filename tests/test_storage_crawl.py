@@ -181,7 +181,9 @@ def test_a_worker_short_of_room_pauses_and_the_others_crawl_its_share(
             roomy = start_crawl(web.proxy_url, seeds[1::2], tmp_path / "w1",
                                 {**SETTINGS, **shared, "FRONTIER_WORKER_ID": "w1"})
             beat = None
-            for _ in range(50):
+            # (w0 paused before its frontier opened: its first heartbeat, once
+            # open, says so; on a loaded machine that open takes seconds)
+            for _ in range(150):
                 beat = Heartbeat.parse(client.hget(f"{namespace}:workers", "w0"))
                 if beat is not None and beat.paused:
                     break
