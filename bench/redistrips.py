@@ -18,6 +18,7 @@ jobs and joins run, which the simulated web's proxy skips.
 
     python -m bench.redistrips [--web small|shared] [--hosts N] [--addresses N]
                                [--delay SECONDS] [--no-monitor]
+                               [--set NAME=VALUE ...]
 """
 
 from __future__ import annotations
@@ -134,10 +135,13 @@ def main() -> None:
                         help="only the server's time per command (MONITOR slows every command)")
     parser.add_argument("--delay", type=float, default=vanilla.COMMON["DOWNLOAD_DELAY"],
                         help="DOWNLOAD_DELAY (bench.throughput's web: 0.05)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a crawl setting (repeatable), e.g. FRONTIER_RESERVE_SECONDS=10")
     args = parser.parse_args()
     os.sched_setaffinity(0, {vanilla.CRAWL_CORE})
     names = script_names()
-    settings = {**vanilla.COMMON, "DOWNLOAD_DELAY": args.delay}
+    settings = {**vanilla.COMMON, "DOWNLOAD_DELAY": args.delay,
+                **dict(item.split("=", 1) for item in args.set)}
     with private_redis() as url, web_of_kind(args) as (proxy, seeds, served, extra):
         watch = Watch(url)
         if not args.no_monitor:

@@ -347,3 +347,32 @@ def test_a_start_after_its_turn_holds_off_the_next_claim_of_the_site(
     h.clock.advance(1000)
     (second,) = h.run(f.claim(1, "w2", 50)).leases
     assert second.record == '{"u":"http://a.test/1"}'
+
+
+def test_the_last_url_of_a_reservation_may_start_until_the_least_gap_before_the_next_claim(
+        make_harness: Callable[..., Harness]) -> None:
+    """With jitter the site's next claim falls anywhere in [delay/2, 3 delay/2]
+    after the last reserved URL; nobody else starts the site before it, so
+    that URL keeps its worker's word until the least gap (delay/2) before it
+    rather than for the start window only, and the site's next start is the
+    next claim at the soonest: a stale request of another worker waits for
+    it, and a claim before it gets nothing."""
+    for rnd in range(8):  # several jitter draws: a gap wider and narrower than the window
+        h = make_harness(f"carrier{rnd}", clock=True, concurrency=4, delay_ms=1000,
+                         jitter=0.5, reserve_ms=3000)
+        f = h.frontier
+        h.run(f.admit([admission(f"http://a.test/{i}") for i in range(2)]))
+        h.clock.advance(rnd * 137)
+        leases = h.run(f.claim(1, "w", 50, later=10)).leases
+        now = h.run(f.claim(0, "w", 50)).server_ms
+        last = leases[-1]
+        site = h.run(h.client.hgetall(f.keys.site(f.partition(HOST), HOST)))
+        next_claim, next_start = int(site[b"t"]), int(site[b"s"])
+        assert next_start == last.turns[0] == max(next_claim, now + last.offset_ms + 550)
+        assert last.latest_ms == max(last.offset_ms + 50, next_start - now - 500)
+        # nobody else starts or claims the site before its next start
+        h.run(f.admit([admission("http://a.test/x")]))
+        assert h.run(f.claim(1, "w2", 50, later=10)).leases == []
+        h.clock.advance(next_start - now - 1)
+        waited = h.run(f.start_turn(HOST, (0, 1, 0)))
+        assert waited.wait_ms == 1

@@ -25,10 +25,14 @@ def test_a_paced_claim_moves_the_next_start_past_its_window(
     h.run(f.admit([admission(f"http://a.test/{i}") for i in range(3)]))
     claimed = h.run(f.claim(4, "w", 120))
     (lease,) = claimed.leases
-    # the delay less its jitter (500 ms), after the 120 ms the worker asked for
-    assert lease.turns == (claimed.server_ms + 120 + 500, 0)
-    assert h.run(f.start_gate("https://a.test:443")) == 620  # no other start before it
-    h.clock.advance(619)
+    # the delay less its jitter (500 ms), after the 120 ms the worker asked
+    # for, and no sooner than the site's next claim (its jittered delay)
+    site = h.run(h.client.hgetall(f.keys.site(f.partition(HOST), HOST)))
+    turn = max(claimed.server_ms + 120 + 500, int(site[b"t"]))
+    assert lease.turns == (turn, 0)
+    gap = turn - claimed.server_ms
+    assert h.run(f.start_gate("https://a.test:443")) == gap  # no other start before it
+    h.clock.advance(gap - 1)
     assert h.run(f.claim(4, "w2", 120)).leases == []
     h.clock.advance(1000)
     assert len(h.run(f.claim(4, "w2", 120)).leases) == 1
@@ -101,3 +105,23 @@ def test_the_window_moves_only_every_so_many_requests() -> None:
     assert window.ms == START_WINDOW_MS
     window.observe(0.1)
     assert window.ms == 100
+
+
+def test_a_pass_of_the_gate_keeps_the_next_start_past_its_window(
+        make_harness: Callable[..., Harness]) -> None:
+    """A request passed by start.lua reaches its socket a moment later; the
+    worker names how long it allows for that, and the next start of the site
+    and of its domain waits that much longer (no slack taken from the gap)."""
+    h = make_harness("window", clock=True, concurrency=4, delay_ms=400, jitter=0,
+                     domain_delay_ms=200, domain_concurrency=8)
+    f = h.frontier
+    h.run(f.admit([admission("http://a.test/1")]))
+    (lease,) = h.run(f.claim(4, "w", 50)).leases
+    h.clock.advance(1000)
+    again = h.run(f.start_turn(lease.host, (0, *lease.turns), window_ms=80))
+    now = h.clock.now_ms()
+    assert (again.wait_ms, again.turn, again.domain_turn) == (0, now + 480, now + 280)
+    assert h.run(f.start_gate("https://a.test:443")) == 480
+    # with no window named the gap is the delay alone
+    h.clock.advance(480)
+    assert h.run(f.start_turn(lease.host)).turn == h.clock.now_ms() + 400

@@ -273,14 +273,16 @@ class Frontier:
         return (await self.start_turn(host)).wait_ms
 
     async def start_turn(self, host: str, earlier: tuple[int, int, int] | None = None,
-                         lease: tuple[bytes, str] | None = None) -> Turn:
+                         lease: tuple[bytes, str] | None = None, window_ms: int = 0) -> Turn:
         """The start gate's answer, with the turns it gave (see ``lua/start.lua``).
 
         ``earlier`` is what an earlier pass of the same request got: if no
         other request of the site (or domain) started since, this pass does
         not wait for its own reservation. ``lease`` (fingerprint, worker): the
         request starts only while its worker still holds its lease (else
-        ``LEASE_LOST``: it ran out while the worker stood still).
+        ``LEASE_LOST``: it ran out while the worker stood still). ``window_ms``:
+        how long after the answer the request may still start on this turn
+        (the next start of the site and domain waits that much longer).
         """
         part = self.partition(host)
         site_turn, domain_turn = (earlier[1], earlier[2]) if earlier else ("", "")
@@ -289,7 +291,7 @@ class Frontier:
             keys=[self.keys.site(part, host), self.keys.domain(part, host),
                   self.keys.lease_details(part)],
             args=[self.limits.jitter, site_turn, self.limits.domain_delay_ms, domain_turn,
-                  fingerprint, worker])
+                  fingerprint, worker, window_ms])
         return Turn(int(wait_ms), int(turn), int(dturn))
 
     async def hold(self, host: str, ms: int) -> bool:

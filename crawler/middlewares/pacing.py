@@ -62,10 +62,11 @@ T = TypeVar("T")
 #: than keeping its download slot.
 DEFER_AFTER_S = 5.0
 _REDIS_RETRY_S = (0.1, 2.0)  # first and longest pause while Redis does not answer
-#: A request that reaches the download handler longer than this after passing
-#: ``lua/start.lua`` passes it again: its turn at the host is stale (a stalled
-#: reactor). (A claim's turn lasts the window the claim asked for: the claim
-#: spaced the next start by that much more.)
+#: The least time a request may take from passing ``lua/start.lua`` to the
+#: download handler; one that takes longer than this (or the worker's start
+#: window, if longer) passes it again: its turn at the host is stale (a
+#: stalled reactor). (A turn lasts the window its claim or pass asked for:
+#: the gate spaced the next start by that much more.)
 STALE_AFTER_S = 0.05
 
 
@@ -152,7 +153,7 @@ async def _own_turn(scheduler: FrontierScheduler, ticket: Ticket, host: str) -> 
         by = min(by, ticket.next_due - ticket.least_s)
     if now >= by:
         return False
-    ticket.start_by = min(by, now + STALE_AFTER_S)
+    ticket.start_by = by
     return True
 
 
@@ -161,10 +162,13 @@ async def _site_gate(crawler: Crawler, scheduler: FrontierScheduler, ticket: Tic
     """Wait for the site's and the domain's gate (``lua/start.lua``)."""
     frontier = scheduler.frontier
     assert frontier is not None
+    # (the time it may take to reach the socket, asked for like a claim's)
+    window_ms = max(scheduler.claims.window.ms, round(STALE_AFTER_S * 1000))
     while True:
         asked = time.monotonic()
         turn = await _redis(crawler, scheduler, ticket, lambda: frontier.start_turn(
-            host, ticket.gate_turn, (bytes.fromhex(ticket.token), scheduler.worker)))
+            host, ticket.gate_turn, (bytes.fromhex(ticket.token), scheduler.worker),
+            window_ms))
         if turn.wait_ms == LEASE_LOST:
             _give_back(crawler, ticket, "lease_lost",
                        "its lease ran out while this worker stood still")
@@ -173,7 +177,8 @@ async def _site_gate(crawler: Crawler, scheduler: FrontierScheduler, ticket: Tic
         if turn.wait_ms == 0:
             # The turn is as old as the question: a stall while the answer
             # was on its way makes it stale too.
-            ticket.start_by, ticket.gate_turn = asked + STALE_AFTER_S, turn
+            ticket.start_by = asked + window_ms / 1000
+            ticket.gate_turn = turn
             return
         if turn.wait_ms > DEFER_AFTER_S * 1000:
             _give_back(crawler, ticket, "held", "host held", turn.wait_ms)

@@ -279,12 +279,16 @@ end
 -- fingerprint, or "R" .. host for a robots job) by host's site, the one
 -- with turns off ms from now and the reservation over at until; the
 -- domain's next claim is a jittered domain delay after off, and a URL's
--- start turn (start) moves its next start too. Returns that turn (0: none)
--- and the domain's next turn (its next claim or start, the later).
+-- start turn (start) moves its next start too, to that next claim at the
+-- soonest: nobody else starts a URL of the domain before it, so the URL
+-- that carries the turn may start up to the least gap before it on its
+-- worker's word (lease_head). Returns that turn (0: none) and the domain's
+-- next turn (its next claim or start, the later).
 local function domain_took(dom, di, delay, start, off, until_ms, host)
   redis.call('ZADD', p .. ':di:' .. dom, unpack(di))
   local t = now + off + jittered(delay, 0)
   local turn = start and start_turn(0, delay, off) or 0
+  if turn > 0 then turn = math.max(turn, t) end
   hset_fields(p .. ':d:' .. dom, {t = t, s = turn > 0 and turn or nil, rh = site_of(host),
                                   re = until_ms + start_gap(delay)})
   wake_domain(p, dom, math.max(t, turn))
@@ -348,7 +352,9 @@ end
 -- its delay (with jitter, never below its floor fl: a robots Crawl-delay). g
 -- and h: the site's and host's records as read for this step. Returns how
 -- many start now.
+local domain_next = nil  -- the domain's next turn after the last lease_head (ms)
 local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced)
+  domain_next = nil
   local delay, floor = delay_in_force(g.dl, g.xd), num(g.fl, 0)
   local offs = forced or reservation(g, h, delay, floor, dom, ddelay, droom)
   local popped = redis.call('ZPOPMIN', p .. ':q:' .. host, #offs)
@@ -374,9 +380,12 @@ local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced)
   end
   redis.call('ZADD', p .. ':leased', unpack(leases))
   redis.call('HSET', p .. ':ld', unpack(data))
+  -- The site's next claim; its next start is no sooner (a paced site's
+  -- carrier may then start up to the least gap before it, see latest below).
+  local next_claim = now + offs[carrier] + jittered(delay, floor)
   local turn = start_turn(floor, delay, offs[carrier])
-  local w = {i = num(g.i, 0) + k, t = now + offs[carrier] + jittered(delay, floor),
-             s = turn > 0 and turn or nil}
+  if turn > 0 and floor == 0 then turn = math.max(turn, next_claim) end
+  local w = {i = num(g.i, 0) + k, t = next_claim, s = turn > 0 and turn or nil}
   if g.bs == 'o' or g.bs == 'h' then
     -- Breaker cool-down over: this URL is the one probe (half-open); the
     -- site is held until its release says how it went (or the lease ends).
@@ -387,13 +396,17 @@ local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced)
   local dturn, domain_at = 0, nil
   if dom then
     dturn, domain_at = domain_took(dom, leases, ddelay, true, offs[carrier], now + last, host)
+    domain_next = domain_at
   end
   refresh_site_known(p, host, as_written(g, w), num(h.n, 0) - k, h.rw, domain_at)
-  -- The latest a URL may start without asking start.lua: within the window
-  -- for the last (or only) one, the least gap before the next one's offset
-  -- for the others (0: a serial reservation's, paced by its worker).
-  local least = math.max(math.floor(delay * (1 - jitter)), floor,
-                         dom and math.floor(ddelay * (1 - jitter)) or 0)
+  -- The latest a URL may start without asking start.lua: the least gap
+  -- before the next one's offset for all but the last (0: a serial
+  -- reservation's, paced by its worker); for the last (or only) one, the
+  -- least gap before the site's and the domain's next start (nobody else
+  -- starts there sooner), and never before the window has passed.
+  local site_least = math.floor(delay * (1 - jitter))
+  local dom_least = dom and math.floor(ddelay * (1 - jitter)) or 0
+  local least = math.max(site_least, floor, dom_least)
   local starts = 0
   for j = 1, k do
     local latest = offs[j] + start_window
@@ -401,6 +414,10 @@ local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced)
       latest = j == 1 and start_window or 0
     elseif j < k then
       latest = offs[j + 1] - least
+    elseif turn > 0 and floor == 0 then
+      local by = turn - now - site_least
+      if dturn > 0 then by = math.min(by, dturn - now - dom_least) end
+      latest = math.max(latest, by)
     end
     out[#out + 1] = host
     out[#out + 1] = popped[2 * j - 1]
@@ -547,8 +564,9 @@ end
 
 -- A domain whose sites take turns (m) reserves its turns too: after the
 -- claim's URL, the next URLs of the hosts waiting for the domain (dw), one
--- each, in their order, each a jittered domain delay (never less than the
--- least gap between starts) after the one before, as many as fit in
+-- each, in their order, each at the domain's next turn as the one before
+-- left it (a jittered domain delay, never less than the least gap between
+-- starts, after it: where the next claim would be), as many as fit in
 -- reserve_ms, the domain's concurrency has room for (room) and the claim may
 -- still take. A waiting host goes only if its own site would let it go by
 -- then and a claim would hand it a URL (no robots.txt due, no breaker probe,
@@ -559,11 +577,12 @@ local function domain_reservation(dom, ddelay, room)
   if reserve_ms <= 0 or not room or room < 2 then return end
   local dw = p .. ':dw:' .. dom
   local waiting = redis.call('ZRANGE', dw, 0, math.min(room - 1, extras, SERIAL_MAX) + 3)
-  local off, least = 0, start_gap(ddelay)
+  local off = 0
   local taken = 1
   for _, host in ipairs(waiting) do
     if taken >= room or extras <= 0 then return end
-    local step = math.max(jittered(ddelay, 0), least)
+    -- the domain's next turn as the lease before left it
+    local step = domain_next and domain_next - now - off or 0
     if step <= 0 or off + step > reserve_ms then return end
     local hk, sk = p .. ':h:' .. host, site_key(p, host)
     local g, h = record(sk, SITE), record(hk, HOST)

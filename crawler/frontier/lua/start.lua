@@ -25,13 +25,20 @@
 -- names its lease (ARGV[5], ARGV[6]) and is refused unless its worker holds
 -- it still: the lease is the fencing token, checked here and by release.lua.
 --
+-- A request that passes here reaches its socket a moment later (a reactor
+-- turn or two, longer on a busy worker): its worker names how long it
+-- allows for that (ARGV[7], its start window), and the next start of the
+-- site and of its domain waits that much longer, as after a claim (a
+-- worker saturated past it would otherwise find its turn stale at the
+-- socket again and again, and ask here each time).
+--
 -- KEYS[1]  the site hash (PP:g:NAME: every scheme and port of a name share
 --          it), KEYS[2] the domain hash (PP:d:DOMAIN), KEYS[3] the
 --          partition's lease details (PP:ld)
 -- ARGV[1]  jitter (0..1), ARGV[2] the site turn of an earlier pass or '',
 -- ARGV[3]  the domain delay ms (0: no domain gate), ARGV[4] the domain turn of
 --          an earlier pass or '', ARGV[5] the request's lease (fingerprint) or
---          '', ARGV[6] its worker
+--          '', ARGV[6] its worker, ARGV[7] the start window (ms; '' or 0: none)
 -- Returns {0, turn, domain turn} (start now; the gates are moved on to those
 -- turns), {ms to wait, 0, 0}, {-1, 0, 0}: the site or its domain is paused
 -- by an operator (the request goes back to its queue), or {-2, 0, 0}: the
@@ -62,11 +69,13 @@ if ddelay > 0 then
   wait = math.max(wait, blocked_until(num(dst[1], 0), ARGV[4]))
 end
 if wait > 0 then return {wait - now, 0, 0} end
+local window = num(ARGV[7], 0)
 local gap = math.max(num(st[3], 0) or 0, math.floor(delay * (1 - jitter)))
+if gap > 0 then gap = gap + window end
 redis.call('HSET', KEYS[1], 's', now + gap)
 local dturn = 0
 if ddelay > 0 then
-  dturn = now + math.floor(ddelay * (1 - jitter))
+  dturn = now + math.floor(ddelay * (1 - jitter)) + window
   redis.call('HSET', KEYS[2], 's', dturn)
 end
 return {0, now + gap, dturn}
