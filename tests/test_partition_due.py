@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from crawler.frontier.partitiondue import PartitionDue
-from crawler.frontier.values import Release
+from crawler.frontier.values import Lease, Release
 from tests.frontier_harness import Harness, admission, own_server_harness
 from tests.redis_server import started_redis
 
@@ -96,15 +96,37 @@ def test_a_claim_asks_only_partitions_with_something_due(paced: Harness) -> None
         result = h.run(f.claim(1, "w"))
         assert result.leases == [] and result.next_ready_ms is not None
     assert _scripts_run(h) == before  # no partition asked: none has anything due
-    # The release makes the host's partition worth asking (one script), and
-    # its next URL is due a second after the first was claimed.
+    # The release places the host again, its next URL due a second after the
+    # first was claimed, and says so: no partition is asked before then.
     h.run(f.release([Release(first.host, first.fingerprint, "done")], "w"))
     before = _scripts_run(h)
     assert h.run(f.claim(1, "w")).leases == []
-    assert _scripts_run(h) == before + 1
+    assert _scripts_run(h) == before
+    assert f.due.next_ms() == first_turn(h, first)
     time.sleep(max(0.0, (f.due.next_ms() - f.due.now()) / 1000) + 0.05)
     (second,) = h.run(f.claim(1, "w")).leases
     assert second.host == first.host and second.fingerprint != first.fingerprint
+
+
+def first_turn(h: Harness, lease: Lease) -> int:
+    """When the site of ``lease`` may be claimed next (its record's t and s)."""
+    f = h.frontier
+    site = h.run(h.client.hmget(f.keys.site(f.partition(lease.host), lease.host), "t", "s"))
+    return max(int(v or 0) for v in site)
+
+
+def test_a_release_that_makes_a_host_ready_now_has_its_partition_asked(
+        paced: Harness) -> None:
+    """A release that places a host due at once (its site had no room: the
+    concurrency of 1 is free again) makes the next claim ask its partition."""
+    h, f = paced, paced.frontier
+    h.run(f.admit([admission("http://a.test/1"), admission("http://a.test/2")]))
+    (first,) = h.run(f.claim(1, "w")).leases
+    time.sleep(1.5)  # its turn came (delay, window); only its concurrency holds it
+    assert h.run(f.claim(1, "w")).leases == []
+    h.run(f.release([Release(first.host, first.fingerprint, "done")], "w"))
+    (second,) = h.run(f.claim(1, "w")).leases
+    assert second.host == first.host
 
 
 def test_what_another_worker_admits_is_found_at_the_next_sweep() -> None:

@@ -138,27 +138,30 @@ def test_a_domain_whose_sites_take_turns_reserves_its_next_turns(
     h.run(f.release([Release(x.host, x.fingerprint, "done") for x in first], "w"))
     h.clock.advance(1500)
     # another site: one URL, and from then on the sites take turns; the others
-    # find the domain busy and wait for it
+    # find the domain busy and wait for it, and so does that site, for its
+    # next URL, behind them
     (second,) = h.run(f.claim(1, "w", 50, later=10)).leases
     assert h.run(f.claim(4, "w", 50, later=10)).leases == []
     waiting_key = f.keys.domain_waiting(f.partition(second.host), second.host)
-    waiting = {m.decode() for m in h.run(h.client.zrange(waiting_key, 0, -1))}
-    assert len(waiting) == 4
-    held = sorted(waiting)[-1]
+    in_line = [m.decode() for m in h.run(h.client.zrange(waiting_key, 0, -1))]
+    assert len(in_line) == 5 and in_line[-1] == second.host
+    held = sorted(in_line[:-1])[-1]
     assert h.run(f.hold(held, 5000))
+    h.run(f.release([Release(second.host, second.fingerprint, "done")], "w"))
     h.clock.advance(350)
     turn = h.run(f.claim(1, "w", 50, later=10))
     now = turn.server_ms
-    assert [x.offset_ms for x in turn.leases] == [0, 350, 700]
-    assert [x.latest_ms for x in turn.leases] == [50, 400, 750]
-    assert [x.turns[1] for x in turn.leases] == [now + 350, now + 700, now + 1050]
+    assert [x.offset_ms for x in turn.leases] == [0, 350, 700, 1050]
+    assert [x.latest_ms for x in turn.leases] == [50, 400, 750, 1100]
+    assert [x.turns[1] for x in turn.leases] == [now + 350, now + 700, now + 1050, now + 1400]
     hosts = [x.host for x in turn.leases]
-    assert len(set(hosts)) == 3 and held not in hosts and first[0].host not in hosts
+    assert len(set(hosts)) == 4 and held not in hosts and first[0].host not in hosts
+    assert hosts[-1] == second.host  # it waited least
     for host in hosts:
         site = h.run(h.client.hgetall(f.keys.site(f.partition(host), host)))
         assert int(site[b"i"]) == 1
     domain = h.run(h.client.hgetall(f.keys.domain(f.partition(held), held)))
-    assert int(domain[b"t"]) == now + 700 + 300
+    assert int(domain[b"t"]) == now + 1050 + 300
     assert {m.decode() for m in h.run(h.client.zrange(waiting_key, 0, -1))} >= {held}
     assert h.run(f.claim(4, "w", 50, later=10)).leases == []
 

@@ -123,13 +123,14 @@ class Frontier:
 
     def _admitted(self, replies: list[Any], parts: list[int]) -> AdmitResult:
         result = AdmitResult()
-        for added, dups, refused, blocked, parked in replies:
+        for part, (added, dups, refused, blocked, parked, soonest) in zip(
+                parts, replies, strict=True):
             result.added += added
             result.duplicates += dups
             result.refused += refused
             result.blocked += blocked
             result.parked += parked
-        self.due.touch(*parts)
+            self.due.told(part, int(soonest))
         return result
 
     async def claim(self, n: int, worker: str, window_ms: int | None = None,
@@ -240,12 +241,12 @@ class Frontier:
     def _released(self, replies: list[Any], parts: list[int]) -> ReleaseResult:
         released = stale = 0
         events: list[BreakerEvent] = []
-        for reply in replies:
+        for part, reply in zip(parts, replies, strict=True):
             released += reply[0]
             stale += reply[1]
+            self.due.told(part, int(reply[2]))
             events += [BreakerEvent(reply[i].decode(), reply[i + 1].decode(), int(reply[i + 2]))
-                       for i in range(2, len(reply), 3)]
-        self.due.touch(*parts)
+                       for i in range(3, len(reply), 3)]
         return ReleaseResult(released, stale, tuple(events))
 
     async def renew(self, leases: Iterable[Lease], worker: str) -> int:

@@ -16,7 +16,8 @@
 -- its breaker opened too often; pr holds the reason) is
 -- a dead letter at once, next to the host's others, so that links to it do
 -- not keep a finite crawl open; requeueing the host brings them all back.
--- Returns {added, duplicates, refused (budget), blocked, parked}.
+-- Returns {added, duplicates, refused (budget), blocked, parked, the soonest
+-- time it made anything due (ms, -1: none; common.lua note_due)}.
 local p = ARGV[1]
 local conc0, delay0, budget = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local added, dups, refused, hosts, blocked, parked = 0, 0, 0, 0, 0, 0
@@ -115,4 +116,4 @@ if refused > 0 then hincr(KEYS[1], 'refused', refused) end
 if hosts > 0 then hincr(KEYS[1], 'hosts', hosts) end
 if blocked > 0 then hincr(KEYS[1], 'blocked', blocked) end
 if parked > 0 then hincr(KEYS[1], 'dead', parked) end
-return {added, dups, refused, blocked, parked}
+return {added, dups, refused, blocked, parked, soonest_due}

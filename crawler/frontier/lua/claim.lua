@@ -358,10 +358,11 @@ end
 -- Lease the head of the host's queue (a reservation: its next URLs, or the
 -- offsets forced) and move the site's next-allowed time on past the last by
 -- its delay (with jitter, never below its floor fl: a robots Crawl-delay). g
--- and h: the site's and host's records as read for this step. Returns how
--- many start now.
+-- and h: the site's and host's records as read for this step; turns: its
+-- domain's sites take turns, so the host waits for the domain's next turn
+-- (refresh_site_known). Returns how many start now.
 local domain_next = nil  -- the domain's next turn after the last lease_head (ms)
-local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced)
+local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced, turns)
   domain_next = nil
   local delay, floor = delay_in_force(g.dl, g.xd), num(g.fl, 0)
   local offs = forced or reservation(g, h, delay, floor, dom, ddelay, droom)
@@ -406,7 +407,8 @@ local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced)
     dturn, domain_at = domain_took(dom, leases, ddelay, true, offs[carrier], now + last, host)
     domain_next = domain_at
   end
-  refresh_site_known(p, host, as_written(g, w), num(h.n, 0) - k, h.rw, domain_at)
+  refresh_site_known(p, host, as_written(g, w), num(h.n, 0) - k, h.rw, domain_at,
+                     turns and dom or nil)
   -- The latest a URL may start without asking start.lua: the least gap
   -- before the next one's offset for all but the last (0: a serial
   -- reservation's, paced by its worker); for the last (or only) one, the
@@ -576,15 +578,19 @@ end
 -- left it (a jittered domain delay, never less than the least gap between
 -- starts, after it: where the next claim would be), as many as fit in
 -- reserve_ms, the domain's concurrency has room for (room) and the claim may
--- still take. A waiting host goes only if its own site would let it go by
+-- still take; not the host the claim just took (taken_host: the others
+-- waited longer). A waiting host goes only if its own site would let it go by
 -- then and a claim would hand it a URL (no robots.txt due, no breaker probe,
 -- its server's address known and nobody parked there); the others keep
 -- waiting for the domain's wake. Each takes its turn at its site and at the
 -- domain as a claim of it then would (lease_head with that offset).
-local function domain_reservation(dom, ddelay, room)
+local function domain_reservation(dom, ddelay, room, taken_host)
   if reserve_ms <= 0 or not room or room < 2 then return end
   local dw = p .. ':dw:' .. dom
-  local waiting = redis.call('ZRANGE', dw, 0, math.min(room - 1, extras, SERIAL_MAX) + 3)
+  local waiting = {}
+  for _, host in ipairs(redis.call('ZRANGE', dw, 0, math.min(room - 1, extras, SERIAL_MAX) + 3)) do
+    if host ~= taken_host then waiting[#waiting + 1] = host end
+  end
   local off = 0
   local taken = 1
   for _, host in ipairs(waiting) do
@@ -604,7 +610,7 @@ local function domain_reservation(dom, ddelay, room)
       redis.call('ZREM', dw, host)
       extras = extras - 1
       taken = taken + 1
-      lease_head(host, hk, sk, g, h, dom, ddelay, 1, {off})
+      lease_head(host, hk, sk, g, h, dom, ddelay, 1, {off}, true)
     end
   end
 end
@@ -656,8 +662,8 @@ while got < want and dns_jobs < dns_job_max do
       got = got + 1
     end
   else
-    got = got + lease_head(host, hk, sk, g, h, dom, ddelay, droom)
-    if dturns then domain_reservation(dom, ddelay, dturns) end
+    got = got + lease_head(host, hk, sk, g, h, dom, ddelay, droom, nil, dturns ~= nil)
+    if dturns then domain_reservation(dom, ddelay, dturns, host) end
   end
 end
 if leased > 0 then

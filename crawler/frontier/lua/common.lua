@@ -45,7 +45,17 @@ local function timer_due(v, now)
   return now >= math.abs(num(v, 0))
 end
 
+-- The soonest time (ms) this script placed a host in the ready set or set
+-- a timer at (-1: none): the only things it may have made due sooner than
+-- the partition's last claim said, which release.lua and admit.lua return
+-- so that their worker claims there no sooner (partitiondue.py).
+local soonest_due = -1
+local function note_due(at)
+  if soonest_due < 0 or at < soonest_due then soonest_due = at end
+end
+
 local function timer_at(p, at, set)
+  note_due(at)
   local k = p .. ':n'
   local f = 'mt:' .. set
   local st = redis.call('HMGET', k, 'mt', f)
@@ -134,6 +144,7 @@ end
 
 local function place_host(p, host, at)
   if at then
+    note_due(at)
     redis.call('ZADD', p .. ':ready', at, host)
   else
     redis.call('ZREM', p .. ':ready', host)
@@ -151,22 +162,6 @@ local function refresh_site(p, host)
   local hosts = redis.call('SMEMBERS', p .. ':ga:' .. site)
   if #hosts == 0 then hosts = {host} end
   for _, h in ipairs(hosts) do refresh_host(p, h) end
-end
-
--- The same, by a step that holds the site's fields as they stand now (g:
--- read and written, READY_SITE and na among them) and maybe the host's n
--- and rw (nil: read here): a site of one authority (na, the size of
--- PP:ga:NAME; missing on sites an older build made) is placed without
--- reading it again, and no sooner than its domain's next turn (domain_at,
--- when the step knows it: a claim would only find the domain busy before).
-local function refresh_site_known(p, host, g, n, rw, domain_at)
-  if g.na ~= '1' and g.na ~= 1 then return refresh_site(p, host) end
-  if n == nil then
-    local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'rw')
-    n, rw = st[1], st[2]
-  end
-  local at = ready_at(n, rw, g)
-  place_host(p, host, at and math.max(at, domain_at or 0))
 end
 
 -- A site's fields as read (g), with those written since (w) over them.
@@ -274,6 +269,32 @@ local function wake_domain(p, dom, at_ms)
   if not cur or at_ms < num(cur, 0) then
     redis.call('ZADD', p .. ':dwake', at_ms, dom)
     timer_at(p, at_ms, 'dwake')
+  end
+end
+
+-- The same, by a step that holds the site's fields as they stand now (g:
+-- read and written, READY_SITE and na among them) and maybe the host's n
+-- and rw (nil: read here): a site of one authority (na, the size of
+-- PP:ga:NAME; missing on sites an older build made) is placed without
+-- reading it again, and no sooner than its domain's next turn (domain_at,
+-- when the step knows it: a claim would only find the domain busy before).
+-- turns_dom: the domain, when its sites take turns (m, claim.lua): then the
+-- host waits for the domain's turn with the others (PP:dw:DOMAIN) instead,
+-- where the domain's wake or reservation finds it; in the ready set it
+-- would only be found busy by the next claim, and moved there.
+local function refresh_site_known(p, host, g, n, rw, domain_at, turns_dom)
+  if g.na ~= '1' and g.na ~= 1 then return refresh_site(p, host) end
+  if n == nil then
+    local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'rw')
+    n, rw = st[1], st[2]
+  end
+  local at = ready_at(n, rw, g)
+  if at and turns_dom then
+    redis.call('ZREM', p .. ':ready', host)
+    redis.call('ZADD', p .. ':dw:' .. turns_dom, at, host)
+    wake_domain(p, turns_dom, math.max(at, domain_at or 0))
+  else
+    place_host(p, host, at and math.max(at, domain_at or 0))
   end
 end
 

@@ -32,7 +32,8 @@
 --   op "dead":   dead letter; arg is the JSON reason
 --   op "ipwait": back to its queue, its host parked for its server address
 --                (common.lua park_for_ip); arg is "ADDR\nwake ms\nknown ms"
--- Returns {released, stale, then per breaker transition: event, host, ms}
+-- Returns {released, stale, the soonest time it made anything due (ms, -1:
+-- none; common.lua note_due), then per breaker transition: event, host, ms}
 -- with event "open" (ms: cool-down), "close" or "park".
 local p, worker = ARGV[1], ARGV[2]
 local threshold, base, cap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -164,18 +165,20 @@ local group = nil  -- {host, hk, sk, g (the site as read), w (to write), ended (
 local function close_group()
   if not group then return end
   hset_fields(group.sk, group.w)
-  local domain_at
+  local domain_at, turns_dom
   if group.g.d and #group.ended > 0 then
     local dom = group.g.d
     each_chunk('ZREM', p .. ':di:' .. dom, group.ended)
-    local st = redis.call('HMGET', p .. ':d:' .. dom, 't', 's')
+    local st = redis.call('HMGET', p .. ':d:' .. dom, 't', 's', 'm')
     domain_at = math.max(now, num(st[1], 0), num(st[2], 0))
     wake_domain(p, dom, domain_at)
+    turns_dom = st[3] and dom
   end
   if group.reread then
     refresh_site(p, group.host)
   else
-    refresh_site_known(p, group.host, as_written(group.g, group.w), nil, nil, domain_at)
+    refresh_site_known(p, group.host, as_written(group.g, group.w), nil, nil, domain_at,
+                       turns_dom)
   end
   group = nil
 end
@@ -266,7 +269,7 @@ for name, n in pairs(counts) do
   if n ~= 0 then hincr(KEYS[1], name, n) end
 end
 if stale > 0 then hincr(KEYS[1], 'stale', stale) end
-local out = {released, stale}
+local out = {released, stale, soonest_due}
 for _, t in ipairs(transitions) do
   out[#out + 1] = t[1]
   out[#out + 1] = t[2]
