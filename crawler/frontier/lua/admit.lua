@@ -116,4 +116,4 @@ if refused > 0 then hincr(KEYS[1], 'refused', refused) end
 if hosts > 0 then hincr(KEYS[1], 'hosts', hosts) end
 if blocked > 0 then hincr(KEYS[1], 'blocked', blocked) end
 if parked > 0 then hincr(KEYS[1], 'dead', parked) end
-return {added, dups, refused, blocked, parked, soonest_due}
+return {added, dups, refused, blocked, parked, due_reply()}

@@ -54,6 +54,15 @@ local function note_due(at)
   if soonest_due < 0 or at < soonest_due then soonest_due = at end
 end
 
+-- soonest_due for the caller, 0 when it has come (now: the script's time,
+-- nil: read it): the worker's reckoning of the server's clock lags by a
+-- round trip, and "now" must not read as "later" there.
+local function due_reply(now)
+  if soonest_due < 0 then return -1 end
+  if soonest_due <= (now or now_ms()) then return 0 end
+  return soonest_due
+end
+
 local function timer_at(p, at, set)
   note_due(at)
   local k = p .. ':n'

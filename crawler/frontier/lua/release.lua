@@ -269,7 +269,7 @@ for name, n in pairs(counts) do
   if n ~= 0 then hincr(KEYS[1], name, n) end
 end
 if stale > 0 then hincr(KEYS[1], 'stale', stale) end
-local out = {released, stale, soonest_due}
+local out = {released, stale, due_reply(now)}
 for _, t in ipairs(transitions) do
   out[#out + 1] = t[1]
   out[#out + 1] = t[2]
