@@ -183,3 +183,18 @@ def test_the_command(make_harness: Callable[..., Harness], redis_url: str,
     assert code == 2 and "--domain or --ip, not both" in out + err
     code, out, err = frontier_command(monkeypatch, capsys, "status", "--pause", **opts)
     assert code == 2 and "apply to host only" in out + err
+
+
+def test_a_domain_of_one_site_paused(make_harness: Callable[..., Harness],
+                                     control_of: Callable[..., HostControl]) -> None:
+    """A site alone in its domain is not gated by the domain (its own turns
+    suffice) until an operator's override of the domain: then it is."""
+    h = make_harness("c1", concurrency=4, delay_ms=0, domain_concurrency=8)
+    f = h.frontier
+    control = control_of(h)
+    h.run(f.admit([admission(f"http://www.b.test/{j}") for j in range(4)]
+                  + [admission("http://other.test/1")]))
+    assert control.change("www.b.test", Change(pause=True), scope="domain")
+    assert [x.host for x in h.run(f.claim(50, "w")).leases] == ["http://other.test:80"]
+    assert control.change("www.b.test", Change(pause=False, concurrency=2), scope="domain")
+    assert len(h.run(f.claim(50, "w")).leases) == 2

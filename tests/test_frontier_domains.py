@@ -170,3 +170,38 @@ def test_with_the_scope_off_waiting_hosts_come_back(make_harness: Callable[..., 
     assert len(on.run(on.frontier.claim(50, "w")).leases) == 1
     off = make_harness("do", concurrency=4, delay_ms=0)
     assert len(off.run(off.frontier.claim(50, "w")).leases) == 9
+
+
+def test_a_site_alone_in_its_domain_leaves_the_domain_alone_until_a_second_comes(
+        make_harness: Callable[..., Harness]) -> None:
+    """The domain's gate would only repeat its one site's: that site's claims
+    and releases leave the domain's record as its admission wrote it (its
+    count of sites and first site). A second site ends that: the first
+    site's turns become the domain's, so the newcomer waits for them, and
+    from then on the sites take turns."""
+    h = make_harness("alone", clock=True, concurrency=4, delay_ms=1000, jitter=0,
+                     domain_delay_ms=300, domain_concurrency=8, reserve_ms=3000)
+    f = h.frontier
+    www, img = "http://www.a.test:80", "http://img.a.test:80"
+    h.run(f.admit([admission(f"http://www.a.test/{i}") for i in range(6)]))
+    part = f.partition(www)
+    domain_key, site_key = f.keys.domain(part, www), f.keys.site(part, www)
+    lone = {b"ns": b"1", b"fs": b"www.a.test"}
+    first = h.run(f.claim(1, "w", 50, later=10)).leases
+    assert [x.offset_ms for x in first] == [0, 1050, 2100]  # its own delay, not the domain's
+    assert h.run(h.client.hgetall(domain_key)) == lone
+    assert not h.run(h.client.exists(f"{f.keys.prefix(part)}:di:a.test"))
+    _done(h, "w", first)
+    assert h.run(h.client.hgetall(domain_key)) == lone
+    site = h.run(h.client.hgetall(site_key))
+    turn = max(int(site[b"t"]), int(site[b"s"]))
+    h.run(f.admit([admission("http://img.a.test/1")]))
+    domain = h.run(h.client.hgetall(domain_key))
+    assert (int(domain[b"t"]), domain[b"rh"], domain[b"ns"]) == (turn, b"www.a.test", b"2")
+    assert b"d1" not in h.run(h.client.hgetall(site_key))
+    h.clock.advance(turn - h.clock.now_ms() - 1)
+    assert h.run(f.claim(4, "w", 50, later=10)).leases == []
+    h.clock.advance(1)
+    (one,) = h.run(f.claim(4, "w", 50, later=10)).leases
+    assert one.host == img  # it waited longest
+    assert h.run(h.client.hget(domain_key, "m")) == b"1"

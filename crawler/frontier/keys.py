@@ -62,13 +62,15 @@ key                 type       holds
                                the adaptive delay ms, lt its answers'
                                mean time ms; na how many hosts PP:ga:SITE
                                holds (a site of one is placed in the ready
-                               set without reading it again)
+                               set without reading it again); d1 1 while it
+                               is alone in its domain (not gated by it)
 ``PP:ga:SITE``      set        the site's hosts
 ``PP:d:DOMAIN``     hash       domain: t next claim ms, s next start ms;
                                live control: xc, xd, xp as for a site;
                                rh the site of its last claim, re when that
                                claim's reservation ends ms, m 1 once another
-                               site claimed (one URL per claim from then)
+                               site claimed (one URL per claim from then);
+                               ns its sites, fs its first (alone while ns 1)
 ``PP:di:DOMAIN``    zset       the domain's leases in flight (fingerprints, and
                                ``R`` + host for a robots job) by expiry ms
 ``PP:dw:DOMAIN``    zset       hosts waiting for the domain (taken out of the

@@ -235,7 +235,8 @@ class Frontier:
             (self._release, [self.keys.counts(part)],
              [self.keys.prefix(part), worker, b.threshold, b.base_ms, b.cap_ms,
               b.max_openings, self.limits.adaptive_factor, self.limits.adaptive_max_ms,
-              self.limits.jitter, *args]) for part, args in groups.items()]
+              self.limits.jitter, self.limits.domain_concurrency, self.limits.domain_delay_ms,
+              *args]) for part, args in groups.items()]
         return calls, list(groups)
 
     def _released(self, replies: list[Any], parts: list[int]) -> ReleaseResult:

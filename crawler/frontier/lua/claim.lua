@@ -66,6 +66,7 @@ local want, lease_ms, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local rnd, jitter, move_max = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local robots_ms = num(ARGV[8], 0)
 local dconc, ddelay = num(ARGV[9], 0), num(ARGV[10], 0)
+local domain_settings = {dconc, ddelay}  -- (the loop below names its own ddelay)
 local ipscope, ip_fallback = ARGV[11] == '1', num(ARGV[12], 0)
 local dns_job_ms, dns_job_max = num(ARGV[13], 0), num(ARGV[14], 0)
 local start_window = num(ARGV[16], 0)
@@ -237,7 +238,7 @@ end
 -- (READY_SITE and na among them: the step places the host in the ready set
 -- without reading them again, refresh_site_known.)
 local SITE = {'ip', 'ipx', 'd', 'dl', 'fl', 'bs', 'xd', 'i', 'c', 'xc', 'ad', 'lt', 't', 'w',
-              'rj', 'xp', 'dj', 's', 'na'}
+              'rj', 'xp', 'dj', 's', 'na', 'd1'}
 local HOST = {'rs', 'rx', 'iwk', 'rv', 'n', 'rw'}
 
 -- The domain of a host just taken from the ready set, the domain's delay
@@ -635,7 +636,10 @@ while got < want and dns_jobs < dns_job_max do
     -- The domain first: a host whose domain is busy waits for it without
     -- queueing at its server's address (where it would hold a place it
     -- cannot use while the domain keeps it waiting).
-    dom, ddelay, droom, dturns = domain_turn(host, g.d)
+    -- (a site alone in its domain is gated by its own turns only:
+    -- alone_in_domain in common.lua)
+    local gated = g.d and not alone_in_domain(g, domain_settings[1], domain_settings[2])
+    dom, ddelay, droom, dturns = domain_turn(host, gated and g.d or nil)
     if dom ~= false and joins_ip_waiters(host, sk, g, h) then dom = false end
   end
   if dom == false then
@@ -662,7 +666,7 @@ while got < want and dns_jobs < dns_job_max do
       got = got + 1
     end
   else
-    got = got + lease_head(host, hk, sk, g, h, dom, ddelay, droom, nil, dturns ~= nil)
+    got = got + lease_head(host, hk, sk, g, h, dom, ddelay, droom, nil, dturns and true or false)
     if dturns then domain_reservation(dom, ddelay, dturns, host) end
   end
 end

@@ -181,6 +181,42 @@ local function as_written(g, w)
   return out
 end
 
+-- A registered domain is gated only once it has more than one site: the
+-- first site its record counts (ns, fs) is alone in it (d1) and skips the
+-- domain's gate at its claims and releases, which could only repeat its
+-- own. The second site ends that: the first site's turns become the
+-- domain's (its reservation under way holds the second off until it ends,
+-- re), and every site of the domain is gated from then on. An operator's
+-- override of the domain ends it too (control.lua). (A domain an older
+-- build gated has turns, t, and no count: never alone.)
+local function join_domain(p, sk, site, domain)
+  local dk = p .. ':d:' .. domain
+  local st = redis.call('HMGET', dk, 'ns', 'fs', 't')
+  if not st[1] and not st[3] then
+    redis.call('HSET', dk, 'ns', 1, 'fs', site)
+    redis.call('HSET', sk, 'd1', 1)
+    return
+  end
+  redis.call('HSET', dk, 'ns', num(st[1], 1) + 1)
+  if not st[2] or num(st[1], 0) ~= 1 then return end
+  local fk = p .. ':g:' .. st[2]
+  local f = redis.call('HMGET', fk, 't', 's', 'd1', 'i')
+  if not f[3] then return end
+  redis.call('HDEL', fk, 'd1')
+  local t = math.max(num(f[1], 0), num(f[2], 0))
+  if num(f[4], 0) > 0 or t > now_ms() then  -- it claimed lately
+    redis.call('HSET', dk, 't', t, 's', t, 'rh', st[2], 're', t)
+  end
+end
+
+-- Whether a site's claims and releases skip its domain's gate: it is alone
+-- in its domain (d1) and its own limits are no looser than the domain's
+-- (dconc, ddelay: the settings), so that gate could only repeat them.
+local function alone_in_domain(g, dconc, ddelay)
+  if not g.d1 or delay_in_force(g.dl, g.xd) < ddelay then return false end
+  return dconc == 0 or site_concurrency(g.c, g.xc, g.fl, g.dl, g.ad) <= dconc
+end
+
 -- The site record of a new host (n URLs queued: 0), with the given limits and
 -- its registered domain if the site is new too. Returns 1 when the host is new.
 local function ensure_host(p, host, conc, delay_ms, domain, exists)
@@ -200,7 +236,10 @@ local function ensure_host(p, host, conc, delay_ms, domain, exists)
     redis.call('HSET', sk, 'i', 0, 't', first, 'a', 0, 'c', conc, 'dl', delay_ms,
                'na', redis.call('SCARD', ga))
     -- (requeue.lua knows no domain: a site without one is gated alone)
-    if domain then redis.call('HSET', sk, 'd', domain) end
+    if domain then
+      redis.call('HSET', sk, 'd', domain)
+      join_domain(p, sk, site_of(host), domain)
+    end
   elseif added == 1 and redis.call('HEXISTS', sk, 'na') == 1 then
     hincr(sk, 'na', 1)
   end
@@ -312,7 +351,10 @@ end
 -- site's domain field as the caller read it, false when it has none.)
 local function domain_lease_ended(p, sk, member, now, known)
   local dom = known
-  if dom == nil then dom = redis.call('HGET', sk, 'd') end
+  if dom == nil then
+    local st = redis.call('HMGET', sk, 'd', 'd1')
+    dom = not st[2] and st[1]
+  end
   if not dom then return end
   redis.call('ZREM', p .. ':di:' .. dom, member)
   local t = num(redis.call('HGET', p .. ':d:' .. dom, 't'), 0)

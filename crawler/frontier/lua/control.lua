@@ -46,6 +46,9 @@ end
 if scope == 'site' then
   refresh_site(p, name)
 elseif scope == 'domain' then
+  -- a site alone in the domain is gated by the domain from now on
+  local alone = redis.call('HGET', key, 'fs')
+  if alone then redis.call('HDEL', p .. ':g:' .. alone, 'd1') end
   wake_domain(p, name, now)
 elseif redis.call('HLEN', key) > 0 then
   -- An address's gate is forgotten after an hour unused (ipgate.lua), but not

@@ -20,7 +20,8 @@
 -- ARGV[3]  breaker threshold, ARGV[4] cool-down base ms, ARGV[5] cap ms,
 -- ARGV[6]  max openings (0: never park)
 -- ARGV[7]  adaptive factor (0: off), ARGV[8] adaptive delay cap ms,
--- ARGV[9]  jitter (0..1)
+-- ARGV[9]  jitter (0..1), ARGV[10] domain concurrency, ARGV[11] domain delay
+--          ms (the settings: common.lua alone_in_domain)
 -- then 8 values per lease: fingerprint (16 bytes), op, arg, entry, hold ms,
 -- health ("fail", "ok" or "" for neither), how long the answer took (ms, 0:
 -- no answer), revisit ms (0: none)
@@ -40,6 +41,7 @@ local threshold, base, cap = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV
 local max_openings = tonumber(ARGV[6])
 local factor, adapt_cap = num(ARGV[7], 0), num(ARGV[8], 0)
 local jitter = num(ARGV[9], 0)
+local dconc, ddelay = num(ARGV[10], 0), num(ARGV[11], 0)
 local now = now_ms()
 local released, stale = 0, 0
 local counts = {done = 0, queued = 0, delayed = 0, dead = 0, robots_denied = 0,
@@ -132,7 +134,7 @@ end
 -- (READY_SITE and na among them: the group's end places the host in the
 -- ready set without reading them again, refresh_site_known.)
 local SITE = {'i', 'd', 't', 's', 'fl', 'lt', 'cf', 'bs', 'da', 'dl', 'xd', 'c', 'w', 'rj', 'xc',
-              'xp', 'ad', 'dj', 'na'}
+              'xp', 'ad', 'dj', 'na', 'd1'}
 
 -- A done URL due again in revisit_ms: kept by its host until then. Its
 -- score is in whole seconds, rounded up (a 32-bit integer in the listpack
@@ -166,7 +168,7 @@ local function close_group()
   if not group then return end
   hset_fields(group.sk, group.w)
   local domain_at, turns_dom
-  if group.g.d and #group.ended > 0 then
+  if group.g.d and not alone_in_domain(group.g, dconc, ddelay) and #group.ended > 0 then
     local dom = group.g.d
     each_chunk('ZREM', p .. ':di:' .. dom, group.ended)
     local st = redis.call('HMGET', p .. ':d:' .. dom, 't', 's', 'm')
@@ -193,12 +195,12 @@ local function group_of(host)
 end
 
 local fps = {}
-for i = 10, #ARGV, 8 do fps[#fps + 1] = ARGV[i] end
+for i = 12, #ARGV, 8 do fps[#fps + 1] = ARGV[i] end
 local held = #fps > 0 and redis.call('HMGET', p .. ':ld', unpack(fps)) or {}
 local gone, done_fps = {}, {}
 
 for n, fp in ipairs(fps) do
-  local i = 10 + (n - 1) * 8
+  local i = 12 + (n - 1) * 8
   local op, arg, new_entry = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local hold_ms, health, fetch_ms = tonumber(ARGV[i + 4]), ARGV[i + 5], tonumber(ARGV[i + 6])
   local revisit_ms = tonumber(ARGV[i + 7])
