@@ -268,11 +268,12 @@ FRONTIER_CONNECT_WAIT = 60.0
 # it, queued ones end as done "duplicate-variant" without a request. A host
 # whose canonical links all point to one page teaches nothing by them.
 # LEARN_MAX_FIELDS bounds the evidence kept per host; each worker reads a
-# host's rules again after LEARN_RULES_TTL seconds.
+# host's rules again after LEARN_RULES_TTL seconds without a page of it
+# (each batch of its pages' evidence brings the host's rules back anyway).
 LEARN_ENABLED = True
 LEARN_MIN_EVIDENCE = 2
 LEARN_MAX_FIELDS = 512
-LEARN_RULES_TTL = 5.0
+LEARN_RULES_TTL = 30.0
 # Traps: a URL pattern of a host (the path with its numbers and ids as
 # placeholders, any query as "?*") is refused ("trap-pattern") once
 # LEARN_TRAP_ALIKE_PAGES of its pages, and LEARN_TRAP_ALIKE_SHARE of them,

@@ -168,5 +168,5 @@ def learning_for(settings: Any, stats: Any, client: Any, keys: Any) -> SiteLearn
         distance=settings.getint("LEARN_TRAP_DISTANCE", 8),
     )
     return SiteLearning(SiteFacts(client, keys, limits), stats,
-                        ttl=settings.getfloat("LEARN_RULES_TTL", 5.0),
+                        ttl=settings.getfloat("LEARN_RULES_TTL", 30.0),
                         traps=settings.getbool("LEARN_TRAPS", True))

@@ -330,19 +330,11 @@ local function reservation(g, h, delay, floor, dom, ddelay, droom)
     extras = extras - math.max(k - 1, 0)
     return offs
   end
+  local k = math.min(conc - num(g.i, 0), droom or math.huge, num(h.n, 0))
   local least = math.max(start_gap(delay), dom and start_gap(ddelay) or 0)
-  -- A paced site's reserved URLs start one at a time, a delay apart: they
-  -- overlap only while an answer takes longer than that, so they are spaced
-  -- by the answers' mean time over the concurrency too, and are as many as
-  -- the horizon holds (the site's concurrency bounds only what starts now).
-  -- The worker's downloader still keeps the site's concurrency.
-  local k = least > 0 and num(h.n, 0) or math.min(conc - num(g.i, 0), num(h.n, 0))
-  k = math.min(k, droom or math.huge)
-  local overlap = least > 0 and math.ceil(num(g.lt, 0) / conc) or 0
   local off = 0
   while #offs < k do
-    local step = math.max(jittered(delay, floor), dom and jittered(ddelay, 0) or 0, least,
-                          overlap)
+    local step = math.max(jittered(delay, floor), dom and jittered(ddelay, 0) or 0, least)
     if off + step > reserve_ms then break end
     if step > 0 then
       if extras <= 0 then break end

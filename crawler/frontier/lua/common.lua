@@ -191,7 +191,7 @@ end
 -- build gated has turns, t, and no count: never alone.)
 local function join_domain(p, sk, site, domain)
   local dk = p .. ':d:' .. domain
-  local st = redis.call('HMGET', dk, 'ns', 'fs', 't')
+  local st = redis.call('HMGET', dk, 'ns', 'fs', 't', 's', 're', 'rh')
   if not st[1] and not st[3] then
     redis.call('HSET', dk, 'ns', 1, 'fs', site)
     redis.call('HSET', sk, 'd1', 1)
@@ -204,8 +204,9 @@ local function join_domain(p, sk, site, domain)
   if not f[3] then return end
   redis.call('HDEL', fk, 'd1')
   local t = math.max(num(f[1], 0), num(f[2], 0))
-  if num(f[4], 0) > 0 or t > now_ms() then  -- it claimed lately
-    redis.call('HSET', dk, 't', t, 's', t, 'rh', st[2], 're', t)
+  if num(f[4], 0) > 0 or t > now_ms() then  -- it claimed lately (only ever later)
+    redis.call('HSET', dk, 't', math.max(t, num(st[3], 0)), 's', math.max(t, num(st[4], 0)),
+               're', math.max(t, num(st[5], 0)), 'rh', st[6] or st[2])
   end
 end
 
