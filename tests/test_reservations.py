@@ -160,6 +160,12 @@ def test_a_domain_whose_sites_take_turns_reserves_its_next_turns(
         assert int(site[b"i"]) == 1
     domain = h.run(h.client.hgetall(f.keys.domain(f.partition(held), held)))
     assert int(domain[b"t"]) == now + 1050 + 300
+    # its waiting hosts are looked at when its next turn comes, not sooner
+    # (a wake set for an earlier turn would only find it busy): the claim
+    # moved the wake there, and the partition's timers with it
+    pre = f.keys.prefix(f.partition(held))
+    assert h.run(h.client.zscore(pre + ":dwake", "a.test")) == now + 1050 + 350
+    assert int(h.run(h.client.hget(pre + ":n", "mt"))) == now + 1050 + 350
     assert {m.decode() for m in h.run(h.client.zrange(waiting_key, 0, -1))} >= {held}
     assert h.run(f.claim(4, "w", 50, later=10)).leases == []
 

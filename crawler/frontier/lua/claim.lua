@@ -285,6 +285,17 @@ end
 -- that carries the turn may start up to the least gap before it on its
 -- worker's word (lease_head). Returns that turn (0: none) and the domain's
 -- next turn (its next claim or start, the later).
+-- A domain's waiting hosts are looked at when its next turn comes: a wake
+-- set sooner (step 4's fallback, an earlier turn of this claim) would only
+-- find it busy, so the wake moves to that turn, later (and the timers are
+-- stored again after the claims: mt only ever comes sooner otherwise).
+local moved_wakes = false
+local function move_wake(dom, at)
+  if redis.call('EXISTS', p .. ':dw:' .. dom) == 0 then return end
+  redis.call('ZADD', p .. ':dwake', at, dom)
+  moved_wakes = true
+end
+
 local function domain_took(dom, di, delay, start, off, until_ms, host)
   redis.call('ZADD', p .. ':di:' .. dom, unpack(di))
   local t = now + off + jittered(delay, 0)
@@ -292,7 +303,7 @@ local function domain_took(dom, di, delay, start, off, until_ms, host)
   if turn > 0 then turn = math.max(turn, t) end
   hset_fields(p .. ':d:' .. dom, {t = t, s = turn > 0 and turn or nil, rh = site_of(host),
                                   re = until_ms + start_gap(delay)})
-  wake_domain(p, dom, math.max(t, turn))
+  move_wake(dom, math.max(t, turn))
   return turn, math.max(t, turn)
 end
 
@@ -499,34 +510,38 @@ end
 
 end  -- step 5
 
--- The timed sets' earliest times again, for the claims to come (the claim
--- below lowers them when it leases or wakes a domain): the sets looked at
--- are read afresh, the others keep theirs. A set found empty stores the
--- negative of a time a minute away (timer_at).
-if maintain then
-local fields = {}
-local soonest, empty = nil, now + 60000
-for j, set in ipairs(TIMED_SETS) do
-  local at
-  if look[set] then
-    local first = redis.call('ZRANGE', p .. ':' .. set, 0, 0, 'WITHSCORES')
-    at = #first > 0 and tonumber(first[2]) or -empty
-    fields[#fields + 1] = TIMER_FIELDS[j]
-    fields[#fields + 1] = at
-  else
-    at = num(own[j], 0)
+-- The timed sets' earliest times, stored for the claims to come: the sets
+-- in fresh are read afresh, the others are as stored (the TIMER_FIELDS
+-- values as read). A set found empty stores the negative of a time a
+-- minute away (timer_at). Returns the soonest (mt).
+local function store_timers(fresh, stored)
+  local fields = {}
+  local soonest, empty = nil, now + 60000
+  for j, set in ipairs(TIMED_SETS) do
+    local at
+    if fresh[set] then
+      local first = redis.call('ZRANGE', p .. ':' .. set, 0, 0, 'WITHSCORES')
+      at = #first > 0 and tonumber(first[2]) or -empty
+      fields[#fields + 1] = TIMER_FIELDS[j]
+      fields[#fields + 1] = at
+    else
+      at = num(stored[j], 0)
+    end
+    if at > 0 then
+      soonest = math.min(soonest or math.huge, at)
+    else
+      empty = math.min(empty, -at)
+    end
   end
-  if at > 0 then
-    soonest = math.min(soonest or math.huge, at)
-  else
-    empty = math.min(empty, -at)
-  end
+  fields[#fields + 1] = 'mt'
+  fields[#fields + 1] = soonest or -empty
+  redis.call('HSET', KEYS[1], unpack(fields))
+  return soonest or -empty
 end
-timers = soonest or -empty
-fields[#fields + 1] = 'mt'
-fields[#fields + 1] = timers
-redis.call('HSET', KEYS[1], unpack(fields))
-end  -- maintain
+
+-- Again, now that the sets were looked at (the claim below lowers them when
+-- it leases or wakes a domain).
+if maintain then timers = store_timers(look, own) end
 
 -- Does the host's server address have hosts parked here? Then it joins them
 -- (unless it was just woken), rather than be claimed, refused at the
@@ -666,6 +681,9 @@ if leased > 0 then
   hincr(KEYS[1], 'leased', leased)
   hincr(KEYS[1], 'queued', -leased)
   timer_at(p, now + lease_ms, 'leased')
+end
+if moved_wakes then
+  timers = store_timers({dwake = true}, redis.call('HMGET', KEYS[1], unpack(TIMER_FIELDS)))
 end
 
 -- 6. When is the next thing due here? (ready host, delayed URL, lease
