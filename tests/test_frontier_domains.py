@@ -205,3 +205,21 @@ def test_a_site_alone_in_its_domain_leaves_the_domain_alone_until_a_second_comes
     (one,) = h.run(f.claim(4, "w", 50, later=10)).leases
     assert one.host == img  # it waited longest
     assert h.run(h.client.hget(domain_key, "m")) == b"1"
+
+
+def test_a_site_alone_but_looser_than_its_domain_is_gated_and_its_robots_job_ends_there(
+        make_harness: Callable[..., Harness]) -> None:
+    """A site alone in its domain whose own delay is shorter than the domain's
+    is gated by the domain: its robots.txt fetch counts in flight there, and
+    stops counting when it is stored."""
+    h = make_harness("dl", concurrency=4, delay_ms=0, domain_concurrency=2,
+                     domain_delay_ms=300, robots_ms=10_000)
+    f = h.frontier
+    h.run(f.admit([admission("http://www.c.test/1")]))
+    (job,) = h.run(f.claim(10, "w")).robots_jobs
+    part = f.partition(job)
+    in_flight = f"{f.keys.prefix(part)}:di:c.test"
+    assert h.run(h.client.zcard(in_flight)) == 1
+    retry = RobotsRetry(base_ms=1000, cap_ms=1000, max_attempts=0, stale_max_ms=0)
+    h.run(f.store_robots(job, b"rules", 60_000, 4, 0, 0, 0, retry))
+    assert h.run(h.client.zcard(in_flight)) == 0

@@ -276,15 +276,6 @@ local function domain_turn(host, dom)
   return false
 end
 
--- Leases of the domain (di: expiry, member pairs; a member is a
--- fingerprint, or "R" .. host for a robots job) by host's site, the one
--- with turns off ms from now and the reservation over at until; the
--- domain's next claim is a jittered domain delay after off, and a URL's
--- start turn (start) moves its next start too, to that next claim at the
--- soonest: nobody else starts a URL of the domain before it, so the URL
--- that carries the turn may start up to the least gap before it on its
--- worker's word (lease_head). Returns that turn (0: none) and the domain's
--- next turn (its next claim or start, the later).
 -- A domain's waiting hosts are looked at when its next turn comes: a wake
 -- set sooner (step 4's fallback, an earlier turn of this claim) would only
 -- find it busy, so the wake moves to that turn, later (and the timers are
@@ -296,6 +287,15 @@ local function move_wake(dom, at)
   moved_wakes = true
 end
 
+-- Leases of the domain (di: expiry, member pairs; a member is a
+-- fingerprint, or "R" .. host for a robots job) by host's site, the one
+-- with turns off ms from now and the reservation over at until; the
+-- domain's next claim is a jittered domain delay after off, and a URL's
+-- start turn (start) moves its next start too, to that next claim at the
+-- soonest: nobody else starts a URL of the domain before it, so the URL
+-- that carries the turn may start up to the least gap before it on its
+-- worker's word (lease_head). Returns that turn (0: none) and the domain's
+-- next turn (its next claim or start, the later).
 local function domain_took(dom, di, delay, start, off, until_ms, host)
   redis.call('ZADD', p .. ':di:' .. dom, unpack(di))
   local t = now + off + jittered(delay, 0)

@@ -352,10 +352,7 @@ end
 -- site's domain field as the caller read it, false when it has none.)
 local function domain_lease_ended(p, sk, member, now, known)
   local dom = known
-  if dom == nil then
-    local st = redis.call('HMGET', sk, 'd', 'd1')
-    dom = not st[2] and st[1]
-  end
+  if dom == nil then dom = redis.call('HGET', sk, 'd') end
   if not dom then return end
   redis.call('ZREM', p .. ':di:' .. dom, member)
   local t = num(redis.call('HGET', p .. ':d:' .. dom, 't'), 0)
