@@ -191,10 +191,14 @@ def test_a_domain_of_one_site_paused(make_harness: Callable[..., Harness],
     suffice) until an operator's override of the domain: then it is."""
     h = make_harness("c1", concurrency=4, delay_ms=0, domain_concurrency=8)
     f = h.frontier
-    control = control_of(h)
+    control = control_of(h, domain_concurrency=8)
     h.run(f.admit([admission(f"http://www.b.test/{j}") for j in range(4)]
                   + [admission("http://other.test/1")]))
+    view = control.view("www.b.test")
+    assert view is not None and "not in force" in view.domain_gate.concurrency_from
     assert control.change("www.b.test", Change(pause=True), scope="domain")
+    view = control.view("www.b.test")
+    assert view is not None and "not in force" not in view.domain_gate.concurrency_from
     assert [x.host for x in h.run(f.claim(50, "w")).leases] == ["http://other.test:80"]
     assert control.change("www.b.test", Change(pause=False, concurrency=2), scope="domain")
     assert len(h.run(f.claim(50, "w")).leases) == 2

@@ -242,7 +242,7 @@ class HostControl:
         return HostView(
             site=site, domain=domain, partition=part, authorities=authorities,
             delayed=delayed, dead=dead, site_gate=self._site_gate(raw, now),
-            domain_gate=self._domain_gate(part, site, now),
+            domain_gate=self._domain_gate(part, site, now, self._alone_in_domain(raw)),
             domain_waiting_hosts=int(self.client.zcard(self.keys.domain_waiting(part, site))),
             crawl_delay_floor_s=_num(raw, "fl") / 1000,
             held_for_s=max(0.0, max(_num(raw, "w"), _num(raw, "bk")) - now) / 1000,
@@ -333,7 +333,20 @@ class HostControl:
                     next_claim_in_s=max(0.0, _num(raw, "t") - now) / 1000,
                     next_start_in_s=max(0.0, _num(raw, "s") - now) / 1000)
 
-    def _domain_gate(self, part: int, site: str, now: int) -> Gate:
+    def _alone_in_domain(self, raw: dict[bytes, bytes]) -> bool:
+        """Whether the site's domain gate is not in force: the site is alone in
+        its domain and its own limits are no looser (``alone_in_domain`` in
+        ``lua/common.lua``, which the claims and releases follow)."""
+        if raw.get(b"d1") is None:
+            return False
+        delay = _num(raw, "xd") if raw.get(b"xd") is not None else _num(raw, "dl")
+        conc = _num(raw, "xc") if raw.get(b"xc") is not None else _num(raw, "c", 1)
+        if _num(raw, "fl") > 0 or _num(raw, "ad") > _num(raw, "dl"):
+            conc = min(conc, 1)
+        dconc = self.limits.domain_concurrency
+        return delay >= self.limits.domain_delay_ms and (dconc == 0 or conc <= dconc)
+
+    def _domain_gate(self, part: int, site: str, now: int, alone: bool = False) -> Gate:
         raw = self.client.hgetall(self.keys.domain(part, site))
         in_flight = int(self.client.zcount(self.keys.domain_leases(part, site), f"({now}", "+inf"))
         conc, delay = self.limits.domain_concurrency, self.limits.domain_delay_ms
@@ -343,6 +356,9 @@ class HostControl:
             conc, conc_from = int(_num(raw, "xc")), "operator"
         if raw.get(b"xd") is not None:
             delay, delay_from = int(_num(raw, "xd")), "operator"
+        if alone:
+            unused = " (not in force: the site is alone in its domain, and no looser)"
+            conc_from, delay_from = conc_from + unused, delay_from + unused
         return Gate(conc, conc_from, delay / 1000, delay_from,
                     paused=raw.get(b"xp") is not None, in_flight=in_flight,
                     next_claim_in_s=max(0.0, _num(raw, "t") - now) / 1000,
