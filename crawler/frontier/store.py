@@ -188,6 +188,7 @@ class Frontier:
         stamps = [self.due.stamp(part) for part, _ in asks]
         full = []
         replies = await self._per_partition(calls)
+        result.calls += len(calls)
         for (part, want), stamp, reply in zip(asks, stamps, replies, strict=True):
             self.due.heard(int(reply[0]))
             result.server_ms = int(reply[0])

@@ -125,6 +125,8 @@ class ClaimResult:
     ip_waits: list[tuple[str, str]] = field(default_factory=list)
     #: Hosts whose server address to look up before their first claim.
     dns_jobs: list[str] = field(default_factory=list)
+    #: Script calls made (0: no partition had anything due).
+    calls: int = 0
 
 
 @dataclass(frozen=True, slots=True)

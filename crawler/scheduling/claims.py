@@ -156,9 +156,10 @@ class Claims:
             return
         scheduler.health.ok()
         self.claiming = False
-        scheduler.stats.inc_value("frontier/claims/calls")
-        if not (result.leases or result.robots_jobs or result.ip_waits or result.dns_jobs):
-            scheduler.stats.inc_value("frontier/claims/empty")
+        if result.calls:  # (script calls; empty: claims that asked and got nothing)
+            scheduler.stats.inc_value("frontier/claims/calls", result.calls)
+            if not (result.leases or result.robots_jobs or result.ip_waits or result.dns_jobs):
+                scheduler.stats.inc_value("frontier/claims/empty")
         heads: dict[str, str] = {}  # a serial reservation's first URL, by host
         chains: dict[str, tuple[list[Request], tuple[int, int]]] = {}
         turns = _own_turns(result.leases, asked)

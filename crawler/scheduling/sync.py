@@ -42,8 +42,10 @@ class Sync:
         #: Flushes done: the frontier's counts are current once read after the last.
         self.epoch = 0
         #: Releases of hosts this worker still holds reserved URLs of, by host:
-        #: they go with the host's next release that is not held back.
+        #: they go with the host's next release that is not held back, or
+        #: when the host's timer says so.
         self.held_back: dict[str, list[Release]] = {}
+        self._hold_timers: dict[str, asyncio.TimerHandle] = {}
 
     def __bool__(self) -> bool:
         return bool(self.admissions or self.releases or self.held_back)
@@ -64,18 +66,26 @@ class Sync:
             if host not in self.held_back:
                 self.held_back[host] = []
                 wait = min(HOLD_BACK_S, self.scheduler.limits.lease_ms / 3000)
-                asyncio.get_event_loop().call_later(wait, self.let_go, host)
+                self._hold_timers[host] = asyncio.get_event_loop().call_later(
+                    wait, self.let_go, host)
             self.held_back[host].append(release)
             return
-        self.releases += self.held_back.pop(host, ())
+        self._take_held(host)
         self.releases.append(release)
         self.schedule()
 
     def let_go(self, host: str | None = None) -> None:
         """Send what is held back (of ``host``, or all)."""
         for h in [host] if host is not None else list(self.held_back):
-            self.releases += self.held_back.pop(h, ())
+            self._take_held(h)
         self.schedule()
+
+    def _take_held(self, host: str) -> None:
+        """The host's held-back releases join those to send; its timer is off."""
+        self.releases += self.held_back.pop(host, ())
+        timer = self._hold_timers.pop(host, None)
+        if timer is not None:
+            timer.cancel()
 
     def schedule(self) -> None:
         if not self.flushing and not self.scheduler.closing:
