@@ -239,10 +239,11 @@ class HostControl:
         delayed = self._count_of(self.keys.delayed_details(part), hosts)
         dead = self._count_of(self.keys.dead(part), hosts)
         address = self._address(raw, now)
+        site_gate = self._site_gate(raw, now)
         return HostView(
             site=site, domain=domain, partition=part, authorities=authorities,
-            delayed=delayed, dead=dead, site_gate=self._site_gate(raw, now),
-            domain_gate=self._domain_gate(part, site, now, self._alone_in_domain(raw)),
+            delayed=delayed, dead=dead, site_gate=site_gate,
+            domain_gate=self._domain_gate(part, site, now, self._alone_in_domain(raw, site_gate)),
             domain_waiting_hosts=int(self.client.zcard(self.keys.domain_waiting(part, site))),
             crawl_delay_floor_s=_num(raw, "fl") / 1000,
             held_for_s=max(0.0, max(_num(raw, "w"), _num(raw, "bk")) - now) / 1000,
@@ -333,18 +334,17 @@ class HostControl:
                     next_claim_in_s=max(0.0, _num(raw, "t") - now) / 1000,
                     next_start_in_s=max(0.0, _num(raw, "s") - now) / 1000)
 
-    def _alone_in_domain(self, raw: dict[bytes, bytes]) -> bool:
+    def _alone_in_domain(self, raw: dict[bytes, bytes], site_gate: Gate) -> bool:
         """Whether the site's domain gate is not in force: the site is alone in
         its domain and its own limits are no looser (``alone_in_domain`` in
-        ``lua/common.lua``, which the claims and releases follow)."""
+        ``lua/common.lua``, which the claims and releases follow: its delay
+        before adaptation, its concurrency as in force)."""
         if raw.get(b"d1") is None:
             return False
         delay = _num(raw, "xd") if raw.get(b"xd") is not None else _num(raw, "dl")
-        conc = _num(raw, "xc") if raw.get(b"xc") is not None else _num(raw, "c", 1)
-        if _num(raw, "fl") > 0 or _num(raw, "ad") > _num(raw, "dl"):
-            conc = min(conc, 1)
         dconc = self.limits.domain_concurrency
-        return delay >= self.limits.domain_delay_ms and (dconc == 0 or conc <= dconc)
+        return delay >= self.limits.domain_delay_ms and (
+            dconc == 0 or site_gate.concurrency <= dconc)
 
     def _domain_gate(self, part: int, site: str, now: int, alone: bool = False) -> Gate:
         raw = self.client.hgetall(self.keys.domain(part, site))

@@ -66,7 +66,6 @@ local want, lease_ms, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
 local rnd, jitter, move_max = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local robots_ms = num(ARGV[8], 0)
 local dconc, ddelay = num(ARGV[9], 0), num(ARGV[10], 0)
-local domain_settings = {dconc, ddelay}  -- (the loop below names its own ddelay)
 local ipscope, ip_fallback = ARGV[11] == '1', num(ARGV[12], 0)
 local dns_job_ms, dns_job_max = num(ARGV[13], 0), num(ARGV[14], 0)
 local start_window = num(ARGV[16], 0)
@@ -267,12 +266,9 @@ local function domain_turn(host, dom)
     local room = conc > 0 and conc - in_flight or math.huge
     return dom, delay, st[7] and 1 or room, st[7] and room
   end
-  local score = redis.call('ZSCORE', ready, host)
-  redis.call('ZREM', ready, host)
-  redis.call('ZADD', p .. ':dw:' .. dom, score, host)
   -- Paced: look again at its turn. Full: the end of a lease wakes it, and so
   -- does this (a no-op while it stays full), in case the scope is off then.
-  wake_domain(p, dom, t)
+  queue_for_domain(p, host, dom, redis.call('ZSCORE', ready, host), t)
   return false
 end
 
@@ -364,10 +360,9 @@ end
 -- its delay (with jitter, never below its floor fl: a robots Crawl-delay). g
 -- and h: the site's and host's records as read for this step; turns: its
 -- domain's sites take turns, so the host waits for the domain's next turn
--- (refresh_site_known). Returns how many start now.
-local domain_next = nil  -- the domain's next turn after the last lease_head (ms)
+-- (refresh_site_known). Returns how many start now, and the domain's next
+-- turn (nil: no domain gate, or nothing leased).
 local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced, turns)
-  domain_next = nil
   local delay, floor = delay_in_force(g.dl, g.xd), num(g.fl, 0)
   local offs = forced or reservation(g, h, delay, floor, dom, ddelay, droom)
   local popped = redis.call('ZPOPMIN', p .. ':q:' .. host, #offs)
@@ -409,7 +404,6 @@ local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced, turns)
   local dturn, domain_at = 0, nil
   if dom then
     dturn, domain_at = domain_took(dom, leases, ddelay, true, offs[carrier], now + last, host)
-    domain_next = domain_at
   end
   refresh_site_known(p, host, as_written(g, w), num(h.n, 0) - k, h.rw, domain_at,
                      turns and dom or nil)
@@ -442,7 +436,7 @@ local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced, turns)
     if offs[j] == 0 then starts = starts + 1 end
   end
   leased = leased + k
-  return starts
+  return starts, domain_at
 end
 
 -- 4. Domains whose waiting hosts may go now: as many as the domain has room
@@ -592,7 +586,7 @@ end
 -- its server's address known and nobody parked there); the others keep
 -- waiting for the domain's wake. Each takes its turn at its site and at the
 -- domain as a claim of it then would (lease_head with that offset).
-local function domain_reservation(dom, ddelay, room, taken_host)
+local function domain_reservation(dom, ddelay, room, taken_host, next_turn)
   if reserve_ms <= 0 or not room or room < 2 then return end
   local dw = p .. ':dw:' .. dom
   local waiting = {}
@@ -604,7 +598,7 @@ local function domain_reservation(dom, ddelay, room, taken_host)
   for _, host in ipairs(waiting) do
     if taken >= room or extras <= 0 then return end
     -- the domain's next turn as the lease before left it
-    local step = domain_next and domain_next - now - off or 0
+    local step = next_turn and next_turn - now - off or 0
     if step <= 0 or off + step > reserve_ms then return end
     local hk, sk = p .. ':h:' .. host, site_key(p, host)
     local g, h = record(sk, SITE), record(hk, HOST)
@@ -618,7 +612,8 @@ local function domain_reservation(dom, ddelay, room, taken_host)
       redis.call('ZREM', dw, host)
       extras = extras - 1
       taken = taken + 1
-      lease_head(host, hk, sk, g, h, dom, ddelay, 1, {off}, true)
+      local _, turn_after = lease_head(host, hk, sk, g, h, dom, ddelay, 1, {off}, true)
+      next_turn = turn_after
     end
   end
 end
@@ -636,7 +631,7 @@ while got < want and dns_jobs < dns_job_max do
   -- next start on without placing its hosts again) or any change not yet
   -- placed: the host is placed where it stands now, and not claimed early.
   local at = ready_at(h.n, h.rw, g)
-  local dom, ddelay, droom, dturns = false, nil, nil, nil
+  local dom, dom_delay, droom, dturns = false, nil, nil, nil
   if not at or at > now then
     place_host(p, host, at)
   else
@@ -645,8 +640,8 @@ while got < want and dns_jobs < dns_job_max do
     -- cannot use while the domain keeps it waiting).
     -- (a site alone in its domain is gated by its own turns only:
     -- alone_in_domain in common.lua)
-    local gated = g.d and not alone_in_domain(g, domain_settings[1], domain_settings[2])
-    dom, ddelay, droom, dturns = domain_turn(host, gated and g.d or nil)
+    local gated = g.d and not alone_in_domain(g, dconc, ddelay)
+    dom, dom_delay, droom, dturns = domain_turn(host, gated and g.d or nil)
     if dom ~= false and joins_ip_waiters(host, sk, g, h) then dom = false end
   end
   if dom == false then
@@ -664,7 +659,9 @@ while got < want and dns_jobs < dns_job_max do
       redis.call('HSET', hk, 'rs', 'f', 'rw', now + robots_ms)
       if h.iwk then redis.call('HDEL', hk, 'iwk') end
       redis.call('HSET', sk, 'rj', now + robots_ms)
-      if dom then domain_took(dom, {now + robots_ms, 'R' .. host}, ddelay, false, 0, now, host) end
+      if dom then
+        domain_took(dom, {now + robots_ms, 'R' .. host}, dom_delay, false, 0, now, host)
+      end
       refresh_site(p, host)
       out[#out + 1] = host
       out[#out + 1] = 'R'
@@ -673,8 +670,10 @@ while got < want and dns_jobs < dns_job_max do
       got = got + 1
     end
   else
-    got = got + lease_head(host, hk, sk, g, h, dom, ddelay, droom, nil, dturns and true or false)
-    if dturns then domain_reservation(dom, ddelay, dturns, host) end
+    local started, domain_at = lease_head(host, hk, sk, g, h, dom, dom_delay, droom, nil,
+                                          dturns and true or false)
+    got = got + started
+    if dturns then domain_reservation(dom, dom_delay, dturns, host, domain_at) end
   end
 end
 if leased > 0 then

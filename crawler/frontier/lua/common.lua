@@ -321,7 +321,16 @@ local function wake_domain(p, dom, at_ms)
   end
 end
 
--- The same, by a step that holds the site's fields as they stand now (g:
+-- A host waits for its domain: out of the ready set, in the domain's
+-- waiting set (scored by when it is ready itself), the domain to be looked
+-- at again at wake_at (the earliest ask wins).
+local function queue_for_domain(p, host, dom, score, wake_at)
+  redis.call('ZREM', p .. ':ready', host)
+  redis.call('ZADD', p .. ':dw:' .. dom, score, host)
+  wake_domain(p, dom, wake_at)
+end
+
+-- refresh_site, by a step that holds the site's fields as they stand now (g:
 -- read and written, READY_SITE and na among them) and maybe the host's n
 -- and rw (nil: read here): a site of one authority (na, the size of
 -- PP:ga:NAME; missing on sites an older build made) is placed without
@@ -339,9 +348,7 @@ local function refresh_site_known(p, host, g, n, rw, domain_at, turns_dom)
   end
   local at = ready_at(n, rw, g)
   if at and turns_dom then
-    redis.call('ZREM', p .. ':ready', host)
-    redis.call('ZADD', p .. ':dw:' .. turns_dom, at, host)
-    wake_domain(p, turns_dom, math.max(at, domain_at or 0))
+    queue_for_domain(p, host, turns_dom, at, math.max(at, domain_at or 0))
   else
     place_host(p, host, at and math.max(at, domain_at or 0))
   end
