@@ -16,7 +16,7 @@ signal (:class:`~scrapy.extensions.feedexport.FeedExporter`), which the
 scraper sends while it processes the callback's output; the engine calls
 ``remove_request`` for the request only after that processing is complete,
 and that hook is where the frontier queues the lease's release
-(:meth:`crawler.scheduling.scheduler.FrontierScheduler._finished`), sent to
+(:meth:`crawler.scheduling.worker.WorkerFrontier.finished`), sent to
 Redis later by a background flush. So when a page can first count as done in
 Redis, its row is already in the kernel's page cache, which a killed process
 cannot lose. A ``kill -9`` loses at most rows of pages whose lease was not

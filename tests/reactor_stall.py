@@ -24,7 +24,7 @@ from twisted.internet import reactor
 
 from crawler.frontier.store import script_source
 from crawler.lease import ticket_of
-from crawler.scheduling.scheduler import scheduler_of
+from crawler.scheduling.worker import frontier_of
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -52,11 +52,11 @@ class StallAfterGate:
         if self.started or ticket is None or ticket.start_by is None:
             return
         self.started = True
-        scheduler = scheduler_of(self.crawler)
-        assert scheduler is not None and scheduler.frontier is not None
-        host = scheduler.host_of(ticket.token)
+        worker = frontier_of(self.crawler)
+        assert worker is not None
+        host = worker.host_of(ticket.token)
         assert host is not None
-        frontier = scheduler.frontier
+        frontier = worker.store
         part = frontier.partition(host)
         key = (frontier.keys.site(part, host), frontier.keys.domain(part, host))  # the gate's
         reactor.callLater(0, self._stall, host, key, frontier.limits.jitter)

@@ -3,7 +3,8 @@
 Each layer imports only the layers below it. Checked here for the two
 bottom layers, which everything else builds on: the pure decisions import
 nothing of the crawler but each other, and the storage (``crawler/frontier``)
-imports nothing but itself and the pure decisions.
+imports nothing but itself and the pure decisions. Above them, the parts of
+a worker's frontier import neither the worker nor the scheduler that own them.
 """
 
 from __future__ import annotations
@@ -70,3 +71,17 @@ def test_the_pure_decisions_import_only_each_other() -> None:
 def test_the_frontier_storage_imports_nothing_above_it() -> None:
     storage = sorted((CRAWLER / "frontier").rglob("*.py"))
     assert _violations(storage, PURE, own="crawler.frontier") == []
+
+
+def test_the_parts_of_a_workers_frontier_import_neither_it_nor_the_scheduler() -> None:
+    """The worker's frontier (``scheduling/worker.py``) wires its parts with
+    narrow collaborators; a part that imported it, or the scheduler above it,
+    would be the service locator again (and a circle of imports)."""
+    owners = {"crawler.scheduling.worker", "crawler.scheduling.scheduler"}
+    parts = [p for p in sorted((CRAWLER / "scheduling").glob("*.py"))
+             if _module(p) not in owners]
+    assert len(parts) >= 15
+    assert [f"{_module(p)} imports {name}" for p in parts
+            for name in sorted(_crawler_imports(p) & owners)] == []
+    assert "crawler.scheduling.scheduler" not in _crawler_imports(
+        CRAWLER / "scheduling" / "worker.py")

@@ -2,31 +2,35 @@
 (``scheduling/sync.py``): it goes with the host's next release that is not,
 or when its timer runs out; once it has gone, its timer is off.
 
-A unit test of the holding alone: the scheduler around it is a stand-in that
-says the host still has reserved URLs and runs no flush (the flush itself is
-proven by the crawl tests).
+A unit test of the holding alone: the worker around it is a set of callbacks
+saying the host still has reserved URLs, and the tasks run no flush (the
+flush itself is proven by tests/test_worker_parts.py and the crawl tests).
 """
 
 from __future__ import annotations
 
 import asyncio
 from types import SimpleNamespace
+from typing import Any
 
-from scrapy.settings import Settings
+from crawler.frontier.values import Limits, Release
+from crawler.scheduling.sync import Sync, SyncHooks
+from crawler.scheduling.tasks import Tasks
 
-from crawler.frontier.values import Release
-from crawler.scheduling.sync import Sync
+
+class _NoFlush(Tasks):
+    def spawn(self, coro: Any, *, flush: bool = False) -> None:
+        coro.close()
 
 
 def _sync(lease_ms: int = 60_000) -> Sync:
-    def spawn(coro: object, flush: bool) -> None:
-        coro.close()  # type: ignore[attr-defined]
+    def nothing(*args: object) -> None:
+        return None
 
-    scheduler = SimpleNamespace(
-        stats=None, crawler=SimpleNamespace(settings=Settings()), closing=False,
-        claims=SimpleNamespace(reserved=SimpleNamespace(holds=lambda host: True)),
-        limits=SimpleNamespace(lease_ms=lease_ms), spawn=spawn)
-    return Sync(scheduler)  # type: ignore[arg-type]
+    store = SimpleNamespace(limits=Limits(lease_ms=lease_ms))
+    hooks = SyncHooks(holds_reserved=lambda host: True, changed=nothing, forget=nothing,
+                      give_back_site=nothing, flushed=nothing)
+    return Sync(store, "w", None, None, _NoFlush(), hooks)  # type: ignore[arg-type]
 
 
 def test_a_held_back_release_goes_with_the_next_one_and_its_timer_is_off() -> None:

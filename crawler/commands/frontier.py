@@ -71,9 +71,9 @@ from crawler.frontier.crawls import CrawlInfo, delete_crawl, list_crawls
 from crawler.frontier.keys import crawl_namespace, site_of
 from crawler.frontier.status import HOST_STATES
 from crawler.frontier.tophosts import RANKINGS, TopHosts
+from crawler.frontier.values import Limits
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.redaction import one_line, safe_url, url_password
-from crawler.scheduling.scheduler import limits_from_settings
 
 SUBCOMMANDS = ("status", "hosts", "dead", "requeue", "drop-host", "revisit-now", "host", "crawls",
                "delete")
@@ -272,7 +272,7 @@ class Command(ScrapyCommand):
             delay_ms=round(s.getfloat("DOWNLOAD_DELAY", 1.0) * 1000),
             lease_seconds=self._lease_seconds(),
             layout_found=found,
-            limits=limits_from_settings(s),  # for the ceiling: what the workers read
+            limits=Limits.from_settings(s),  # for the ceiling: what the workers read
         )
 
     def _lease_seconds(self) -> float:
@@ -320,7 +320,7 @@ class Command(ScrapyCommand):
         s = self.settings
         assert s is not None
         # The limits the crawl's workers read.
-        control = HostControl(admin.client, admin.keys, limits_from_settings(s))
+        control = HostControl(admin.client, admin.keys, Limits.from_settings(s))
         site = site_of(parse_host(name))
         change = Change(
             concurrency=opts.concurrency,

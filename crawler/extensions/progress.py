@@ -50,7 +50,7 @@ from scrapy.utils.defer import deferred_from_coro
 
 from crawler.extensions.summary import PAGES_STAT
 from crawler.frontier.keys import Count
-from crawler.scheduling.scheduler import scheduler_of
+from crawler.scheduling.worker import frontier_of
 
 if TYPE_CHECKING:
     from typing import Self
@@ -93,15 +93,14 @@ class ProgressLog(LogStats):
             spider))
 
     async def _log_with_frontier(self, line: str, spider: Spider) -> None:
-        scheduler = scheduler_of(self.crawler)
-        frontier = scheduler.frontier if scheduler is not None else None
+        frontier = frontier_of(self.crawler)
         if frontier is not None:
             try:
-                line += "; " + await asyncio.wait_for(_frontier_part(frontier), timeout=5)
+                line += "; " + await asyncio.wait_for(_frontier_part(frontier.store), timeout=5)
             except Exception as exc:  # the progress line must never break the crawl
                 logger.debug("Progress: frontier not read: %s", exc)
-        if scheduler is not None and scheduler.paused:
-            line += f"; this worker is PAUSED ({scheduler.paused})"
+            if frontier.paused:
+                line += f"; this worker is PAUSED ({frontier.paused})"
         logger.info(line, extra={"spider": spider})
 
     def _interval_counts(self, stats: dict[str, Any], pages: int) -> dict[str, int]:

@@ -59,7 +59,7 @@ from crawler.metrics.server import parse_ports, serve, stop
 from crawler.metrics.stats import StatsCollector
 from crawler.pipelines.warc import archive_of
 from crawler.scheduling.opening import worker_identity
-from crawler.scheduling.scheduler import scheduler_of
+from crawler.scheduling.worker import frontier_of
 from crawler.signals import crawl_delay_applied, dns_lookup_done, retry_after_applied
 
 if TYPE_CHECKING:
@@ -172,19 +172,19 @@ class PrometheusExtension:
             self._server = None
 
     def spider_opened(self, spider: Spider) -> None:
-        scheduler = scheduler_of(self.crawler)
+        frontier = frontier_of(self.crawler)
         worker = worker_identity(self.crawler.settings)
         self.info.info({"spider": spider.name, "worker": worker,
                         "partition": str(getattr(spider, "part", "") or ""),
                         "version": crawler.__version__})
-        if scheduler is None or scheduler.url is None or scheduler.frontier is None:
+        if frontier is None:
             return
-        client = scheduler.sync_client(socket_timeout=5)
+        client = frontier.sync_client(socket_timeout=5)
         self._frontier = FrontierCollector(
-            client, scheduler.frontier.keys, worker, interval=self.frontier_interval,
+            client, frontier.keys, worker, interval=self.frontier_interval,
             lease_seconds=self.crawler.settings.getfloat("FRONTIER_LEASE_SECONDS",
                                                          DEFAULT_LEASE_SECONDS),
-            limits=scheduler.limits)
+            limits=frontier.limits)
         self.registry.register(self._frontier)
 
     def spider_closed(self, spider: Spider) -> None:

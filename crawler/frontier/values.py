@@ -197,6 +197,31 @@ class Limits:
     breaker: Breaker = field(default_factory=Breaker)
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def from_settings(cls, s: Any) -> Limits:
+        """The frontier's per-host limits and lease times, from the crawl's settings."""
+        return cls(
+            concurrency=s.getint("CONCURRENT_REQUESTS_PER_DOMAIN"),
+            delay_ms=round(s.getfloat("DOWNLOAD_DELAY") * 1000),
+            jitter=s.getfloat("DOWNLOAD_DELAY_JITTER", 0.5),
+            budget=s.getint("ADMISSION_MAX_PAGES_PER_HOST", 0),
+            lease_ms=round(s.getfloat("FRONTIER_LEASE_SECONDS", 60) * 1000),
+            domain_concurrency=s.getint("FRONTIER_DOMAIN_CONCURRENCY", 0),
+            domain_delay_ms=round(s.getfloat("FRONTIER_DOMAIN_DELAY", 0) * 1000),
+            adaptive_factor=s.getfloat("FRONTIER_ADAPTIVE_FACTOR", 0.0),
+            adaptive_max_ms=round(s.getfloat("FRONTIER_ADAPTIVE_MAX_DELAY", 30.0) * 1000),
+            ip_concurrency=s.getint("FRONTIER_IP_CONCURRENCY", 0),
+            ip_delay_ms=round(s.getfloat("FRONTIER_IP_DELAY", 0) * 1000),
+            claim_sweep_ms=round(s.getfloat("FRONTIER_CLAIM_SWEEP", 1.0) * 1000),
+            reserve_ms=round(s.getfloat("FRONTIER_RESERVE_SECONDS", 0) * 1000),
+            breaker=Breaker(
+                threshold=s.getint("BREAKER_THRESHOLD", 5),
+                base_ms=round(s.getfloat("BREAKER_COOLDOWN", 30.0) * 1000),
+                cap_ms=round(s.getfloat("BREAKER_COOLDOWN_MAX", 3600.0) * 1000),
+                max_openings=s.getint("BREAKER_MAX_OPENINGS", 6),
+            ),
+        )
+
     def adaptive_delay_ms(self, fetch_s: float | None) -> float:
         """The wait after an answer that took ``fetch_s`` that adaptive pacing asks
         for (``lua/release.lua``'s: the factor times it, capped; 0: off)."""

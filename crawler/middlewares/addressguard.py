@@ -48,7 +48,7 @@ from crawler.addressguard import (
 from crawler.dns.resolver import CrawlResolver, installed_resolver
 from crawler.lease import ticket_of
 from crawler.resolver import BlockedAddressError, GuardedResolver
-from crawler.scheduling.scheduler import scheduler_of
+from crawler.scheduling.worker import frontier_of
 from crawler.seedrefusals import SeedRefusals, is_seed
 
 if TYPE_CHECKING:
@@ -120,8 +120,8 @@ class AddressGuardMiddleware:
     def _seeds(self) -> SeedRefusals:
         """The frontier's refused seeds when it schedules the crawl (one line per
         host for both), else this middleware's own."""
-        scheduler = scheduler_of(self.crawler)
-        return scheduler.intake.seed_refusals if scheduler is not None else self._seed_refusals
+        frontier = frontier_of(self.crawler)
+        return frontier.intake.seed_refusals if frontier is not None else self._seed_refusals
 
     def _resolver(self) -> GuardedResolver | CrawlResolver | None:
         if self.resolver is None:

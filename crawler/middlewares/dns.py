@@ -14,7 +14,7 @@ every dead letter comes back with ``scrapy frontier requeue --reason R``.
 Placed between the address guard (955, which turns refused answers into
 ``address-blocked`` first) and ``FrontierOutcomeMiddleware`` (950), so neither
 the frontier nor the retry policy (550) sees the error. (A host's robots.txt
-job and the IP scope's DNS job meet a failed lookup in the scheduler, through
+job and the IP scope's DNS job meet a failed lookup in the frontier, through
 the same ``DnsOutcomes``.)
 
 It also counts every lookup of the process's resolver for this crawl (the
@@ -42,7 +42,7 @@ from crawler.dns.failures import PERMANENT, DNSFailure
 from crawler.dns.resolver import installed_resolver
 from crawler.lease import ticket_of
 from crawler.scheduling.dnsoutcomes import hostname
-from crawler.scheduling.scheduler import scheduler_of
+from crawler.scheduling.worker import frontier_of
 from crawler.signals import dns_lookup_done
 
 if TYPE_CHECKING:
@@ -84,9 +84,9 @@ class DNSStepMiddleware:
         ticket = ticket_of(request.meta)
         if ticket is None or not isinstance(exception, DNSLookupError | CannotResolveHostError):
             return
-        scheduler = scheduler_of(self.crawler)
-        dns = scheduler.dns if scheduler is not None else None
-        host = scheduler.host_of(ticket.token) if scheduler is not None else None
+        frontier = frontier_of(self.crawler)
+        dns = frontier.dns if frontier is not None else None
+        host = frontier.host_of(ticket.token) if frontier is not None else None
         failure = _failure_of(exception, hostname(request.url))
         if host is None or failure is None or dns is None:
             return  # not the crawl resolver's verdict: the retry policy's case

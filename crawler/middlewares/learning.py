@@ -26,7 +26,7 @@ from scrapy.http import HtmlResponse
 from crawler.learning.rules import TRAP, VARIANT
 from crawler.learning.variants import without
 from crawler.lease import TICKET_META, ticket_of
-from crawler.scheduling.scheduler import scheduler_of
+from crawler.scheduling.worker import frontier_of
 from crawler.urls import canonical_url
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
 
     from crawler.learning.worker import SiteLearning
-    from crawler.scheduling.scheduler import FrontierScheduler
+    from crawler.scheduling.worker import WorkerFrontier
 
 logger = logging.getLogger(__name__)
 
@@ -57,23 +57,23 @@ class SiteLearningMiddleware:
             raise NotConfigured("LEARN_ENABLED is off")
         return cls(crawler)
 
-    def _context(self, request: Request) -> tuple[FrontierScheduler, SiteLearning, str] | None:
-        scheduler = scheduler_of(self.crawler)
+    def _context(self, request: Request) -> tuple[WorkerFrontier, SiteLearning, str] | None:
+        frontier = frontier_of(self.crawler)
         ticket = ticket_of(request.meta)
-        if scheduler is None or scheduler.learning is None or ticket is None:
+        if frontier is None or frontier.learning is None or ticket is None:
             return None
-        host = scheduler.host_of(ticket.token)
-        return None if host is None else (scheduler, scheduler.learning, host)
+        host = frontier.host_of(ticket.token)
+        return None if host is None else (frontier, frontier.learning, host)
 
     async def process_request(self, request: Request) -> None:
         context = self._context(request)
         if context is None:
             return
-        scheduler, learning, host = context
+        frontier, learning, host = context
         rules = await learning.rules_of(host)
         if not rules:
             return
-        canon = canonical_url(request.url, scheduler.stripper)
+        canon = canonical_url(request.url, frontier.stripper)
         if canon is None:
             return
         ticket = ticket_of(request.meta)
@@ -103,11 +103,11 @@ class SiteLearningMiddleware:
         context = self._context(request)
         if context is None:
             return response
-        scheduler, learning, host = context
-        canon = canonical_url(request.url, scheduler.stripper)
+        frontier, learning, host = context
+        canon = canonical_url(request.url, frontier.stripper)
         if canon is not None:
             learning.observe(host, canon, response.body,
-                             declared_canonical(response, scheduler.stripper))
+                             declared_canonical(response, frontier.stripper))
         return response
 
 

@@ -46,7 +46,7 @@ from crawler.frontier.ipgates import PAUSED
 from crawler.frontier.values import LEASE_LOST
 from crawler.lease import Ticket, ticket_of
 from crawler.scheduling.ipscope import WAIT_IN_PLACE_MS
-from crawler.scheduling.scheduler import scheduler_of
+from crawler.scheduling.worker import frontier_of
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from scrapy.http import Response
 
     from crawler.scheduling.ipscope import IpScope, ServerAddress
-    from crawler.scheduling.scheduler import FrontierScheduler
+    from crawler.scheduling.worker import WorkerFrontier
 
 T = TypeVar("T")
 
@@ -99,39 +99,39 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
     taken there is not left to age while the site's gate is waited out.
     """
     ticket = ticket_of(request.meta)
-    scheduler = scheduler_of(crawler)
-    if ticket is None or scheduler is None or scheduler.frontier is None:
+    frontier = frontier_of(crawler)
+    if ticket is None or frontier is None:
         return
-    host = scheduler.host_of(ticket.token)
+    host = frontier.host_of(ticket.token)
     if host is None:
         return
     server = None
-    if scheduler.ips is not None and not request.meta.get("proxy"):  # a proxy connects
+    if frontier.ips is not None and not request.meta.get("proxy"):  # a proxy connects
         # Looked up first: a slow lookup between a gate and the send would
         # send the request late on its turn. A failed one is the request's
         # (the DNS step).
-        server = await scheduler.ips.address_of(host)
+        server = await frontier.ips.address_of(host)
     started = time.monotonic()
     while True:
         # The claim was the request's first pass of the site's and domain's
         # gate: asked again only once that pass is stale (else no delay
         # anywhere: the gate could only say "now").
-        if _fresh(ticket) or await _own_turn(scheduler, ticket, host):
+        if _fresh(ticket) or await _own_turn(frontier, ticket, host):
             pass
-        elif scheduler.may_gate or ticket.start_by is not None:
-            await _site_gate(crawler, scheduler, ticket, host)
-        if scheduler.ips is None or server is None:
+        elif frontier.may_gate or ticket.start_by is not None:
+            await _site_gate(crawler, frontier, ticket, host)
+        if frontier.ips is None or server is None:
             return
         patient = time.monotonic() - started < DEFER_AFTER_S
-        wait_ms = await _address_gate(crawler, scheduler.ips, ticket, server, host,
+        wait_ms = await _address_gate(crawler, frontier.ips, ticket, server, host,
                                       WAIT_IN_PLACE_MS if patient else 0,
-                                      site_gated=scheduler.may_gate)
+                                      site_gated=frontier.may_gate)
         if wait_ms == 0:
             return
         await asyncio.sleep(wait_ms / 1000)
 
 
-async def _own_turn(scheduler: FrontierScheduler, ticket: Ticket, host: str) -> bool:
+async def _own_turn(frontier: WorkerFrontier, ticket: Ticket, host: str) -> bool:
     """A reserved URL late past its own turn: may it still start on its worker's
     word? Its site is this worker's until its reservation ends (no other
     worker starts it before), so it goes if it keeps the least gap to the
@@ -140,7 +140,7 @@ async def _own_turn(scheduler: FrontierScheduler, ticket: Ticket, host: str) -> 
     need be; else it asks the start gate."""
     if ticket.deadline is None:
         return False
-    claims = scheduler.claims
+    claims = frontier.claims
     now = time.monotonic()
     last = claims.last_sent.get(host)
     if last is not None and now < last + ticket.least_s:
@@ -157,17 +157,16 @@ async def _own_turn(scheduler: FrontierScheduler, ticket: Ticket, host: str) -> 
     return True
 
 
-async def _site_gate(crawler: Crawler, scheduler: FrontierScheduler, ticket: Ticket,
+async def _site_gate(crawler: Crawler, frontier: WorkerFrontier, ticket: Ticket,
                      host: str) -> None:
     """Wait for the site's and the domain's gate (``lua/start.lua``)."""
-    frontier = scheduler.frontier
-    assert frontier is not None
+    store = frontier.store
     # (the time it may take to reach the socket, asked for like a claim's)
-    window_ms = max(scheduler.claims.window.ms, round(STALE_AFTER_S * 1000))
+    window_ms = max(frontier.claims.window.ms, round(STALE_AFTER_S * 1000))
     while True:
         asked = time.monotonic()
-        turn = await _redis(crawler, scheduler, ticket, lambda: frontier.start_turn(
-            host, ticket.gate_turn, (bytes.fromhex(ticket.token), scheduler.worker),
+        turn = await _redis(crawler, store.limits.lease_ms, ticket, lambda: store.start_turn(
+            host, ticket.gate_turn, (bytes.fromhex(ticket.token), frontier.worker),
             window_ms))
         if turn.wait_ms == LEASE_LOST:
             _give_back(crawler, ticket, "lease_lost",
@@ -201,7 +200,7 @@ async def _address_gate(crawler: Crawler, ips: IpScope, ticket: Ticket, server: 
         else:  # the name moved since the last pass
             _free_address(crawler, ticket)
     asked = time.monotonic()
-    turn = await _redis(crawler, ips.scheduler, ticket, lambda: ips.take(
+    turn = await _redis(crawler, ips.store.limits.lease_ms, ticket, lambda: ips.take(
         server, ticket.token, host, earlier=earlier, in_place_ms=in_place_ms))
     if turn.wait_ms == 0:
         ticket.ip_turn = (server.address, turn.turn)
@@ -225,14 +224,14 @@ def leave_address(crawler: Crawler, request: Request) -> None:
 
 
 def _free_address(crawler: Crawler, ticket: Ticket) -> None:
-    scheduler = scheduler_of(crawler)
-    if ticket.ip_turn is None or scheduler is None or scheduler.ips is None:
+    frontier = frontier_of(crawler)
+    if ticket.ip_turn is None or frontier is None or frontier.ips is None:
         return
     address, ticket.ip_turn = ticket.ip_turn[0], None
-    scheduler.ips.ended(address, ticket.token)
+    frontier.ips.ended(address, ticket.token)
 
 
-async def _redis(crawler: Crawler, scheduler: FrontierScheduler, ticket: Ticket,
+async def _redis(crawler: Crawler, lease_ms: int, ticket: Ticket,
                  ask: Callable[[], Awaitable[T]]) -> T:
     """``ask()``, waiting for Redis while it does not answer; a wait longer than a
     lease gives the URL back to the head of its queue."""
@@ -242,7 +241,7 @@ async def _redis(crawler: Crawler, scheduler: FrontierScheduler, ticket: Ticket,
         try:
             return await ask()
         except (RedisError, OSError):
-            if redis_wait >= scheduler.limits.lease_ms / 1000:
+            if redis_wait >= lease_ms / 1000:
                 _give_back(crawler, ticket, "redis", "Redis unreachable")
             crawler.stats.inc_value("frontier/pacing/redis_waits")
             await asyncio.sleep(pause)
@@ -254,22 +253,22 @@ def note_time_to_socket(crawler: Crawler, request: Request) -> None:
     """``request`` is about to be written: how long it took from its claim tells
     the claims how long a start turn to ask for (``scheduling/startwindow.py``)."""
     ticket = ticket_of(request.meta)
-    scheduler = scheduler_of(crawler)
-    if ticket is not None and scheduler is not None and not ticket.ahead:
+    frontier = frontier_of(crawler)
+    if ticket is not None and frontier is not None and not ticket.ahead:
         # (what a claim takes to reach the socket)
-        scheduler.claims.window.observe(time.monotonic() - ticket.claimed)
+        frontier.claims.window.observe(time.monotonic() - ticket.claimed)
 
 
 def note_sent(crawler: Crawler, request: Request) -> None:
     """``request`` is written now: the next of its host's reservation, and a
     chain's next URL, count their gaps from this."""
     ticket = ticket_of(request.meta)
-    scheduler = scheduler_of(crawler)
-    if ticket is not None and scheduler is not None:
+    frontier = frontier_of(crawler)
+    if ticket is not None and frontier is not None:
         ticket.sent = time.monotonic()
-        host = scheduler.host_of(ticket.token)
+        host = frontier.host_of(ticket.token)
         if host is not None:
-            scheduler.claims.started(host, ticket.sent)
+            frontier.claims.started(host, ticket.sent)
 
 
 def turn_is_stale(request: Request) -> bool:

@@ -35,7 +35,8 @@ from scrapy.utils.misc import load_object
 from crawler.backoff import full_jitter, retry_after_seconds
 from crawler.deadletter import DeadReason
 from crawler.lease import Ticket, ticket_of
-from crawler.scheduling.scheduler import scheduler_of, uses_frontier
+from crawler.scheduling.scheduler import uses_frontier
+from crawler.scheduling.worker import frontier_of
 from crawler.signals import retry_after_applied
 
 if TYPE_CHECKING:
@@ -87,9 +88,9 @@ class RetryPolicyMiddleware:
         hold = wait if status in self.backoff_codes else 0.0
         if hold:
             self.stats.inc_value("backoff/host_holds")
-            scheduler = scheduler_of(self.crawler)
-            if scheduler is not None:
-                scheduler.hold_now(ticket.token, hold)
+            frontier = frontier_of(self.crawler)
+            if frontier is not None:
+                frontier.hold_now(ticket.token, hold)
         self._retry_or_give_up(request, ticket, f"http-{status}", f"HTTP {status}", wait,
                                hold, health)
         return response  # given up: the spider still sees the answer

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from crawler.lease import ticket_of
 from crawler.revisit import NOT_MODIFIED, Refetch, not_modified, short_digest, validator_of
-from crawler.scheduling.scheduler import scheduler_of
+from crawler.scheduling.worker import frontier_of
 from crawler.warc.records import payload_digest
 
 if TYPE_CHECKING:
@@ -46,8 +46,8 @@ class RevisitMiddleware:
         return cls(crawler)
 
     def _on(self) -> bool:
-        scheduler = scheduler_of(self.crawler)
-        return scheduler is not None and scheduler.leases.revisits is not None
+        frontier = frontier_of(self.crawler)
+        return frontier is not None and frontier.leases.revisits is not None
 
     def process_request(self, request: Request) -> None:
         ticket = ticket_of(request.meta)

@@ -21,7 +21,7 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 
 from crawler.lease import ticket_of
 from crawler.robots.fetch import ROBOTS_FETCH_META
-from crawler.scheduling.scheduler import scheduler_of
+from crawler.scheduling.worker import frontier_of
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -50,16 +50,16 @@ class RobotsPolicyMiddleware:
         meta = request.meta
         if meta.get(ROBOTS_FETCH_META) or meta.get("dont_obey_robotstxt"):
             return
-        scheduler = scheduler_of(self.crawler)
+        frontier = frontier_of(self.crawler)
         ticket = ticket_of(meta)
-        host = scheduler.host_of(ticket.token) if scheduler is not None and ticket else None
-        if host is None or ticket is None or scheduler is None or scheduler.robots is None:
+        host = frontier.host_of(ticket.token) if frontier is not None and ticket else None
+        if host is None or ticket is None or frontier is None or frontier.robots is None:
             self._not_from_frontier(request)
-        rules = await scheduler.robots.rules_for(host, ticket.robots_version)
+        rules = await frontier.robots.rules_for(host, ticket.robots_version)
         if rules is None:
             # The frontier said robots was known but holds no rules (an
             # operator deleted them?): fail closed, the URL is tried later.
-            ticket.retry_after(scheduler.limits.lease_ms)
+            ticket.retry_after(frontier.limits.lease_ms)
             self.crawler.stats.inc_value("robots/missing_rules")
             raise IgnoreRequest(f"no robots rules stored for {host}")
         if not rules.allowed(request.url):

@@ -29,7 +29,8 @@ from scrapy.exceptions import NotConfigured
 
 from crawler.frontier.seedfeed import SeedFeed
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
-from crawler.scheduling.scheduler import FrontierScheduler, scheduler_of, uses_frontier
+from crawler.scheduling.scheduler import uses_frontier
+from crawler.scheduling.worker import WorkerFrontier, frontier_of
 from crawler.seeds import parse_seed_line, seed_request
 from crawler.urls import stripper_from_settings
 
@@ -59,12 +60,12 @@ class SeedFeedMiddleware:
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
         async for item in start:
             yield item
-        scheduler = scheduler_of(self.crawler)
-        if scheduler is not None and scheduler.seed_feed is not None:
-            async for request in self._feed(scheduler, scheduler.seed_feed):
+        frontier = frontier_of(self.crawler)
+        if frontier is not None and frontier.seed_feed is not None:
+            async for request in self._feed(frontier, frontier.seed_feed):
                 yield request
 
-    async def _feed(self, scheduler: FrontierScheduler, feed: SeedFeed
+    async def _feed(self, frontier: WorkerFrontier, feed: SeedFeed
                     ) -> AsyncIterator[Request]:
         """Seed requests from the list, for as long as the crawl has work."""
         logger.info("Reading seed lines pushed onto Redis list %s", feed.key)
@@ -73,8 +74,8 @@ class SeedFeedMiddleware:
             try:
                 lines = await feed.take()
             except (RedisError, OSError) as exc:
-                scheduler.health.trouble(exc)  # one warning per outage, not one per poll
-                if scheduler.health.refused:
+                frontier.health.trouble(exc)  # one warning per outage, not one per poll
+                if frontier.health.refused:
                     return  # the worker's ACL: the crawl is ending (health said why)
                 lines = []
             for raw in lines:
@@ -85,26 +86,25 @@ class SeedFeedMiddleware:
                 if request is not None:
                     yield request
             if lines:
-                await self._ack_when_admitted(scheduler, feed)
+                await self._ack_when_admitted(frontier, feed)
                 continue
-            if not scheduler.has_pending_requests():
+            if not frontier.pending():
                 return
-            await self._adopt_orphans(scheduler, feed)
+            await self._adopt_orphans(frontier, feed)
             await asyncio.sleep(self.poll_seconds)
 
     @staticmethod
-    async def _ack_when_admitted(scheduler: FrontierScheduler, feed: SeedFeed) -> None:
+    async def _ack_when_admitted(frontier: WorkerFrontier, feed: SeedFeed) -> None:
         """Forget the batch once it is in the frontier (a Redis error: it is taken again)."""
         try:
-            if await scheduler.wait_admitted():
+            if await frontier.wait_admitted():
                 await feed.ack()
         except (RedisError, OSError) as exc:
             logger.warning("Seed feed: cannot acknowledge a batch of %s: %s", feed.key, exc)
 
-    async def _adopt_orphans(self, scheduler: FrontierScheduler, feed: SeedFeed) -> None:
+    async def _adopt_orphans(self, frontier: WorkerFrontier, feed: SeedFeed) -> None:
         """Put back the batches of workers that stopped beating, for every worker."""
-        assert scheduler.frontier is not None
         try:
-            await feed.adopt_orphans(scheduler.frontier.keys.workers(), self.lease_seconds)
+            await feed.adopt_orphans(frontier.keys.workers(), self.lease_seconds)
         except (RedisError, OSError) as exc:
             logger.warning("Seed feed: cannot check %s for lost batches: %s", feed.taken, exc)

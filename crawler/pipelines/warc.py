@@ -45,7 +45,7 @@ import crawler
 from crawler.frontier.keys import Keys, crawl_namespace
 from crawler.items import PageItem
 from crawler.scheduling.opening import worker_identity
-from crawler.scheduling.scheduler import scheduler_of
+from crawler.scheduling.worker import frontier_of
 from crawler.warc.digests import DigestIndex
 from crawler.warc.files import WarcFiles, Written
 from crawler.warc.writer import ArchiveWriter, condition, probe_writable
@@ -141,16 +141,17 @@ class Archive:
 
     def _digest_index(self) -> DigestIndex:
         """In the frontier's Redis (shared by the crawl's workers), else in memory."""
-        scheduler = scheduler_of(self.crawler)
-        if scheduler is None or scheduler.url is None or scheduler.frontier is None:
+        frontier = frontier_of(self.crawler)
+        if frontier is None:
             return DigestIndex()
         s, spider = self.crawler.settings, self.crawler.spider
         shared = s.get("WARC_DIGEST_INDEX") or ""
-        key = scheduler.frontier.keys.warc_digests()
+        key = frontier.keys.warc_digests()
         if shared and spider is not None:
-            base = crawl_namespace(scheduler.namespace_template, spider.name)
+            base = crawl_namespace(s.get("FRONTIER_NAMESPACE", "frontier:%(spider)s"),
+                                   spider.name)
             key = Keys.shared_warc_digests(base, shared)
-        return DigestIndex(scheduler.sync_client(), key, s.getint("WARC_DIGEST_INDEX_MAX"))
+        return DigestIndex(frontier.sync_client(), key, s.getint("WARC_DIGEST_INDEX_MAX"))
 
 
 class WarcPipeline:

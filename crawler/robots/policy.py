@@ -90,7 +90,7 @@ class Pacing:
 class RobotsPolicy:
     """Fetch, decide, store and look up robots rules for one crawl.
 
-    The frontier scheduler owns the crawl's one policy (``scheduler.robots``,
+    The worker's frontier owns the crawl's one policy (``WorkerFrontier.robots``,
     found through ``crawler.engine.scheduler``): it runs the robots jobs, and
     the robots middleware asks it for a host's rules.
     """

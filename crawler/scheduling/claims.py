@@ -15,22 +15,23 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Any
 
 from redis.exceptions import RedisError
 from scrapy import Request
 
 from crawler.deadletter import DeadReason
 from crawler.frontier.keys import site_of
-from crawler.frontier.records import RecordError, from_record
-from crawler.frontier.values import SERIAL, Lease, Release
+from crawler.frontier.records import RecordError
+from crawler.frontier.store import Frontier
+from crawler.frontier.values import SERIAL, ClaimResult, Lease, Release
 from crawler.lease import TICKET_META, Ticket, ticket_of
+from crawler.scheduling.health import RedisHealth
+from crawler.scheduling.leases import LeaseTable
 from crawler.scheduling.reserved import Reserved
 from crawler.scheduling.startwindow import StartWindow
-from crawler.urls import canonical_url
-
-if TYPE_CHECKING:
-    from crawler.scheduling.scheduler import FrontierScheduler
+from crawler.scheduling.tasks import Tasks
 
 logger = logging.getLogger("crawler.scheduling.scheduler")
 
@@ -39,11 +40,45 @@ logger = logging.getLogger("crawler.scheduling.scheduler")
 RESERVED_PER_SLOT = 16
 
 
+@dataclass
+class ClaimHooks:
+    """What the claims ask of the rest of the worker."""
+
+    #: The requests made of a lease (raises RecordError), and their URLs'
+    #: canonical forms.
+    to_request: Callable[[Lease], Request]
+    canonical: Callable[[str], str]
+    #: Download slots taken outside the buffer (downloads, robots.txt jobs).
+    busy: Callable[[], int]
+    #: Why this worker claims nothing now ("": it claims).
+    paused: Callable[[], str]
+    #: Claimed requests taken out before they started: their leases go back.
+    give_back: Callable[[list[Request]], None]
+    #: The site's claimed requests not started yet go back.
+    give_back_site: Callable[[str], None]
+    release: Callable[[Release], None]
+    #: What else a claim handed out (robots.txt, DNS and address jobs).
+    jobs: Callable[[ClaimResult], None]
+    #: Have the engine ask for requests now.
+    wake: Callable[[], None]
+    #: Nothing queued is due nor delayed: read the frontier's counts.
+    drained: Callable[[], None]
+
+
 class Claims:
     """The buffer of claimed requests and the claims that fill it."""
 
-    def __init__(self, scheduler: FrontierScheduler) -> None:
-        self.scheduler = scheduler
+    def __init__(self, store: Frontier, worker: str, concurrency: int, leases: LeaseTable,
+                 stats: Any, health: RedisHealth, tasks: Tasks, hooks: ClaimHooks) -> None:
+        self.store = store
+        self.worker = worker
+        self.concurrency = concurrency
+        self.leases = leases
+        self.stats = stats
+        self.health = health
+        self.tasks = tasks
+        self.hooks = hooks
+        self.limits = store.limits
         self.buffer: deque[Request] = deque()
         self.claiming = False
         # False once a claim found nothing due and nothing pending: claiming
@@ -56,7 +91,7 @@ class Claims:
         #: When a request of each host was last written (monotonic).
         self.last_sent: dict[str, float] = {}
         #: Claimed URLs whose turn is later (a site's reservation).
-        self.reserved = Reserved(self._turns_came, scheduler.limits, scheduler.give_back)
+        self.reserved = Reserved(self._turns_came, self.limits, hooks.give_back)
 
     def __len__(self) -> int:
         """Claimed requests not started: in the buffer or reserved."""
@@ -70,7 +105,7 @@ class Claims:
             self.want()
             return None
         request = self.buffer.popleft()
-        if len(self.buffer) < self.scheduler.concurrency // 4:
+        if len(self.buffer) < self.concurrency // 4:
             self.want()
         return request
 
@@ -93,18 +128,18 @@ class Claims:
         address or slowed it down. (A request given back alone, its turn gone
         stale, leaves the others be.)"""
         ticket = ticket_of(request.meta)
-        lease = ticket and self.scheduler.leases.lease_of(ticket.token)
+        lease = ticket and self.leases.lease_of(ticket.token)
         if ticket is None or lease is None:
             return
         verdict = ticket.ending()
         fetch_s = request.meta.get("download_latency")
         if verdict.op == "ipwait" or verdict.hold_ms > 0 or self._slowed(lease, fetch_s):
-            self.scheduler.give_back_unstarted(site_of(lease.host))
+            self.hooks.give_back_site(site_of(lease.host))
             return
         over = self.reserved.ended(lease.host, ticket.token, ticket.sent, fetch_s,
                                    self.window.ms / 1000)
         if over:
-            self.scheduler.give_back(over)
+            self.hooks.give_back(over)
 
     def _slowed(self, lease: Lease, fetch_s: float | None) -> bool:
         """Whether this answer asks its site's next request to wait longer than
@@ -113,7 +148,7 @@ class Claims:
         after its end, capped at FRONTIER_ADAPTIVE_MAX_DELAY), so that the
         reservation no longer stands. (A chain waits so already:
         :meth:`Reserved.ended`.)"""
-        wait_ms = self.scheduler.limits.adaptive_delay_ms(fetch_s)
+        wait_ms = self.limits.adaptive_delay_ms(fetch_s)
         if wait_ms <= lease.pacing[0]:
             return False
         after = self.reserved.next_due(lease.host)
@@ -121,52 +156,44 @@ class Claims:
 
     def _turns_came(self, requests: list[Request]) -> None:
         self.buffer.extend(requests)
-        self.scheduler.wake()
+        self.hooks.wake()
 
     def want(self) -> None:
         """Claim as many URLs as there are free download slots (one claim at a time)."""
-        scheduler = self.scheduler
-        if (self.claiming or scheduler.closing or scheduler.frontier is None
-                or not self.claimable or scheduler.pauses):
+        if self.claiming or self.tasks.closing or not self.claimable or self.hooks.paused():
             return
-        active = len(scheduler.crawler.engine.downloader.active)
-        free = (scheduler.concurrency - active - len(self.buffer)
-                - len(scheduler.robots_jobs))
+        free = self.concurrency - self.hooks.busy() - len(self.buffer)
         if free > 0:
             self.claiming = True
             # A claim under way when the worker closes is let finish: its
             # script has leased the URLs, and only its answer says which, so
             # that the close can give them back instead of leaving them to
             # run out their lease.
-            scheduler.spawn(self._claim(free), flush=True)
+            self.tasks.spawn(self._claim(free), flush=True)
 
     async def _claim(self, n: int) -> None:
-        scheduler = self.scheduler
-        assert scheduler.frontier is not None and scheduler.spider is not None
         asked = time.monotonic()  # the claims' start turns count from no later than this
         window_ms = self.window.ms
-        later = RESERVED_PER_SLOT * scheduler.concurrency - len(self.reserved)
+        later = RESERVED_PER_SLOT * self.concurrency - len(self.reserved)
         try:
-            result = await scheduler.frontier.claim(n, scheduler.worker, window_ms,
-                                                    max(later, 0))
+            result = await self.store.claim(n, self.worker, window_ms, max(later, 0))
         except (RedisError, OSError) as exc:
-            scheduler.health.trouble(exc)
+            self.health.trouble(exc)
             self.claiming = False
             self.wake_in(1.0)
             return
-        scheduler.health.ok()
+        self.health.ok()
         self.claiming = False
         if result.calls:  # (script calls; empty: claims that asked and got nothing)
-            scheduler.stats.inc_value("frontier/claims/calls", result.calls)
+            self.stats.inc_value("frontier/claims/calls", result.calls)
             if not (result.leases or result.robots_jobs or result.ip_waits or result.dns_jobs):
-                scheduler.stats.inc_value("frontier/claims/empty")
+                self.stats.inc_value("frontier/claims/empty")
         heads: dict[str, str] = {}  # a serial reservation's first URL, by host
         chains: dict[str, tuple[list[Request], tuple[int, int]]] = {}
         turns = _own_turns(result.leases, asked)
         for lease in result.leases:
             try:
-                request = from_record(lease.record, scheduler.spider, lease.host,
-                                      scheduler.meta_keys)
+                request = self.hooks.to_request(lease)
             except RecordError as exc:
                 self._bad_record(lease, exc)
                 continue
@@ -176,10 +203,10 @@ class Claims:
                             gate_turn=(0, *lease.turns), ahead=lease.offset_ms != 0)
             if lease.token in turns:
                 ticket.deadline, ticket.least_s, ticket.next_due = turns[lease.token]
-            if scheduler.leases.revisits is not None:
-                ticket.revisit = scheduler.leases.revisits.state_of(lease.record)
+            if self.leases.revisits is not None:
+                ticket.revisit = self.leases.revisits.state_of(lease.record)
             request.meta[TICKET_META] = ticket
-            scheduler.leases.add(lease, canonical_url(request.url, scheduler.stripper))
+            self.leases.add(lease, self.hooks.canonical(request.url))
             if lease.offset_ms == SERIAL:
                 chains.setdefault(lease.host, ([], lease.pacing))[0].append(request)
             elif lease.offset_ms > 0:
@@ -193,18 +220,11 @@ class Claims:
                 self.buffer.append(chain.pop(0))
             if chain:
                 self.reserved.chain(host, heads[host], chain, delay_ms, floor_ms,
-                                    asked + scheduler.limits.reserve_ms / 1000)
-        for host in result.robots_jobs:
-            scheduler.robots_jobs.start(host)
-        if scheduler.ips is not None:
-            if result.ip_waits:
-                scheduler.ips.joined(result.ip_waits, result.server_ms)
-            if result.dns_jobs:
-                scheduler.ips.look_up(result.dns_jobs)
+                                    asked + self.limits.reserve_ms / 1000)
+        self.hooks.jobs(result)
         if result.leases or result.robots_jobs:
-            scheduler.idle_since = None  # work came: FRONTIER_IDLE_WAIT counts from its end
-            scheduler.stats.inc_value("frontier/leases/claimed", len(result.leases))
-            scheduler.wake()
+            self.stats.inc_value("frontier/leases/claimed", len(result.leases))
+            self.hooks.wake()
         elif result.next_ready_ms is not None:
             # Nothing due: no claim until then (or until something is admitted,
             # released or woken), however often the engine asks.
@@ -212,24 +232,23 @@ class Claims:
             self.wake_in((result.next_ready_ms - result.server_ms) / 1000)
         else:  # nothing due, nothing delayed: no claim until something changes
             self.claimable = False
-            scheduler.refresh_counts()
+            self.hooks.drained()
 
     def started(self, host: str, at: float) -> None:
         """A request of ``host`` was written at ``at`` (monotonic)."""
         self.last_sent[host] = at
-        if len(self.last_sent) > 4 * RESERVED_PER_SLOT * self.scheduler.concurrency:
+        if len(self.last_sent) > 4 * RESERVED_PER_SLOT * self.concurrency:
             self.last_sent.clear()  # (only a reservation's own spacing needs them)
 
     def _bad_record(self, lease: Lease, error: RecordError) -> None:
         """A queue entry this worker did not write (or cannot read): a dead letter
         with reason ``bad-record``, never a request."""
-        scheduler = self.scheduler
-        scheduler.stats.inc_value("frontier/bad_records")
+        self.stats.inc_value("frontier/bad_records")
         logger.warning("Frontier: a queued record of %s is not one a worker writes (%s); it "
                        "is a dead letter (scrapy frontier dead --reason bad-record)",
                        lease.host, error)
-        scheduler.sync.release(Release(lease.host, lease.fingerprint, "dead",
-                                       DeadReason.now("bad-record", str(error)).json()))
+        self.hooks.release(Release(lease.host, lease.fingerprint, "dead",
+                                   DeadReason.now("bad-record", str(error)).json()))
 
     def changed(self) -> None:
         """Something this worker did (an admission, a release, a job's end) may
@@ -250,7 +269,7 @@ class Claims:
 
     def wake_in(self, seconds: float) -> None:
         """Claim again in ``seconds`` (between 5 ms and 1 s)."""
-        if self.scheduler.closing:
+        if self.tasks.closing:
             return
         self._cancel_wakeup()
         delay = min(max(seconds, 0.005), 1.0)
@@ -270,7 +289,7 @@ class Claims:
         self._wakeup = None
         self.claimable = True
         self.want()
-        self.scheduler.wake()
+        self.hooks.wake()
 
 
 def _own_turns(leases: list[Lease], asked: float

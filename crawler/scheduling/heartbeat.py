@@ -11,14 +11,15 @@ import logging
 import os
 import socket
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from redis.exceptions import RedisError
 
+from crawler.frontier.store import Frontier
 from crawler.frontier.workers import Heartbeat, beat_interval
-
-if TYPE_CHECKING:
-    from crawler.scheduling.scheduler import FrontierScheduler
+from crawler.scheduling.health import RedisHealth
+from crawler.scheduling.leases import LeaseTable
 
 logger = logging.getLogger("crawler.scheduling.scheduler")
 
@@ -27,29 +28,6 @@ def beat_delay(lease_ms: int, ok: bool) -> float:
     """Seconds to the next heartbeat: three a lease, or soon after a failed one."""
     interval = beat_interval(lease_ms / 1000)
     return interval if ok else min(interval, 0.5)
-
-
-async def heartbeat_loop(scheduler: FrontierScheduler) -> None:
-    """Announce the worker (at once, so status and metrics see it from the
-    start) and renew its held leases, until it closes.
-
-    After a failed beat (Redis away) the next comes within half a second,
-    not a whole interval later: Redis's clock ran on while it was away, and
-    every moment between its return and the renewal eats into the leases of
-    downloads still in flight.
-    """
-    lease_ms = scheduler.limits.lease_ms
-    delay = 0.0
-    pace = AnswerRate(scheduler.stats)
-    while not scheduler.closing:
-        await asyncio.sleep(delay)
-        delay = beat_delay(lease_ms, ok=False)
-        try:
-            await beat(scheduler, pace.now())
-            scheduler.health.ok()
-            delay = beat_delay(lease_ms, ok=True)
-        except (RedisError, OSError) as exc:
-            scheduler.health.trouble(exc)
 
 
 class AnswerRate:
@@ -73,35 +51,64 @@ class AnswerRate:
         return self._rate
 
 
-async def beat_quietly(scheduler: FrontierScheduler) -> None:
-    """Announce the worker out of turn (it paused or resumed), leases untouched:
-    a failure is the next regular beat's to see."""
-    try:
-        await announce(scheduler)
-    except (RedisError, OSError):
-        return
+class Heartbeats:
+    """This worker's beats: its held leases renewed, its presence announced."""
 
+    def __init__(self, store: Frontier, worker: str, leases: LeaseTable, stats: Any,
+                 health: RedisHealth, paused: Callable[[], str]) -> None:
+        self.store = store
+        self.worker = worker
+        self.leases = leases
+        self.stats = stats
+        self.health = health
+        #: Why this worker claims nothing now ("": it claims), for status.
+        self.paused = paused
 
-async def beat(scheduler: FrontierScheduler, rate: float | None = None) -> None:
-    """One heartbeat: renew every held lease, then note the worker as seen."""
-    frontier = scheduler.frontier
-    assert frontier is not None
-    leases = scheduler.leases.leases()
-    renewed = await frontier.renew(leases, scheduler.worker)
-    if renewed < len(leases):
-        scheduler.stats.inc_value("frontier/leases/lost", len(leases) - renewed)
-        logger.warning("Frontier: %d lease(s) expired before this worker renewed "
-                       "them; their URLs may be fetched twice", len(leases) - renewed)
-    await announce(scheduler, rate)
+    async def run(self, closing: Callable[[], bool]) -> None:
+        """Announce the worker (at once, so status and metrics see it from the
+        start) and renew its held leases, until ``closing()``.
 
+        After a failed beat (Redis away) the next comes within half a second,
+        not a whole interval later: Redis's clock ran on while it was away, and
+        every moment between its return and the renewal eats into the leases of
+        downloads still in flight.
+        """
+        lease_ms = self.store.limits.lease_ms
+        delay = 0.0
+        pace = AnswerRate(self.stats)
+        while not closing():
+            await asyncio.sleep(delay)
+            delay = beat_delay(lease_ms, ok=False)
+            try:
+                await self.beat(pace.now())
+                self.health.ok()
+                delay = beat_delay(lease_ms, ok=True)
+            except (RedisError, OSError) as exc:
+                self.health.trouble(exc)
 
-async def announce(scheduler: FrontierScheduler, rate: float | None = None) -> None:
-    """Note the worker as seen, with what it holds and whether it is paused."""
-    frontier = scheduler.frontier
-    assert frontier is not None
-    client = scheduler.client
-    beat = Heartbeat(time.time(), held=len(scheduler.leases), pid=os.getpid(),
-                     host=socket.gethostname(), lease=scheduler.limits.lease_ms / 1000,
-                     rate=rate, paused=scheduler.paused or None)
-    await client.hset(frontier.keys.workers(), scheduler.worker, beat.to_json())
-    await client.set(frontier.keys.seen_at(), int(beat.seen))
+    async def quietly(self) -> None:
+        """Announce the worker out of turn (it paused or resumed), leases untouched:
+        a failure is the next regular beat's to see."""
+        try:
+            await self.announce()
+        except (RedisError, OSError):
+            return
+
+    async def beat(self, rate: float | None = None) -> None:
+        """One heartbeat: renew every held lease, then note the worker as seen."""
+        leases = self.leases.leases()
+        renewed = await self.store.renew(leases, self.worker)
+        if renewed < len(leases):
+            self.stats.inc_value("frontier/leases/lost", len(leases) - renewed)
+            logger.warning("Frontier: %d lease(s) expired before this worker renewed "
+                           "them; their URLs may be fetched twice", len(leases) - renewed)
+        await self.announce(rate)
+
+    async def announce(self, rate: float | None = None) -> None:
+        """Note the worker as seen, with what it holds and whether it is paused."""
+        beat = Heartbeat(time.time(), held=len(self.leases), pid=os.getpid(),
+                         host=socket.gethostname(), lease=self.store.limits.lease_ms / 1000,
+                         rate=rate, paused=self.paused() or None)
+        client, keys = self.store.client, self.store.keys
+        await client.hset(keys.workers(), self.worker, beat.to_json())
+        await client.set(keys.seen_at(), int(beat.seen))

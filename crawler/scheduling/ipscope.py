@@ -15,7 +15,8 @@ import logging
 import math
 import random
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from redis.exceptions import RedisError
@@ -25,11 +26,13 @@ from twisted.internet.error import DNSLookupError
 from crawler.addressguard import normalise_host
 from crawler.dns.resolver import installed_resolver
 from crawler.frontier.ipgates import NO_ADDRESS, DnsNote, IpGates, IpTurn, Wake
+from crawler.frontier.store import Frontier
 from crawler.proxies import ProxyRoutes
+from crawler.scheduling.health import RedisHealth
+from crawler.scheduling.tasks import Tasks
 
 if TYPE_CHECKING:
     from crawler.scheduling.dnsoutcomes import DnsOutcomes
-    from crawler.scheduling.scheduler import FrontierScheduler
 
 logger = logging.getLogger(__name__)
 
@@ -64,12 +67,18 @@ class ServerAddress:
 class IpScope:
     """The IP scope for one worker (see the module docstring)."""
 
-    def __init__(self, scheduler: FrontierScheduler, gates: IpGates, dns: DnsOutcomes) -> None:
-        self.scheduler = scheduler
+    def __init__(self, gates: IpGates, dns: DnsOutcomes, store: Frontier, proxies: ProxyRoutes,
+                 stats: Any, health: RedisHealth, tasks: Tasks,
+                 claim_now: Callable[[], None]) -> None:
         self.gates = gates
         self.dns = dns
-        self.stats = scheduler.stats
-        self.proxies = ProxyRoutes.from_settings(scheduler.crawler.settings)
+        self.store = store
+        self.proxies = proxies
+        self.stats = stats
+        self.health = health
+        self.tasks = tasks
+        #: Hosts were woken or joined: claim at once.
+        self.claim_now = claim_now
         self._robots: dict[str, str] = {}  # host -> the address its robots.txt job holds
 
     @property
@@ -101,7 +110,7 @@ class IpScope:
     async def take(self, server: ServerAddress, member: str, host: str, *,
                    earlier: int | None = None, in_place_ms: int = 0) -> IpTurn:
         """The address's gate for one request (see :meth:`IpGates.take`)."""
-        part = self.scheduler.frontier.partition(host)  # type: ignore[union-attr]
+        part = self.store.partition(host)
         turn = await self.gates.take(server.address, member, part, host,
                                      earlier=earlier, in_place_ms=in_place_ms)
         if turn.wait_ms != 0:
@@ -122,8 +131,7 @@ class IpScope:
         if server is None:
             return 0
         turn = await self.take(server, robots_member(host), host, in_place_ms=in_place_ms)
-        frontier = self.scheduler.frontier
-        assert frontier is not None
+        frontier = self.store
         if turn.wait_ms == 0:
             self._robots[host] = server.address
             return 0
@@ -155,7 +163,7 @@ class IpScope:
 
     def ended(self, address: str, member: str) -> None:
         """A request that passed the address's gate is over (in the background)."""
-        self.scheduler.spawn(self._ended(address, member))
+        self.tasks.spawn(self._ended(address, member))
 
     async def _ended(self, address: str, member: str) -> None:
         try:
@@ -173,14 +181,14 @@ class IpScope:
             missed = await self.gates.wake(address, wakes)
             self.stats.inc_value("frontier/ip/woken", len(wakes) - len(missed))
             if len(missed) < len(wakes):
-                self.scheduler.claims.now()
+                self.claim_now()
             if not missed:
                 return
             wakes = await self.gates.end(address)
 
     def look_up(self, hosts: list[str]) -> None:
         """DNS jobs a claim handed out: in the background."""
-        self.scheduler.spawn(self._look_up(hosts))
+        self.tasks.spawn(self._look_up(hosts))
 
     async def _look_up(self, hosts: list[str]) -> None:
         """Resolve the hosts' names, join each to its address (first come, first
@@ -208,11 +216,10 @@ class IpScope:
             if done:
                 await self._join_and_note(done)
         except (RedisError, OSError) as exc:
-            self.scheduler.health.trouble(exc)
+            self.health.trouble(exc)
 
     async def _join_and_note(self, found: list[tuple[str, ServerAddress | None]]) -> None:
-        frontier = self.scheduler.frontier
-        assert frontier is not None
+        frontier = self.store
         by_address: dict[str, list[tuple[str, ServerAddress]]] = defaultdict(list)
         notes: dict[int, list[DnsNote]] = defaultdict(list)
         for host, server in found:
@@ -238,17 +245,16 @@ class IpScope:
         self.stats.inc_value("frontier/ip/dns_jobs", len(found))
         if parked:
             self.stats.inc_value("frontier/ip/parked_at_dns", parked)
-        self.scheduler.claims.now()
+        self.claim_now()
 
     def joined(self, waits: list[tuple[str, str]], server_ms: int) -> None:
         """Hosts a claim parked behind others of their address: into its queue."""
-        self.scheduler.spawn(self._joined(waits, server_ms))
+        self.tasks.spawn(self._joined(waits, server_ms))
 
     async def _joined(self, waits: list[tuple[str, str]], server_ms: int) -> None:
         """Queue them at their addresses; one the address has room for after all
         (its parked neighbours are about to be woken) comes back at once."""
-        frontier = self.scheduler.frontier
-        assert frontier is not None
+        frontier = self.store
         by_address: dict[str, list[tuple[int, str]]] = defaultdict(list)
         for host, address in waits:
             by_address[address].append((frontier.partition(host), host))

@@ -11,17 +11,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
 from crawler.frontier.store import Frontier
 from crawler.frontier.values import Limits
-from crawler.scheduling.ipscope import WAIT_IN_PLACE_MS
+from crawler.scheduling.health import RedisHealth
+from crawler.scheduling.ipscope import WAIT_IN_PLACE_MS, IpScope
+from crawler.scheduling.tasks import Tasks
 
 if TYPE_CHECKING:
-    from crawler.scheduling.ipscope import IpScope
-    from crawler.scheduling.scheduler import FrontierScheduler
+    from crawler.robots.policy import RobotsPolicy
+    from crawler.scheduling.dnsoutcomes import DnsOutcomes
 
 logger = logging.getLogger("crawler.scheduling.scheduler")
 
@@ -29,8 +32,21 @@ logger = logging.getLogger("crawler.scheduling.scheduler")
 class RobotsJobs:
     """The robots.txt jobs this worker runs now."""
 
-    def __init__(self, scheduler: FrontierScheduler) -> None:
-        self.scheduler = scheduler
+    def __init__(self, policy: RobotsPolicy, store: Frontier, stats: Any, health: RedisHealth,
+                 tasks: Tasks, *, host_limits: Callable[[str], tuple[int, int]],
+                 may_gate: bool, dns: DnsOutcomes | None, ips: IpScope | None,
+                 after: Callable[[], None]) -> None:
+        self.policy = policy
+        self.store = store
+        self.stats = stats
+        self.health = health
+        self.tasks = tasks
+        self.host_limits = host_limits
+        self.may_gate = may_gate
+        self.dns = dns
+        self.ips = ips
+        #: A job ended: the host's URLs may be claimable.
+        self.after = after
         self.hosts: set[str] = set()
 
     def __len__(self) -> int:
@@ -38,36 +54,33 @@ class RobotsJobs:
 
     def start(self, host: str) -> None:
         self.hosts.add(host)
-        self.scheduler.spawn(self._job(host))
+        self.tasks.spawn(self._job(host))
 
     async def _job(self, host: str) -> None:
         """Fetch and store a host's robots.txt; its URLs become claimable after."""
-        scheduler = self.scheduler
-        assert scheduler.robots is not None and scheduler.frontier is not None
-        concurrency, delay_ms = scheduler.host_limits(host)
+        concurrency, delay_ms = self.host_limits(host)
         try:
             # The host's name first (dnsoutcomes.py): a name that does
             # not resolve is a DNS outcome, not an unreachable robots.txt.
-            named = scheduler.dns is None or await scheduler.dns.before_robots(host)
-            if named and await robots_turn(scheduler.frontier, scheduler.stats, host,
-                                           scheduler.may_gate, scheduler.ips):
+            named = self.dns is None or await self.dns.before_robots(host)
+            if named and await robots_turn(self.store, self.stats, host, self.may_gate,
+                                           self.ips):
                 try:
-                    await scheduler.robots.resolve(host, concurrency, delay_ms,
-                                                   scheduler.limits.jitter)
+                    await self.policy.resolve(host, concurrency, delay_ms,
+                                              self.store.limits.jitter)
                 finally:
-                    if scheduler.ips is not None:
-                        scheduler.ips.robots_done(host)
+                    if self.ips is not None:
+                        self.ips.robots_done(host)
         except (RedisError, OSError) as exc:
             # The job's lease runs out and the host is handed out again.
-            scheduler.health.trouble(exc)
+            self.health.trouble(exc)
         except Exception:
             logger.exception("Robots job for %s failed; it is tried again later", host,
                              extra={"host": host})
-            scheduler.stats.inc_value("robots/job_errors")
+            self.stats.inc_value("robots/job_errors")
         finally:
             self.hosts.discard(host)
-        scheduler.claims.now()
-        scheduler.wake()
+        self.after()
 
 
 async def robots_turn(frontier: Frontier, stats: Any, host: str, may_gate: bool,

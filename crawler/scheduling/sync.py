@@ -9,17 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from redis.exceptions import RedisError
 
 from crawler.deadletter import DeadReason
 from crawler.frontier.keys import site_of
-from crawler.frontier.values import Admission, AdmitResult, BreakerEvent, Release, ReleaseResult
+from crawler.frontier.store import Frontier
+from crawler.frontier.values import (
+    Admission,
+    AdmitResult,
+    BreakerEvent,
+    Limits,
+    Release,
+    ReleaseResult,
+)
+from crawler.scheduling.health import RedisHealth
 from crawler.scheduling.replay import ReplayWindow
-
-if TYPE_CHECKING:
-    from crawler.scheduling.scheduler import FrontierScheduler
+from crawler.scheduling.tasks import Tasks
 
 logger = logging.getLogger("crawler.scheduling.scheduler")
 
@@ -28,17 +37,38 @@ logger = logging.getLogger("crawler.scheduling.scheduler")
 HOLD_BACK_S = 5.0
 
 
+@dataclass
+class SyncHooks:
+    """What the rest of the worker answers for, and learns from, a flush."""
+
+    #: Whether this worker still holds reserved URLs of a host.
+    holds_reserved: Callable[[str], bool]
+    #: URLs may be claimable: admitted, or a lease ended.
+    changed: Callable[[], None]
+    #: Canonical URLs the frontier did not take: offered again, not known.
+    forget: Callable[[Iterable[str]], None]
+    #: The site's claimed URLs not started yet go back (its breaker opened).
+    give_back_site: Callable[[str], None]
+    #: A flush is over.
+    flushed: Callable[[], None]
+
+
 class Sync:
     """What this worker still has to tell the frontier, and the task telling it."""
 
-    def __init__(self, scheduler: FrontierScheduler) -> None:
-        self.scheduler = scheduler
-        self.stats = scheduler.stats
+    def __init__(self, store: Frontier, worker: str, stats: Any, health: RedisHealth,
+                 tasks: Tasks, hooks: SyncHooks, replay_s: float = 10.0) -> None:
+        self.store = store
+        self.worker = worker
+        self.stats = stats
+        self.health = health
+        self.tasks = tasks
+        self.hooks = hooks
+        self.limits: Limits = store.limits
         self.admissions: list[Admission] = []
         self.releases: list[Release] = []
         self.flushing = False
-        self.replay = ReplayWindow(scheduler.crawler.settings.getfloat(
-            "FRONTIER_REPLAY_SECONDS", 10.0))
+        self.replay = ReplayWindow(replay_s)
         #: Flushes done: the frontier's counts are current once read after the last.
         self.epoch = 0
         #: Releases of hosts this worker still holds reserved URLs of, by host:
@@ -62,10 +92,10 @@ class Sync:
         failure, a URL given back."""
         host = release.host
         if (release.op in ("done", "dead") and not release.hold_ms and release.health != "fail"
-                and self.scheduler.claims.reserved.holds(host)):
+                and self.hooks.holds_reserved(host)):
             if host not in self.held_back:
                 self.held_back[host] = []
-                wait = min(HOLD_BACK_S, self.scheduler.limits.lease_ms / 3000)
+                wait = min(HOLD_BACK_S, self.limits.lease_ms / 3000)
                 self._hold_timers[host] = asyncio.get_event_loop().call_later(
                     wait, self.let_go, host)
             self.held_back[host].append(release)
@@ -88,9 +118,9 @@ class Sync:
             timer.cancel()
 
     def schedule(self) -> None:
-        if not self.flushing and not self.scheduler.closing:
+        if not self.flushing and not self.tasks.closing:
             self.flushing = True
-            self.scheduler.spawn(self._loop(), flush=True)
+            self.tasks.spawn(self._loop(), flush=True)
 
     async def _loop(self) -> None:
         try:
@@ -98,7 +128,7 @@ class Sync:
             await self.flush_all()
         finally:
             self.flushing = False
-        self.scheduler.after_flush()
+        self.hooks.flushed()
 
     async def flush_all(self) -> None:
         """Send pending admissions, then pending releases, until none is left
@@ -109,34 +139,32 @@ class Sync:
         its links. Both steps are idempotent, so a failed batch is retried
         whole after Redis comes back.
         """
-        scheduler = self.scheduler
-        assert scheduler.frontier is not None
         delay = 0.2
         while self.admissions or self.releases:  # (not what is held back)
             admissions, self.admissions = self.admissions, []
             releases, self.releases = self.releases, []
             try:
-                admitted, released = await scheduler.frontier.admit_and_release(
-                    admissions, releases, scheduler.worker)
+                admitted, released = await self.store.admit_and_release(
+                    admissions, releases, self.worker)
             except asyncio.CancelledError:
                 self._put_back(admissions, releases)
                 raise
             except (RedisError, OSError) as exc:
                 self._put_back(admissions, releases)
-                scheduler.health.trouble(exc)
-                if scheduler.health.refused:
+                self.health.trouble(exc)
+                if self.health.refused:
                     return  # no retry brings a permission: the crawl is ending
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
             self.replay.sent(admissions)
-            scheduler.health.ok()
+            self.health.ok()
             self.epoch += 1
             if admitted.added or releases:
-                scheduler.claims.changed()
+                self.hooks.changed()
             self._count(admitted, released)
             if admitted.blocked:  # not in the seen set: may come back (recent.py)
-                scheduler.recent.forget(a.canon for a in admissions)
+                self.hooks.forget(a.canon for a in admissions)
             for event in released.events:
                 await self._breaker_event(event)
 
@@ -186,7 +214,7 @@ class Sync:
         self.stats.inc_value(f"breaker/{event.event}")
         if event.event in ("open", "park"):
             # (its reserved URLs would start during the cool-down)
-            self.scheduler.give_back_unstarted(site_of(event.host))
+            self.hooks.give_back_site(site_of(event.host))
         if event.event == "open":
             logger.warning("Breaker open for %s: no requests for %.0f s", event.host,
                            event.ms / 1000, extra={**extra, "cooldown_s": event.ms / 1000})
@@ -197,15 +225,12 @@ class Sync:
 
     async def _park(self, event: BreakerEvent, extra: dict[str, str]) -> None:
         """A host whose breaker kept opening: its queued URLs become dead letters."""
-        scheduler = self.scheduler
-        assert scheduler.frontier is not None
         reason = DeadReason.now("host-unreachable", "breaker opened "
-                                f"{scheduler.limits.breaker.max_openings} times")
+                                f"{self.limits.breaker.max_openings} times")
         try:
-            parked = await scheduler.frontier.park_host(event.host, reason.json(),
-                                                        whole_site=True)
+            parked = await self.store.park_host(event.host, reason.json(), whole_site=True)
         except (RedisError, OSError) as exc:
-            scheduler.health.trouble(exc)
+            self.health.trouble(exc)
             return
         logger.warning(
             "Host %s parked: its breaker kept opening; %d queued URL(s) are dead letters "

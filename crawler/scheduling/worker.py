@@ -1,0 +1,465 @@
+"""This worker's open frontier: the one object that owns its side of the crawl.
+
+It holds the Redis client and keys, the store, and the parts that talk to
+them: the claims and their reservations, the sync of admissions and releases,
+the leases held, robots.txt and DNS jobs, the IP scope, learning, the health
+of the connection and the heartbeat. Each part gets the narrow collaborators
+it needs (the store, the stats, the tasks, a few callbacks), never this
+object; the scheduler (:mod:`.scheduler`) adapts it to Scrapy's engine, and
+middlewares and extensions reach it with :func:`frontier_of`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import RedisError
+from scrapy import Request, Spider
+
+from crawler.frontier.dnsstate import DNSRetry
+from crawler.frontier.ipgates import IpGates
+from crawler.frontier.keys import Count, Keys, site_of
+from crawler.frontier.leftover import Leftover, LeftoverReader
+from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, from_record, to_record
+from crawler.frontier.seedfeed import SeedFeed
+from crawler.frontier.store import Frontier
+from crawler.frontier.values import ClaimResult, Lease, Limits
+from crawler.learning.worker import SiteLearning, learning_for
+from crawler.lease import TICKET_META, Ticket, ticket_of
+from crawler.proxies import ProxyRoutes
+from crawler.robots.policy import RobotsPolicy
+from crawler.scheduling.claims import ClaimHooks, Claims
+from crawler.scheduling.controlwatch import ControlWatch
+from crawler.scheduling.counts import FrontierCounts
+from crawler.scheduling.dnsoutcomes import DnsOutcomes
+from crawler.scheduling.health import RedisHealth
+from crawler.scheduling.heartbeat import Heartbeats
+from crawler.scheduling.intake import Intake
+from crawler.scheduling.ipscope import IpScope
+from crawler.scheduling.leases import LeaseTable
+from crawler.scheduling.recent import RecentOffers
+from crawler.scheduling.revisits import keep_state, revisits_for
+from crawler.scheduling.robotsjobs import RobotsJobs
+from crawler.scheduling.sync import Sync, SyncHooks
+from crawler.scheduling.tasks import Tasks
+from crawler.scheduling.watchdog import Watchdog
+from crawler.urls import canonical_url, stripper_from_settings, url_forms
+
+if TYPE_CHECKING:
+    from scrapy.crawler import Crawler
+
+logger = logging.getLogger("crawler.scheduling.scheduler")
+
+#: Seconds the closing worker spends reading what is left, host by host (about
+#: 500,000 hosts); a larger frontier's summary gives its counts only.
+LEFTOVER_READ_S = 10.0
+
+
+def frontier_of(crawler: Crawler) -> WorkerFrontier | None:
+    """The open frontier of a crawl's worker, for its middlewares and extensions
+    (None: the crawl does not use the frontier scheduler, or it is not open)."""
+    try:
+        scheduler = crawler.engine.scheduler
+    except RuntimeError:  # Crawler.engine before the crawl starts
+        return None
+    frontier = getattr(scheduler, "frontier", None)
+    return frontier if isinstance(frontier, WorkerFrontier) else None
+
+
+class EngineLink:
+    """What the frontier asks of Scrapy's engine (the scheduler supplies it)."""
+
+    def __init__(self, wake: Callable[[], None], downloads: Callable[[], int],
+                 end_crawl: Callable[[], None]) -> None:
+        #: Have the engine ask for requests now, not at its next heartbeat.
+        self.wake = wake
+        #: Requests in the downloader now.
+        self.downloads = downloads
+        #: End the crawl (Redis refuses this worker).
+        self.end_crawl = end_crawl
+
+
+class WorkerFrontier:
+    """This worker's open frontier (see the module docstring)."""
+
+    def __init__(self, crawler: Crawler, spider: Spider, client: Any, keys: Keys,
+                 worker: str, engine: EngineLink, sync_client: Callable[..., Any]) -> None:
+        s = crawler.settings
+        self.spider = spider
+        self.client = client
+        #: A blocking client on the frontier's Redis, for threads (metrics, WARC
+        #: digests); keyword arguments override the connection's options.
+        self.sync_client = sync_client
+        self.worker = worker
+        self.engine = engine
+        self.stats = stats = crawler.stats
+        self.limits = limits = Limits.from_settings(s)
+        self.robots: RobotsPolicy | None = None
+        if s.getbool("ROBOTSTXT_OBEY"):
+            self.robots = RobotsPolicy(crawler)
+            limits.robots_ms = self.robots.fetch_lease_ms
+        self.store = store = Frontier(client, keys, limits)
+        if self.robots is not None:
+            self.robots.frontier = store
+        self.stripper = stripper_from_settings(s)
+        self.meta_keys = tuple(s.getlist("FRONTIER_META_KEYS", list(DEFAULT_META_KEYS)))
+        self.concurrency = s.getint("CONCURRENT_REQUESTS")
+        self.idle_wait = s.getfloat("FRONTIER_IDLE_WAIT", 0.0)
+        self.tasks = tasks = Tasks()
+        self.health = health = RedisHealth(stats, engine.end_crawl, self._redis_back)
+        self.intake = Intake(crawler, limits, self.stripper, self.meta_keys)
+        self.recent = RecentOffers(s.getint("FRONTIER_RECENT_OFFERS", 65536))
+        self.leases = leases = LeaseTable(stats, limits, self._record_again)
+        self.learning: SiteLearning | None = learning_for(s, stats, client, keys)
+        self.intake.learning = self.learning
+        proxies = ProxyRoutes.from_settings(s)
+        #: Hosts whose names do not resolve: held or parked (pages, robots and DNS jobs).
+        self.dns = DnsOutcomes(store, DNSRetry.from_settings(s), proxies, stats)
+        self.claims = Claims(store, worker, self.concurrency, leases, stats, health, tasks,
+                             ClaimHooks(
+                                 to_request=self._request_of, canonical=self._canonical,
+                                 busy=self._busy, paused=lambda: self.paused,
+                                 give_back=self.give_back,
+                                 give_back_site=self.give_back_unstarted,
+                                 release=self._release, jobs=self._jobs,
+                                 wake=self.wake, drained=self.refresh_counts))
+        self.counts = FrontierCounts(store, tasks, health, epoch=lambda: self.sync.epoch,
+                                     settled=lambda: not (self.sync.flushing or self.sync),
+                                     after=self._counted)
+        self.sync = Sync(store, worker, stats, health, tasks, SyncHooks(
+            holds_reserved=self.claims.reserved.holds, changed=self.claims.changed,
+            forget=self.recent.forget, give_back_site=self.give_back_unstarted,
+            flushed=self._flushed), s.getfloat("FRONTIER_REPLAY_SECONDS", 10.0))
+        gates = IpGates(client, keys, limits, store.due)
+        self.ips = (IpScope(gates, self.dns, store, proxies, stats, health, tasks,
+                            self.claims.now) if gates.on else None)
+        self.robots_jobs = None if self.robots is None else RobotsJobs(
+            self.robots, store, stats, health, tasks, host_limits=self.host_limits,
+            may_gate=self.may_gate, dns=self.dns, ips=self.ips, after=self._job_ended)
+        self.seed_feed: SeedFeed | None = None
+        seeds_key = s.get("REDIS_START_URLS_KEY") or ""
+        if seeds_key:
+            self.seed_feed = SeedFeed(client, seeds_key % {"name": spider.name}, worker,
+                                      s.getint("REDIS_START_URLS_BATCH_SIZE", 100))
+        self.watchdog = Watchdog(
+            LeftoverReader(client, keys), stats, self._poke,
+            interval_s=s.getfloat("FRONTIER_WATCHDOG_INTERVAL", 5.0),
+            grace_ms=max(10_000, 4 * limits.claim_sweep_ms),
+            held_wait_ms=round(s.getfloat("FRONTIER_HELD_WAIT", 20.0) * 1000))
+        self.beats = Heartbeats(store, worker, leases, stats, health, lambda: self.paused)
+        #: When the frontier was last seen with nothing to do (FRONTIER_IDLE_WAIT).
+        self.idle_since: float | None = None
+        #: What was left in the frontier when the crawl stopped (the summary's).
+        self.left: Leftover | None = None
+        #: Why this worker claims nothing now, by who paused it (the disk guard).
+        self.pauses: dict[str, str] = {}
+        self._crawler = crawler
+
+    @property
+    def keys(self) -> Keys:
+        return self.store.keys
+
+    async def start(self) -> dict[str, int]:
+        """Start the background work (heartbeat, control watch); the frontier's counts."""
+        self.leases.revisits = await revisits_for(self._crawler, self.spider, self.limits,
+                                                  self.client)
+        counts = await self.store.counts()  # (before any task: a failure here leaves none)
+        self.tasks.spawn(self.beats.run(lambda: self.tasks.closing))
+        if self.limits.reserve_ms > 0:
+            control = ControlWatch(self.client, self.keys.control_log(),
+                                   holds=lambda: bool(self.claims.reserved),
+                                   give_back=self.give_back_unstarted)
+            self.tasks.spawn(control.run(lambda: self.tasks.closing))
+        return counts
+
+    async def close(self) -> None:
+        """Stop claiming, give back what this worker holds and save the rest."""
+        self.tasks.closing = True
+        self.claims.cancel()
+        await self.tasks.close(timeout=30)  # a flush or claim under way holds leases
+        returned = self.leases.return_all()
+        self.claims.take_unstarted()
+        self.sync.let_go()
+        self.sync.releases += returned
+        await self._save_last_changes()
+        if returned:
+            self.stats.inc_value("frontier/leases/returned", len(returned))
+
+    async def _save_last_changes(self) -> None:
+        if self.health.refused:
+            logger.info("Frontier: last changes not saved (Redis refuses this worker); the "
+                        "URLs it held go to other workers when their leases expire")
+            await self.client.aclose()
+            return
+        try:
+            await asyncio.wait_for(self.sync.flush_all(), timeout=30)
+            if self.learning is not None:
+                await self.learning.flush()
+            if self.seed_feed is not None and self.seed_feed.holding:
+                await self.seed_feed.give_back()
+            await self.client.hdel(self.keys.workers(), self.worker)
+        except (RedisError, OSError, TimeoutError) as exc:
+            logger.error("Frontier: could not save the last changes on close: %s", exc)
+        else:
+            await self._read_leftover()  # with this worker's leases given back
+        await self.client.aclose()
+
+    async def _read_leftover(self) -> None:
+        """What is left in the frontier, for the end-of-crawl summary (a scan of
+        the host queues: bounded, the summary says less when it runs out)."""
+        reader = self.watchdog.reader
+        try:
+            try:
+                left = await asyncio.wait_for(reader.read(), timeout=LEFTOVER_READ_S)
+            except TimeoutError:  # a very large frontier: its counts, not its hosts
+                left = await asyncio.wait_for(reader.counts_only(), timeout=LEFTOVER_READ_S)
+        except (RedisError, OSError, TimeoutError) as exc:
+            logger.debug("Frontier: could not read what is left: %s", exc)
+            return
+        self.left = left
+        for key, value in (("queued", left.queued), ("delayed", left.delayed),
+                           ("held", sum(h.queued for h in left.held())),
+                           ("dead", left.counts.get(Count.DEAD, 0))):
+            if value:
+                self.stats.set_value(f"frontier/left/{key}", value)
+
+    # ------------------------------------------------------------------ the engine's calls
+
+    def offer(self, request: Request) -> bool:
+        """A request the engine enqueues: a retry of a held lease, or a URL to admit."""
+        forms = url_forms(request.url, self.stripper)
+        sent, canon = forms if forms is not None else (None, None)
+        ticket = request.meta.pop(TICKET_META, None)
+        token = ticket.token if isinstance(ticket, Ticket) else None
+        if token is not None and self.leases.is_retry(token, canon):
+            self.sync.release(self.leases.retry(request, token))
+            return True
+        if request.dont_filter and token is None:
+            self.intake.dont_filter(request)
+        if token is None and canon is not None and self.recent.known(canon):
+            self.stats.inc_value("frontier/offered")
+            self.sync.count_duplicates(1, local=True)
+            return False
+        admission = self.intake.admission(request, sent, canon, self.spider)
+        if admission is None:
+            return False
+        self.stats.inc_value("frontier/offered")
+        if token is None and canon is not None:  # a redirect target is no link: not kept
+            self.recent.offered(canon)
+        self.sync.admit(admission)
+        return True
+
+    def pending(self) -> bool:
+        """Whether the crawl has work left for this worker (``has_pending_requests``)."""
+        if self.claims or self.sync or self.leases:
+            self.idle_since = None
+            self.watchdog.busy()
+            return True
+        if self.sync.flushing or self.claims.claiming or not self.counts.current():
+            self.refresh_counts()
+            return True
+        c = self.counts.last or {}
+        if (c.get(Count.QUEUED, 0) + c.get(Count.LEASED, 0) + c.get(Count.DELAYED, 0) > 0
+                or self.robots_jobs):
+            # (A robots job in flight is no reason to wait when only held work
+            # is left: it is then the next try of a host in a run of failures.)
+            self.idle_since = None
+            self.refresh_counts()
+            return not self._only_held(c)
+        now = time.monotonic()
+        self.idle_since = self.idle_since or now
+        if now - self.idle_since < self.idle_wait:
+            self.refresh_counts()
+            return True
+        return False
+
+    def _only_held(self, counts: dict[str, int]) -> bool:
+        """Whether a finite crawl should end now: this worker is idle, nothing is
+        leased anywhere, and what is left is held longer than FRONTIER_HELD_WAIT
+        (the watchdog's last read said so). Keeps the watchdog reading meanwhile."""
+        watchdog = self.watchdog
+        if self.pauses or counts.get(Count.LEASED, 0) > 0:
+            # (a paused worker's claims are what keep the frontier's timers moving)
+            watchdog.busy()
+            return False
+        if self.idle_wait <= 0 and watchdog.only_held(counts):
+            watchdog.say_held()
+            return True
+        if watchdog.wants_read():
+            self.tasks.spawn(self._watch())
+        return False
+
+    async def _watch(self) -> None:
+        await self.watchdog.look()
+        self.wake()  # the engine asks has_pending_requests again, with the verdict
+
+    def finished(self, request: Request) -> None:
+        """The engine is done with ``request``: its lease ends."""
+        self.claims.ended(request)
+        # A release the archive holds back is sent later, by the same sync,
+        # whose flush wakes the engine (_flushed).
+        self.leases.finished(request, self.sync.release)
+
+    def __len__(self) -> int:
+        return len(self.claims) + (self.counts.last or {}).get(Count.QUEUED, 0)
+
+    # ------------------------------------------------------------------ for components
+
+    @property
+    def paused(self) -> str:
+        """Why this worker claims nothing now ("": it claims)."""
+        return "; ".join(self.pauses.values())
+
+    def pause(self, source: str, why: str) -> None:
+        """Claim nothing until :meth:`resume` (``source``: who asks, e.g. the disk
+        guard). Requests in flight finish; claimed ones not started yet go back
+        to their queues at once, for workers that can take them. Held leases
+        are renewed meanwhile, and the pause shows in ``scrapy frontier status``."""
+        self.pauses[source] = why
+        self.give_back_unstarted()
+        self._beat_now()
+
+    def resume(self, source: str) -> None:
+        """End ``source``'s pause; claiming starts again once no pause is left."""
+        if self.pauses.pop(source, None) is None:
+            return
+        self._beat_now()
+        if not self.pauses:
+            self.claims.now()
+            self.wake()
+
+    def _beat_now(self) -> None:
+        """Tell the other workers and status now, not at the next heartbeat."""
+        if not self.tasks.closing:
+            self.tasks.spawn(self.beats.quietly())
+
+    def give_back_unstarted(self, site: str | None = None) -> None:
+        """Claimed requests not started yet (of ``site`` only, if given) go back to
+        their queues: a pause, a hold or a breaker opening, an operator's change."""
+        def of_site(request: Request) -> bool:
+            ticket = ticket_of(request.meta)
+            host = ticket and self.leases.host_of(ticket.token)
+            return host is not None and site_of(host) == site
+        self.give_back(self.claims.take_unstarted(None if site is None else of_site))
+
+    def give_back(self, requests: list[Request]) -> None:
+        """The leases of claimed requests taken out before they started go back."""
+        tokens = [t.token for t in map(ticket_of, (r.meta for r in requests)) if t is not None]
+        for release in self.leases.give_back(tokens):
+            self.sync.release(release)
+
+    @property
+    def may_gate(self) -> bool:
+        """Whether any host can have a gap between requests (else no site or
+        domain gate needed; the IP scope's gate is :attr:`ips`)."""
+        limits = self.limits
+        return (limits.delay_ms * (1 - limits.jitter) > 0
+                or limits.domain_delay_ms * (1 - limits.jitter) > 0
+                or limits.adaptive_factor > 0
+                or bool(self.intake.slot_settings)
+                or self.robots is not None)  # a Crawl-delay can slow any host down
+
+    def host_of(self, token: str) -> str | None:
+        """The host key of a lease this worker holds."""
+        return self.leases.host_of(token)
+
+    def host_limits(self, host: str) -> tuple[int, int]:
+        return self.intake.host_limits(host)
+
+    def hold_now(self, token: str, seconds: float) -> None:
+        """Hold the host of a lease back for every worker at once (a 429 / 503 just
+        arrived), without waiting for the lease's release to say so. Best effort:
+        if Redis does not answer, the release holds the host when it goes through."""
+        host = self.host_of(token)
+        if host is None or seconds <= 0:
+            return
+        self.give_back_unstarted(site_of(host))
+        self.tasks.spawn(self._hold(host, round(seconds * 1000)))
+
+    async def _hold(self, host: str, ms: int) -> None:
+        try:
+            await self.store.hold(host, ms)
+        except (RedisError, OSError):
+            return
+        self.stats.inc_value("frontier/holds/early")
+
+    async def wait_admitted(self) -> bool:
+        """Wait until every request enqueued so far is in Redis (False: closing)."""
+        while self.sync.admissions or self.sync.flushing:
+            if self.tasks.closing:
+                return False
+            await asyncio.sleep(0.01)
+        return not self.tasks.closing
+
+    def wake(self) -> None:
+        """Have the engine ask for requests now rather than at its next heartbeat."""
+        if not self.tasks.closing:
+            self.engine.wake()
+
+    # ------------------------------------------------------------------ the parts' callbacks
+
+    def _request_of(self, lease: Lease) -> Request:
+        return from_record(lease.record, self.spider, lease.host, self.meta_keys)
+
+    def _canonical(self, url: str) -> str:
+        return canonical_url(url, self.stripper)
+
+    def _busy(self) -> int:
+        return self.engine.downloads() + (len(self.robots_jobs) if self.robots_jobs else 0)
+
+    def _release(self, release: Any) -> None:
+        self.sync.release(release)
+
+    def _jobs(self, result: ClaimResult) -> None:
+        """Start what a claim handed out besides URLs."""
+        if self.robots_jobs is not None:
+            for host in result.robots_jobs:
+                self.robots_jobs.start(host)
+        if self.ips is not None:
+            if result.ip_waits:
+                self.ips.joined(result.ip_waits, result.server_ms)
+            if result.dns_jobs:
+                self.ips.look_up(result.dns_jobs)
+        if result.leases or result.robots_jobs:
+            self.idle_since = None  # work came: FRONTIER_IDLE_WAIT counts from its end
+
+    def _job_ended(self) -> None:
+        self.claims.now()
+        self.wake()
+
+    def _redis_back(self, same_outage: bool) -> None:
+        self.sync.resend(same_outage)
+
+    def _poke(self) -> None:
+        """After a repair: claim again now, in every partition."""
+        self.store.due.touch(*range(self.keys.partitions))
+        self.claims.now()
+
+    def _record_again(self, request: Request, lease: Lease) -> str:
+        """The record of a retried request (its retry count moved on), "" to keep the old."""
+        try:
+            record = to_record(request, request.url, self.spider, self.meta_keys, lease.host)
+            return keep_state(lease.record, record)
+        except RecordError:
+            return ""
+
+    def refresh_counts(self) -> None:
+        self.counts.refresh()
+
+    def _counted(self, counts: dict[str, int] | None) -> None:
+        if counts is not None and counts[Count.QUEUED] + counts[Count.DELAYED] > 0:
+            self.claims.maybe_claimable()
+        self.wake()
+
+    def _flushed(self) -> None:
+        self.wake()
+        self.claims.want()
+        # (A worker with work in hand needs no counts: pending() reads them
+        # again once it holds none, before it may call the crawl idle; what
+        # other workers queue meanwhile the claims' sweeps find.)
+        if not (self.leases or self.claims):
+            self.refresh_counts()
