@@ -92,6 +92,13 @@ class FrontierPacingMiddleware:
 
 
 async def pass_gate(crawler: Crawler, request: Request) -> None:
+    """:func:`gate` of the crawl's frontier (none: nothing to wait for)."""
+    frontier = frontier_of(crawler)
+    if frontier is not None:
+        await gate(frontier, request)
+
+
+async def gate(frontier: WorkerFrontier, request: Request) -> None:
     """Return once ``request`` may start now (or raise IgnoreRequest, giving its URL back).
 
     The site's and domain's gate first (it may say to wait), then the server
@@ -99,8 +106,7 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
     taken there is not left to age while the site's gate is waited out.
     """
     ticket = ticket_of(request.meta)
-    frontier = frontier_of(crawler)
-    if ticket is None or frontier is None:
+    if ticket is None:
         return
     host = frontier.host_of(ticket.token)
     if host is None:
@@ -119,11 +125,11 @@ async def pass_gate(crawler: Crawler, request: Request) -> None:
         if _fresh(ticket) or await _own_turn(frontier, ticket, host):
             pass
         elif frontier.may_gate or ticket.start_by is not None:
-            await _site_gate(crawler, frontier, ticket, host)
+            await _site_gate(frontier, ticket, host)
         if frontier.ips is None or server is None:
             return
         patient = time.monotonic() - started < DEFER_AFTER_S
-        wait_ms = await _address_gate(crawler, frontier.ips, ticket, server, host,
+        wait_ms = await _address_gate(frontier, frontier.ips, ticket, server, host,
                                       WAIT_IN_PLACE_MS if patient else 0,
                                       site_gated=frontier.may_gate)
         if wait_ms == 0:
@@ -157,22 +163,21 @@ async def _own_turn(frontier: WorkerFrontier, ticket: Ticket, host: str) -> bool
     return True
 
 
-async def _site_gate(crawler: Crawler, frontier: WorkerFrontier, ticket: Ticket,
-                     host: str) -> None:
+async def _site_gate(frontier: WorkerFrontier, ticket: Ticket, host: str) -> None:
     """Wait for the site's and the domain's gate (``lua/start.lua``)."""
     store = frontier.store
     # (the time it may take to reach the socket, asked for like a claim's)
     window_ms = max(frontier.claims.window.ms, round(STALE_AFTER_S * 1000))
     while True:
         asked = time.monotonic()
-        turn = await _redis(crawler, store.limits.lease_ms, ticket, lambda: store.start_turn(
+        turn = await _redis(frontier, ticket, lambda: store.start_turn(
             host, ticket.gate_turn, (bytes.fromhex(ticket.token), frontier.worker),
             window_ms))
         if turn.wait_ms == LEASE_LOST:
-            _give_back(crawler, ticket, "lease_lost",
+            _give_back(frontier, ticket, "lease_lost",
                        "its lease ran out while this worker stood still")
         if turn.wait_ms < 0:
-            _give_back(crawler, ticket, "paused", "host paused by an operator")
+            _give_back(frontier, ticket, "paused", "host paused by an operator")
         if turn.wait_ms == 0:
             # The turn is as old as the question: a stall while the answer
             # was on its way makes it stale too.
@@ -180,12 +185,13 @@ async def _site_gate(crawler: Crawler, frontier: WorkerFrontier, ticket: Ticket,
             ticket.gate_turn = turn
             return
         if turn.wait_ms > DEFER_AFTER_S * 1000:
-            _give_back(crawler, ticket, "held", "host held", turn.wait_ms)
-        crawler.stats.inc_value("frontier/pacing/waits")
+            _give_back(frontier, ticket, "held", "host held", turn.wait_ms)
+        frontier.stats.inc_value("frontier/pacing/waits")
         await asyncio.sleep(turn.wait_ms / 1000)
 
 
-async def _address_gate(crawler: Crawler, ips: IpScope, ticket: Ticket, server: ServerAddress,
+async def _address_gate(frontier: WorkerFrontier, ips: IpScope, ticket: Ticket,
+                        server: ServerAddress,
                         host: str, in_place_ms: int, *, site_gated: bool) -> int:
     """Take the server address's gate: 0 (start now), or ms to wait in place.
 
@@ -198,9 +204,9 @@ async def _address_gate(crawler: Crawler, ips: IpScope, ticket: Ticket, server: 
         if ticket.ip_turn[0] == server.address:
             earlier = ticket.ip_turn[1]
         else:  # the name moved since the last pass
-            _free_address(crawler, ticket)
+            _free_address(frontier, ticket)
     asked = time.monotonic()
-    turn = await _redis(crawler, ips.store.limits.lease_ms, ticket, lambda: ips.take(
+    turn = await _redis(frontier, ticket, lambda: ips.take(
         server, ticket.token, host, earlier=earlier, in_place_ms=in_place_ms))
     if turn.wait_ms == 0:
         ticket.ip_turn = (server.address, turn.turn)
@@ -209,8 +215,8 @@ async def _address_gate(crawler: Crawler, ips: IpScope, ticket: Ticket, server: 
         return 0
     if 0 < turn.wait_ms <= in_place_ms:
         return turn.wait_ms
-    _free_address(crawler, ticket)
-    crawler.stats.inc_value("frontier/pacing/given_back/"
+    _free_address(frontier, ticket)
+    frontier.stats.inc_value("frontier/pacing/given_back/"
                             + ("ip_paused" if turn.wait_ms == PAUSED else "ip"))
     ticket.wait_for_address(server.address, ips.wake_ms(turn), server.known_ms)
     raise IgnoreRequest(f"not started: its server {server.address} has no room now")
@@ -219,19 +225,19 @@ async def _address_gate(crawler: Crawler, ips: IpScope, ticket: Ticket, server: 
 def leave_address(crawler: Crawler, request: Request) -> None:
     """The request is done with its server address: its place there is free."""
     ticket = ticket_of(request.meta)
-    if ticket is not None:
-        _free_address(crawler, ticket)
-
-
-def _free_address(crawler: Crawler, ticket: Ticket) -> None:
     frontier = frontier_of(crawler)
-    if ticket.ip_turn is None or frontier is None or frontier.ips is None:
+    if ticket is not None and frontier is not None:
+        _free_address(frontier, ticket)
+
+
+def _free_address(frontier: WorkerFrontier, ticket: Ticket) -> None:
+    if ticket.ip_turn is None or frontier.ips is None:
         return
     address, ticket.ip_turn = ticket.ip_turn[0], None
     frontier.ips.ended(address, ticket.token)
 
 
-async def _redis(crawler: Crawler, lease_ms: int, ticket: Ticket,
+async def _redis(frontier: WorkerFrontier, ticket: Ticket,
                  ask: Callable[[], Awaitable[T]]) -> T:
     """``ask()``, waiting for Redis while it does not answer; a wait longer than a
     lease gives the URL back to the head of its queue."""
@@ -241,9 +247,9 @@ async def _redis(crawler: Crawler, lease_ms: int, ticket: Ticket,
         try:
             return await ask()
         except (RedisError, OSError):
-            if redis_wait >= lease_ms / 1000:
-                _give_back(crawler, ticket, "redis", "Redis unreachable")
-            crawler.stats.inc_value("frontier/pacing/redis_waits")
+            if redis_wait >= frontier.limits.lease_ms / 1000:
+                _give_back(frontier, ticket, "redis", "Redis unreachable")
+            frontier.stats.inc_value("frontier/pacing/redis_waits")
             await asyncio.sleep(pause)
             redis_wait += pause
             pause = min(pause * 2, _REDIS_RETRY_S[1])
@@ -296,15 +302,17 @@ def give_back_stale(crawler: Crawler, request: Request) -> NoReturn:
     """A request whose turn went stale after every pass of the gate (a reactor
     stalling again and again) goes back to its queue rather than out late."""
     ticket = ticket_of(request.meta)
-    assert ticket is not None  # only a request that passed the gate has a turn to go stale
-    _give_back(crawler, ticket, "stale", "its turn went stale again and again")
+    frontier = frontier_of(crawler)
+    # (only a request the frontier gated has a turn to go stale)
+    assert ticket is not None and frontier is not None
+    _give_back(frontier, ticket, "stale", "its turn went stale again and again")
 
 
-def _give_back(crawler: Crawler, ticket: Ticket, stat: str, why: str,
+def _give_back(frontier: WorkerFrontier, ticket: Ticket, stat: str, why: str,
                delay_ms: int | None = None) -> NoReturn:
     """End the lease without a download: delayed by ``delay_ms``, or back to its queue."""
-    crawler.stats.inc_value(f"frontier/pacing/given_back/{stat}")
-    _free_address(crawler, ticket)
+    frontier.stats.inc_value(f"frontier/pacing/given_back/{stat}")
+    _free_address(frontier, ticket)
     if delay_ms is None:
         ticket.give_back()
     else:

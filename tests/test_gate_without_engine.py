@@ -1,0 +1,119 @@
+"""The worker's frontier and its last gate, with no engine: intake, claims and
+the start gate (``middlewares/pacing.py``) against a real Redis whose scripts
+run on a clock the test moves (tests/frontier_harness.py).
+
+The worker's frontier (``scheduling/worker.py``) needs the crawl's settings
+and stats, a Redis client and keys, and three things of the engine (wake it,
+its downloads in flight, end the crawl): here those are the test's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+from scrapy import Request, Spider
+from scrapy.exceptions import IgnoreRequest
+from scrapy.utils.test import get_crawler
+
+from crawler.lease import ticket_of
+from crawler.middlewares.pacing import STALE_AFTER_S, gate
+from crawler.scheduling.worker import EngineLink, WorkerFrontier
+from tests.frontier_harness import Harness
+
+SETTINGS: dict[str, Any] = {
+    "CONCURRENT_REQUESTS": 8, "CONCURRENT_REQUESTS_PER_DOMAIN": 2, "DOWNLOAD_DELAY": 1.0,
+    "DOWNLOAD_DELAY_JITTER": 0.0, "ROBOTSTXT_OBEY": False, "LEARN_ENABLED": False,
+    "FRONTIER_CLAIM_SWEEP": 0.0,  # every partition at every claim (the clock is the test's)
+}
+
+
+class Engine:
+    """What the worker's frontier asks of an engine, counted."""
+
+    def __init__(self) -> None:
+        self.wakes = 0
+        self.ended = False
+
+    def link(self) -> EngineLink:
+        def wake() -> None:
+            self.wakes += 1
+
+        def end() -> None:
+            self.ended = True
+        return EngineLink(wake, lambda: 0, end)
+
+
+def worker_on(h: Harness, **settings: Any) -> WorkerFrontier:
+    crawler = get_crawler(Spider, {**SETTINGS, **settings})
+    return WorkerFrontier(crawler, Spider(name="gate"), h.client, h.keys, "w1",
+                          Engine().link(), sync_client=lambda **kw: None)
+
+
+async def _flushed(worker: WorkerFrontier) -> None:
+    while worker.sync.flushing or worker.sync.admissions:
+        await asyncio.sleep(0.005)
+
+
+async def _claimed(worker: WorkerFrontier) -> Request:
+    worker.claims.want()
+    while worker.claims.claiming:
+        await asyncio.sleep(0.005)
+    request = worker.claims.pop()
+    assert request is not None, "nothing claimed"
+    return request
+
+
+def test_a_late_url_passes_the_start_gate_again_and_keeps_its_turn(make_harness) -> None:
+    h = make_harness("late", clock=True)
+    worker = worker_on(h)
+
+    async def scenario() -> None:
+        assert worker.offer(Request("http://a.test/1"))
+        assert worker.offer(Request("http://a.test/2"))
+        await _flushed(worker)
+        request = await _claimed(worker)
+        ticket = ticket_of(request.meta)
+        assert ticket is not None and ticket.start_by is not None
+        claimed_by = ticket.start_by
+        await gate(worker, request)  # within its claim's window: Redis is not asked
+        assert ticket.start_by == claimed_by
+        # A stall past the window: the turn is stale and the gate is asked
+        # again; nobody started the site since its claim, so it goes at once.
+        await asyncio.sleep(max(claimed_by - time.monotonic(), 0) + STALE_AFTER_S)
+        await gate(worker, request)
+        assert ticket.start_by is not None and ticket.start_by > claimed_by
+        assert worker.stats.get_value("frontier/pacing/waits") is None
+        # The site's next URL is a second away on the frontier's clock.
+        worker.claims.want()
+        while worker.claims.claiming:
+            await asyncio.sleep(0.005)
+        assert worker.claims.pop() is None
+        await worker.tasks.close(timeout=1)
+
+    h.run(scenario())
+
+
+def test_a_url_whose_host_was_held_since_its_claim_goes_back_delayed(make_harness) -> None:
+    h = make_harness("held", clock=True)
+    worker = worker_on(h)
+
+    async def scenario() -> None:
+        worker.offer(Request("http://b.test/1"))
+        await _flushed(worker)
+        request = await _claimed(worker)
+        ticket = ticket_of(request.meta)
+        assert ticket is not None and ticket.start_by is not None
+        host = worker.host_of(ticket.token)
+        assert host is not None and await worker.store.hold(host, 30_000)  # a 503 elsewhere
+        await asyncio.sleep(max(ticket.start_by - time.monotonic(), 0) + STALE_AFTER_S)
+        with pytest.raises(IgnoreRequest, match="host held"):
+            await gate(worker, request)
+        verdict = ticket.ending()
+        assert verdict.op == "retry" and 25_000 <= int(verdict.arg) <= 30_000
+        assert worker.stats.get_value("frontier/pacing/given_back/held") == 1
+        await worker.tasks.close(timeout=1)
+
+    h.run(scenario())
