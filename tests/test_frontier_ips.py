@@ -179,6 +179,31 @@ def test_a_parked_host_waits_out_of_the_ready_set_until_an_end_wakes_it(
     assert again.ip_waits == [("http://a.test:80", ADDR)]
 
 
+def test_a_wake_that_comes_before_its_hosts_park_is_kept(
+        make_harness: Callable[..., Harness]) -> None:
+    """A request refused at the address's gate queues its host there at once,
+    but the host is parked in its partition only when the release arrives, a
+    batch later. A request ending on the address in between wakes the host
+    before it is parked: the wake is kept, and the park that follows lets the
+    host go (with the place reserved for it) instead of leaving it to wait for
+    its fallback time (15 s and more by default)."""
+    h = make_harness("ipr", clock=True, delay_ms=0, ip_concurrency=1)
+    f = h.frontier
+    h.run(f.admit([admission("http://a.test/1"), admission("http://a.test/2")]))
+    assert _dns_jobs(h, h.run(f.claim(10, "w"))) == [True]
+    first, lease = h.run(f.claim(10, "w")).leases
+    assert _take(h, first.token, first.host) == 0  # the one place
+    assert _take(h, lease.token, lease.host) == FULL  # so a.test queues at the address
+    (wake,) = h.run(_gates(h).end(ADDR, [first.token]))  # the first ends: a.test's turn
+    assert wake.host == lease.host
+    assert h.run(_gates(h).wake(ADDR, [wake])) == [wake]  # not parked yet
+    _park(h, lease, "w", wake_ms=30_000)  # its release comes now
+    assert lease.host in _ready(h)
+    (again,) = h.run(f.claim(10, "w")).leases
+    assert again.record == lease.record
+    assert _take(h, again.token, again.host) == 0  # the place the wake reserved for it
+
+
 def test_a_lost_wake_is_made_up_by_the_parked_hosts_own_time(
         make_harness: Callable[..., Harness]) -> None:
     """The host that went first never came to the gate (its worker died), so

@@ -22,7 +22,8 @@ for i = 2, #ARGV, 5 do
     refresh_site(p, host)
     if go == '1' then
       redis.call('HSET', hk, 'iwk', 1)  -- its place is reserved: no joining the parked
-    elseif addr ~= '-' then
+    elseif addr ~= '-' and not redis.call('HGET', hk, 'iwk') then
+      -- (a host marked iwk was woken before this note came: ipwake.lua)
       park_for_ip(p, host, addr, now + tonumber(ARGV[i + 4]))
       parked = parked + 1
     end

@@ -3,6 +3,14 @@
 -- and may be claimed once without joining the address's waiting hosts again
 -- (iwk, claim.lua).
 --
+-- A host refused at the address's gate joins its queue at once (ipgate.lua)
+-- but is parked here only when its release arrives (release.lua "ipwait"), a
+-- batch later; a DNS job's host joins the queue before its note (ipnote.lua).
+-- A wake that comes in between finds the host not parked: it is kept as the
+-- same mark (iwk), and the park that follows lets the host go instead of
+-- leaving it to wait for its fallback time. (It still answers 0: the caller
+-- hands the place on too, should the host have gone by its own time.)
+--
 -- KEYS[1]  the partition's counts hash (routes the call to the partition)
 -- ARGV[1]  prefix, then triples: address, host, from when (ms)
 -- Returns, per triple, 1 if the host was parked and is woken, else 0.
@@ -18,6 +26,9 @@ for i = 2, #ARGV, 3 do
     if redis.call('EXISTS', parked) == 0 then redis.call('ZREM', p .. ':iwake', addr) end
     out[#out + 1] = 1
   else
+    if redis.call('EXISTS', p .. ':h:' .. host) == 1 then
+      redis.call('HSET', p .. ':h:' .. host, 'iwk', 1)
+    end
     out[#out + 1] = 0
   end
 end

@@ -252,7 +252,11 @@ for n, fp in ipairs(fps) do
       if op == 'ipwait' then
         local addr, wake_ms, known_ms = split_fields(arg, 3)
         redis.call('HSET', sk, 'ip', addr, 'ipx', now + tonumber(known_ms))
-        park_for_ip(p, host, addr, now + tonumber(wake_ms))
+        if redis.call('HGET', p .. ':h:' .. host, 'iwk') then
+          refresh_site(p, host)  -- woken before this park came (ipwake.lua): it goes
+        else
+          park_for_ip(p, host, addr, now + tonumber(wake_ms))
+        end
       elseif ended then
         refresh_site(p, host)
       end
