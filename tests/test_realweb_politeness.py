@@ -40,37 +40,13 @@ from tests.crawl_runner import (
 )
 from tests.realweb import Host, Page, RealWebProcess, Request, Web, links_to, page
 from tests.realweb.ledger import Ledger
+from tests.realweb.sites import ALLOW_ALL, SLACK, chain_site, site_targets
 
 pytestmark = pytest.mark.crawl
-
-#: The start gate (crawler/frontier/lua/start.lua) spaces the moments requests
-#: pass it; the server stamps a request when its head has arrived. A request
-#: on a fresh connection (TCP, TLS) reaches the server a little later after its
-#: gate than one on a kept-alive connection, which shortens the gap seen at the
-#: server by up to the handler's stale-turn limit (50 ms,
-#: crawler/middlewares/pacing.py STALE_AFTER_S) plus a few ms of writing.
-SLACK = 0.06
 
 def crawl(web: RealWebProcess, seeds: list[str], workdir: Path, **settings: Any) -> CrawlResult:
     """A crawl of ``web`` from ``seeds`` that must end cleanly."""
     return crawl_realweb(web.nameserver, seeds, workdir, settings)
-
-
-def chain_site(n_pages: int, *, slow: frozenset[int] = frozenset(),
-               delay: float = 0.0) -> dict[str | bytes, Page]:
-    """``/`` linking to ``/1`` ... ``/n_pages-1`` (so the whole site is queued after
-    one page), each page linking on to the next; pages in ``slow`` answer after
-    ``delay`` seconds (a slow server, so that two requests open at once overlap)."""
-    pages: dict[str | bytes, Page] = {"/": links_to(*(f"/{k}" for k in range(1, n_pages)))}
-    for k in range(1, n_pages):
-        pages[f"/{k}"] = links_to(f"/{k + 1}" if k + 1 < n_pages else "/",
-                                  title=f"page {k}", delay=delay if k in slow else 0.0)
-    return pages
-
-
-def site_targets(n_pages: int) -> list[bytes]:
-    """Every target of a :func:`chain_site` and robots.txt, sorted."""
-    return sorted([b"/robots.txt", b"/", *(f"/{k}".encode() for k in range(1, n_pages))])
 
 
 def span(requests: list[Request]) -> tuple[float, float]:
@@ -86,7 +62,6 @@ def end_to_start_gaps(requests: list[Request]) -> list[float]:
     return [b.arrival - a.done for a, b in pairwise(requests)]  # type: ignore[operator]
 
 
-ALLOW_ALL = "User-agent: *\nAllow: /\n"
 PAGES = 8  # "/" and /1 ... /7
 SLOW_PAGES = frozenset({1, 3, 5})
 SLOW_ANSWER = 0.4  # longer than the shortest start gap (0.25 s): overlap would show

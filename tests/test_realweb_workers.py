@@ -36,7 +36,7 @@ from bench.soak.chaos import leased_by
 from crawler.frontier.keys import Keys, crawl_namespace
 from tests.crawl_runner import REALWEB_DEFAULTS, finish_crawl, realweb_settings, start_crawl
 from tests.realweb import Host, RealWebProcess, Web
-from tests.test_realweb_politeness import ALLOW_ALL, SLACK, chain_site, site_targets
+from tests.realweb.sites import ALLOW_ALL, SLACK, chain_site, site_targets
 
 pytestmark = pytest.mark.crawl
 

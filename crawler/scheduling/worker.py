@@ -27,7 +27,7 @@ from crawler.frontier.leftover import Leftover, LeftoverReader
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, from_record, to_record
 from crawler.frontier.seedfeed import SeedFeed
 from crawler.frontier.store import Frontier
-from crawler.frontier.values import ClaimResult, Lease, Limits
+from crawler.frontier.values import ClaimResult, Lease, Limits, Release
 from crawler.learning.worker import SiteLearning, learning_for
 from crawler.lease import TICKET_META, Ticket, ticket_of
 from crawler.proxies import ProxyRoutes
@@ -411,7 +411,7 @@ class WorkerFrontier:
     def _busy(self) -> int:
         return self.engine.downloads() + (len(self.robots_jobs) if self.robots_jobs else 0)
 
-    def _release(self, release: Any) -> None:
+    def _release(self, release: Release) -> None:
         self.sync.release(release)
 
     def _jobs(self, result: ClaimResult) -> None:
