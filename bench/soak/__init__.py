@@ -69,9 +69,12 @@ class SoakResult:
         kills = sum(e.what == "SIGKILL" for e in self.events)
         terms = sum(e.what == "SIGTERM" for e in self.events)
         redis_restarts = sum(e.what == "redis-restart" for e in self.events)
+        stops = sum(e.what == "SIGSTOP" for e in self.events)
+        joins = sum(e.what == "join" for e in self.events)
+        extra = (f"{stops} SIGSTOP, " if stops else "") + (f"{joins} joined, " if joins else "")
         head = (f"soak {self.scenario.name}: {self.scenario.hosts} hosts, "
                 f"{self.scenario.workers} workers, {self.requests} requests in "
-                f"{self.seconds:.0f} s; {kills} SIGKILL, {terms} SIGTERM, "
+                f"{self.seconds:.0f} s; {kills} SIGKILL, {terms} SIGTERM, {extra}"
                 f"{redis_restarts} Redis restart -> {'PASS' if self.passed else 'FAIL'}")
         width = max(len(r.check) for r in self.rows)
         lines = [head, f"| {'check':{width}} | measured | target | |",

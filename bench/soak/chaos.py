@@ -37,9 +37,14 @@ class Event:
 
     at: float  # seconds from the start
     wall: float  # epoch seconds, the clock of the web server's ledger
-    what: str  # "SIGKILL", "SIGTERM", "restart", "redis-restart"
+    what: str  # "SIGKILL", "SIGTERM", "SIGSTOP", "SIGCONT", "join", "restart", "redis-restart"
     worker: str = ""
     leased: int = 0  # URLs the worker held leased at that moment
+
+
+def simweb_tag(worker_id: str) -> dict[str, Any]:
+    """How a worker names itself to the simulated web (its ledger's ``client``)."""
+    return {"DEFAULT_REQUEST_HEADERS": {**DEFAULT_REQUEST_HEADERS, CLIENT_HEADER: worker_id}}
 
 
 @dataclass
@@ -50,7 +55,9 @@ class Worker:
     seeds: list[str]
     root: Path
     settings: dict[str, Any]
-    proxy_url: str
+    proxy_url: str | None  # None: the web is reached directly (the real-socket web)
+    #: The settings that name the worker to the web's ledger.
+    tag: Callable[[str], dict[str, Any]] = simweb_tag
     generation: int = 0
     proc: subprocess.Popen[str] | None = None
     stopped_by: str = ""  # the signal the driver sent this incarnation, if any
@@ -71,8 +78,7 @@ class Worker:
         self.proc = start_crawl(self.proxy_url, self.seeds, self.workdir,
                                 {**self.settings, "FRONTIER_WORKER_ID": self.worker_id,
                                  "JOBDIR": str(self.workdir / "job"),
-                                 "DEFAULT_REQUEST_HEADERS": {
-                                     **DEFAULT_REQUEST_HEADERS, CLIENT_HEADER: self.worker_id}})
+                                 **self.tag(self.worker_id)})
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -128,6 +134,8 @@ class ChaosDriver:
         self.started = 0.0
         self._restart_at: dict[int, float] = {}
         self._client = redis.Redis.from_url(redis_server.url, socket_timeout=5)
+        #: The worker SIGSTOPped, and when it is let go on (SIGCONT).
+        self._stopped: tuple[Worker, float] | None = None
 
     def now(self) -> float:
         return time.monotonic() - self.started
@@ -138,7 +146,9 @@ class ChaosDriver:
         for worker in self.workers:
             worker.start()
         next_kill, termed, redis_done = self.plan.first_kill, False, False
+        stop_done, joined = self.plan.stop_at is None, self.plan.join_at is None
         while True:
+            self._continue_stopped()
             self._reap_and_restart()
             if not self._any_running() and not self._restart_at:
                 return self.now()
@@ -155,6 +165,10 @@ class ChaosDriver:
             if busy and not redis_done and self.now() >= self.plan.redis_restart_at:
                 self._restart_redis()
                 redis_done = True
+            if busy and not stop_done and self.now() >= self.plan.stop_at:  # type: ignore[operator]
+                stop_done = self._stop()
+            if busy and not joined and self.now() >= self.plan.join_at:  # type: ignore[operator]
+                joined = self._join()
             time.sleep(0.2)
 
     # ------------------------------------------------------------------ steps
@@ -169,10 +183,49 @@ class ChaosDriver:
         return any(w.running() for w in self.workers)
 
     def _victim(self) -> Worker | None:
-        """A running worker, not the one struck last (so the strikes move around)."""
+        """A running worker, not the one struck last (so the strikes move around),
+        nor the one stopped now."""
         last = self.events[-1].worker if self.events else ""
-        running = [w for w in self.workers if w.running() and w.worker_id != last]
+        stopped = self._stopped[0] if self._stopped else None
+        running = [w for w in self.workers
+                   if w.running() and w.worker_id != last and w is not stopped]
         return self.rng.choice(running) if running else None
+
+    def _stop(self) -> bool:
+        """SIGSTOP a worker: its leases run out while it stands still, and the URLs
+        it held go to the others (count them now: each may be fetched twice)."""
+        worker = self._victim()
+        if worker is None:
+            return False
+        assert worker.proc is not None
+        leased = self._leased(worker.worker_id)
+        os.kill(worker.proc.pid, signal.SIGSTOP)
+        self._stopped = (worker, self.now() + self.plan.stop_for)
+        self.events.append(Event(self.now(), time.time(), "SIGSTOP", worker.worker_id, leased))
+        self.log(f"[{self.now():6.1f} s] SIGSTOP {worker.worker_id} (held {leased} leases)")
+        return True
+
+    def _continue_stopped(self) -> None:
+        if self._stopped is None or self.now() < self._stopped[1]:
+            return
+        worker, _ = self._stopped
+        self._stopped = None
+        if worker.running():
+            os.kill(worker.proc.pid, signal.SIGCONT)  # type: ignore[union-attr]
+            self.events.append(Event(self.now(), time.time(), "SIGCONT", worker.worker_id))
+            self.log(f"[{self.now():6.1f} s] SIGCONT {worker.worker_id}")
+
+    def _join(self) -> bool:
+        """One more worker joins the crawl under way (the first one's seeds: those
+        queued already are duplicates the frontier drops)."""
+        first = self.workers[0]
+        worker = Worker(len(self.workers), first.seeds, first.root, first.settings,
+                        first.proxy_url, first.tag)
+        self.workers.append(worker)
+        worker.start()
+        self.events.append(Event(self.now(), time.time(), "join", worker.worker_id))
+        self.log(f"[{self.now():6.1f} s] {worker.worker_id} joins")
+        return True
 
     def _strike(self, sig: signal.Signals) -> bool:
         worker = self._victim()
@@ -224,6 +277,7 @@ class ChaosDriver:
     def _kill_everything(self) -> None:
         for worker in self.workers:
             if worker.running():
+                os.kill(worker.proc.pid, signal.SIGCONT)  # type: ignore[union-attr]
                 worker.signal(signal.SIGKILL)
                 worker.proc.wait()  # type: ignore[union-attr]
                 worker.reap()

@@ -151,10 +151,17 @@ def _glob(text: str) -> str:
 
 def duplicate_rows(evidence: Evidence, events: Iterable[Event]) -> list[Row]:
     twice = sum(n - 1 for n in evidence.final.values() if n > 1)
-    strikes = [e for e in events if e.what in ("SIGKILL", "SIGTERM")]
-    held = sum(e.leased for e in strikes)
+    held, strikes = leased_at_strikes(events)
     return [Row("duplicate fetches (a page's final answer twice)", str(twice),
-                f"<= {held} (URLs leased at the {len(strikes)} kills/stops)", twice <= held)]
+                f"<= {held} (URLs leased at the {strikes} kills/stops)", twice <= held)]
+
+
+def leased_at_strikes(events: Iterable[Event]) -> tuple[int, int]:
+    """URLs the struck workers held leased (each may be fetched twice), and how many
+    strikes: a SIGKILL, a SIGTERM (its downloads under way are cut short) or a
+    SIGSTOP (its leases run out while it stands still)."""
+    strikes = [e for e in events if e.what in ("SIGKILL", "SIGTERM", "SIGSTOP")]
+    return sum(e.leased for e in strikes), len(strikes)
 
 
 # ---------------------------------------------------------------------- politeness

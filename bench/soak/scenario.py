@@ -75,6 +75,12 @@ class Chaos:
     redis_restart_at: float  # stop Redis (SIGTERM: it writes its append-only file)...
     redis_down_for: float  # ...and start it again on the same files after this long
     max_kills: int
+    #: SIGSTOP another worker here (None: never) and SIGCONT it this much later:
+    #: its leases run out meanwhile, and what it held must not start after.
+    stop_at: float | None = None
+    stop_for: float = 20.0
+    #: Start one more worker here (None: never), with the first one's seeds.
+    join_at: float | None = None
 
 
 @dataclass(frozen=True)
