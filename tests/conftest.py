@@ -17,6 +17,21 @@ if TYPE_CHECKING:
     from tests.realweb import RealWebProcess, Web
 
 
+#: Test files of a minute or more in all (their crawls wait on their webs'
+#: delays), the longest first: collected first, they are handed out first, so
+#: none is left to run alone at the end of a parallel run (``--dist loadfile``).
+LONG_FILES = ("test_frontier_crawl.py", "test_realweb_politeness.py",
+              "test_realweb_liveness.py", "test_soak.py", "test_retry_crawl.py",
+              "test_realweb_workers.py", "test_soak_realweb.py", "test_scrapyd.py",
+              "test_liveness_property.py", "test_realweb_revisit.py", "test_e2e_crawl.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The long files first (in :data:`LONG_FILES`' order), the rest as collected."""
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 @pytest.fixture(autouse=True)
 def stop_leftover_crawls() -> Iterator[None]:
     """A crawl a failed test left running is killed with that test."""

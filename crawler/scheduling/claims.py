@@ -47,7 +47,7 @@ class ClaimHooks:
     #: The requests made of a lease (raises RecordError), and their URLs'
     #: canonical forms.
     to_request: Callable[[Lease], Request]
-    canonical: Callable[[str], str]
+    canonical: Callable[[str], str | None]
     #: Download slots taken outside the buffer (downloads, robots.txt jobs).
     busy: Callable[[], int]
     #: Why this worker claims nothing now ("": it claims).

@@ -405,7 +405,7 @@ class WorkerFrontier:
     def _request_of(self, lease: Lease) -> Request:
         return from_record(lease.record, self.spider, lease.host, self.meta_keys)
 
-    def _canonical(self, url: str) -> str:
+    def _canonical(self, url: str) -> str | None:
         return canonical_url(url, self.stripper)
 
     def _busy(self) -> int:
