@@ -140,7 +140,13 @@ def test_a_full_disk_loses_no_page_and_a_resume_finishes_the_archive(tmp_path: P
         assert answered_pages(web.ledger()) <= have
         warcio_check(fs.path / "warc")
     # One line for the condition, not one a page; the summary says what it cost.
-    assert len(lines(first, r"WARC: cannot write to")) == 1, first.log[-3000:]
+    # (A record that fits in the room a given-up file freed ends the condition
+    # for a moment: then one line when writing goes on and one when it stops
+    # again, never one a page.)
+    failing = lines(first, r"WARC: cannot write to")
+    going_on = lines(first, r"WARC: writing to .* again")
+    assert len(failing) == len(going_on) + 1 <= 3, first.log[-3000:]
+    assert int(first.stat("warc/errors") or 0) > len(failing), first.log[-3000:]
     assert not lines(first, r"could not archive")
     [summary] = lines(first, r"^  storage: paused 1 time\(s\)")
     assert "record(s) not written" in summary
