@@ -8,7 +8,7 @@ the job folder (JOBDIR, or the embedded frontier's folder: Redis's own files)
 and the folders of local feed files. When one has less than ``WARC_MIN_FREE``
 free, or the archive could not write a record (a read-only remount, EIO,
 permission denied), the worker pauses
-(:meth:`crawler.scheduling.worker.WorkerFrontier.pause`): it claims
+(:meth:`crawler.scheduling.scheduler.FrontierScheduler.pause`): it claims
 nothing, gives back what it claimed and has not started, finishes what is in
 flight and renews its leases. The pause shows in ``scrapy frontier status``,
 in ``storage/paused`` and the ``crawler_storage_paused`` gauge; one WARNING
@@ -42,7 +42,6 @@ from crawler.diskspace import RESUME_MARGIN, MinFree, human, parse_min_free
 from crawler.pipelines.warc import Archive, archive_of
 from crawler.scheduling.opening import embedded_folder, worker_identity
 from crawler.scheduling.scheduler import scheduler_of
-from crawler.scheduling.worker import frontier_of
 from crawler.warc.writer import condition, probe_writable
 
 if TYPE_CHECKING:
@@ -199,9 +198,9 @@ class StorageGuard:
         self.paused_at = time.monotonic()
         self.stats.set_value("storage/paused", 1)
         self.stats.inc_value("storage/pauses")
-        frontier = frontier_of(self.crawler)
-        if frontier is not None:
-            frontier.pause(SOURCE, why)
+        scheduler = scheduler_of(self.crawler)  # (open or not yet: the pause holds)
+        if scheduler is not None:
+            scheduler.pause(SOURCE, why)
         logger.warning("Storage: %s: this worker claims no new URLs until there is room "
                        "(it finishes what is in flight; other workers carry on)", why,
                        extra={"storage": why})
@@ -211,9 +210,9 @@ class StorageGuard:
         paused_s = self._paused_for(now)
         self.why = ""
         self.stats.set_value("storage/paused", 0)
-        frontier = frontier_of(self.crawler)
-        if frontier is not None:
-            frontier.resume(SOURCE)
+        scheduler = scheduler_of(self.crawler)
+        if scheduler is not None:
+            scheduler.resume(SOURCE)
         free = ", ".join(f"{r.place.label} {human(r.free)}" for r in readings)
         logger.info("Storage: room again (%s free): claiming URLs again after %.0f s paused",
                     free, paused_s)

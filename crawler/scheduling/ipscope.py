@@ -25,7 +25,7 @@ from twisted.internet.error import DNSLookupError
 
 from crawler.addressguard import normalise_host
 from crawler.dns.resolver import installed_resolver
-from crawler.frontier.ipgates import NO_ADDRESS, DnsNote, IpGates, IpTurn, Wake
+from crawler.frontier.ipgates import FULL, NO_ADDRESS, DnsNote, IpGates, IpTurn, Wake
 from crawler.frontier.store import Frontier
 from crawler.proxies import ProxyRoutes
 from crawler.scheduling.health import RedisHealth
@@ -144,12 +144,17 @@ class IpScope:
 
     def wake_ms(self, turn: IpTurn) -> int:
         """When a host parked after ``turn`` (a refusal) is looked at at the latest:
-        its turn, or for a full or paused address (which wakes it when a
-        request ends, or when it is resumed) the fallback, spread so that hosts
-        parked together do not all come back at once."""
+        its turn; for a full address (which wakes it when a request ends) when
+        its first place in flight runs out, if sooner than the fallback (a
+        dead worker's places end so, and no end wakes anyone); for a paused
+        one (woken by the resume) the fallback. Spread, so that hosts parked
+        together do not all come back at once."""
         if turn.wait_ms > 0:
             return turn.wait_ms
-        return self.fallback_ms()
+        fallback = self.fallback_ms()
+        if turn.wait_ms == FULL and turn.turn > 0:
+            return min(fallback, turn.turn + round(random.uniform(50, 500)))
+        return fallback
 
     def fallback_ms(self) -> int:
         """How long a parked host waits at most for its wake (spread)."""

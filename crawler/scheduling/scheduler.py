@@ -108,6 +108,10 @@ class FrontierScheduler:
         self._wake_engine: Any = None
         #: The frontier could not be opened: the spider is closed once open.
         self.unopened = False
+        #: Why this worker may not claim, by who paused it (the disk guard),
+        #: kept from the start: a pause asked before the frontier opens holds
+        #: once it is open.
+        self.pauses: dict[str, str] = {}
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> FrontierScheduler:
@@ -187,6 +191,7 @@ class FrontierScheduler:
             self.crawler, self.spider, client, keys, self.worker,
             EngineLink(self._wake, lambda: len(engine.downloader.active), self._end_crawl),
             self.sync_client)
+        self.frontier.pauses.update(self.pauses)  # (asked before it opened)
         counts = await self.frontier.start()
         logger.info(
             "Frontier %s on %s: %s queued, %s leased, %s delayed, %s done, %s dead; worker %s",
@@ -236,6 +241,19 @@ class FrontierScheduler:
             logger.info("Frontier: leaving the embedded Redis running: "
                         "another process uses it")
         logger.info("Frontier closed (%s)", reason)
+
+    def pause(self, source: str, why: str) -> None:
+        """Claim nothing until :meth:`resume` (``source``: who asks, e.g. the disk
+        guard), whether the frontier is open yet or not (:meth:`WorkerFrontier.pause`)."""
+        self.pauses[source] = why
+        if self.frontier is not None:
+            self.frontier.pause(source, why)
+
+    def resume(self, source: str) -> None:
+        """End ``source``'s pause (:meth:`WorkerFrontier.resume`)."""
+        self.pauses.pop(source, None)
+        if self.frontier is not None:
+            self.frontier.resume(source)
 
     def continue_command(self) -> str:
         """The command that takes this crawl up where it stopped (its frontier:

@@ -38,8 +38,10 @@
 --          answered as such (the worker waits it out in place)
 -- Returns {0, turn}: start now (turn: the address's next start, 0 without a
 -- delay); {ms, 0}: wait in place (ms <= ARGV[8]) or park the host that long;
--- {-2, 0}: full, park the host until a request ends; {-1, 0}: paused by an
--- operator, park the host until the address is resumed.
+-- {-2, ms}: full, park the host until a request ends, or at the latest
+-- until the first place in flight runs out (ms from now: a place whose worker
+-- died ends so, and nobody's end wakes the waiting hosts); {-1, 0}: paused
+-- by an operator, park the host until the address is resumed.
 local now = now_ms()
 local st = redis.call('HMGET', KEYS[1], 's', 'wk', 'xc', 'xd', 'xp')
 local conc = tonumber(st[3] or ARGV[1])
@@ -74,7 +76,8 @@ if conc > 0 and not holds then
   end
   if busy >= conc then
     queue_host()
-    return {-2, 0}
+    local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+    return {-2, #first > 0 and math.max(tonumber(first[2]) - now, 0) or 0}
   end
 end
 
