@@ -32,7 +32,8 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,23 +94,31 @@ def split_seeds(seeds: list[str], parts: int) -> list[list[str]]:
     return out
 
 
-def run(scenario: Scenario, workdir: Path | None = None,
-        log: Callable[[str], None] = print) -> SoakResult:
-    """One soak, start to finish; its files go to ``workdir`` (a temp dir if None)."""
-    root = Path(workdir or tempfile.mkdtemp(prefix="soak-"))
+@contextmanager
+def soak_place(workdir: Path | None, prefix: str) -> Iterator[tuple[Path, RedisServer]]:
+    """A soak's folder (``workdir``, else a temporary one, removed after) and its
+    redis-server (append-only, so that a restart keeps the frontier), stopped after."""
+    root = Path(workdir or tempfile.mkdtemp(prefix=prefix))
     redis_dir = tempfile.mkdtemp(prefix="soak-redis-")
     server = RedisServer(free_port(), redis_dir, appendonly=True)
     server.start()
     try:
-        with SimWebProcess(seed=scenario.seed, n_hosts=scenario.hosts, mix=SOAK_MIX,
-                           pinned=scenario.pins(), hang_max=60,
-                           trickle_interval=scenario.trickle_interval) as sim:
-            return _soak(scenario, sim, server, root, log)
+        yield root, server
     finally:
         server.stop()
         shutil.rmtree(redis_dir, ignore_errors=True)
         if workdir is None:
             shutil.rmtree(root, ignore_errors=True)
+
+
+def run(scenario: Scenario, workdir: Path | None = None,
+        log: Callable[[str], None] = print) -> SoakResult:
+    """One soak, start to finish; its files go to ``workdir`` (a temp dir if None)."""
+    with (soak_place(workdir, "soak-") as (root, server),
+          SimWebProcess(seed=scenario.seed, n_hosts=scenario.hosts, mix=SOAK_MIX,
+                        pinned=scenario.pins(), hang_max=60,
+                        trickle_interval=scenario.trickle_interval) as sim):
+        return _soak(scenario, sim, server, root, log)
 
 
 def _soak(scenario: Scenario, sim: SimWebProcess, server: RedisServer, root: Path,
