@@ -337,9 +337,15 @@ def test_two_hundred_names_on_one_server_share_its_limit_across_two_workers(
         (r.host, r.target, r.arrival, r.done) for r in on_server[:40]]
     shares = [sum(1 for item in result.items if item["url"].startswith("http://n"))
               for result in results]
-    # both workers had the shared server's names
-    assert all(shares), (shares, [len(r.items) for r in results],
-                         [r.log.count("Frontier: Redis") for r in results])
+    refused = [sum(int(r.stat(key) or 0) for key in ("frontier/ip/refused", "frontier/ip/joined"))
+               for r in results]
+    # Both workers asked the server's gate and were turned away at its cap (at
+    # its script, or by a claim that found names waiting for it there): the
+    # places they met were in Redis, the other's included. Which worker fetched
+    # the names is not fixed: a place is refilled by the worker whose request
+    # ended it (its end wakes the next name and it claims at once), so a worker
+    # that only polls can lose every race and fetch none.
+    assert all(refused) and sum(shares) == len(names), (shares, refused)
     for name in ordinary:
         assert sorted(ledger.targets(name)) == site_targets(6), name
     first, last = span(on_server)
