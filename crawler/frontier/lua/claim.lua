@@ -620,9 +620,15 @@ end
 
 -- (A claim hands out at most dns_job_max DNS jobs, so that looking up a
 -- thousand new names is spread over claims, not one long script.)
+-- (The head read with its score: when it is not due, that score is also
+-- when the next thing here is due (step 6), and the loop's one read.)
+local head_at = nil
 while got < want and dns_jobs < dns_job_max do
-  local h = redis.call('ZRANGEBYSCORE', ready, '-inf', now, 'LIMIT', 0, 1)
-  if #h == 0 then break end
+  local h = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
+  if #h == 0 or tonumber(h[2]) > now then
+    head_at = #h > 0 and tonumber(h[2]) or -1
+    break
+  end
   local host = h[1]
   local hk, sk = p .. ':h:' .. host, site_key(p, host)
   local g, h = record(sk, SITE), record(hk, HOST)
@@ -691,9 +697,13 @@ end
 -- soon as it has room, whatever is due.
 local next_ms = -1
 if got < want then
-  local first = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
-  if #first > 0 then next_ms = tonumber(first[2]) end
-  timers = num(redis.call('HGET', KEYS[1], 'mt'), 0)
+  if head_at then
+    next_ms = head_at
+  else
+    local first = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
+    if #first > 0 then next_ms = tonumber(first[2]) end
+  end
+  if timers_lowered then timers = num(redis.call('HGET', KEYS[1], 'mt'), 0) end
   if timers > 0 and (next_ms < 0 or timers < next_ms) then next_ms = timers end
 end
 

@@ -63,6 +63,10 @@ local function due_reply(now)
   return soonest_due
 end
 
+-- Whether timer_at wrote a partition's "mt" in this script (a claim that
+-- read it at its start reads it again only then).
+local timers_lowered = false
+
 local function timer_at(p, at, set)
   note_due(at)
   local k = p .. ':n'
@@ -77,7 +81,10 @@ local function timer_at(p, at, set)
       w[#w + 1] = at
     end
   end
-  if #w > 0 then redis.call('HSET', k, unpack(w)) end
+  if #w > 0 then
+    redis.call('HSET', k, unpack(w))
+    timers_lowered = true
+  end
 end
 
 -- Politeness belongs to the server a name points at, not to one scheme or
