@@ -96,6 +96,9 @@ DEFAULT_STRIP_PARAMS: tuple[str, ...] = (
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _MAX_URL_CHARS = 64 * 1024  # longer strings are not URLs a crawler should fetch
 _WS = re.compile(r"[\t\n\r]")  # browsers drop these anywhere in a URL
+#: Characters ``safe_url_string`` never changes in a path or query ("%",
+#: brackets and "'" it may: they take the slow way).
+_PLAIN = re.compile(r"[A-Za-z0-9\-._~:/?#@!$&()*+,;=]*\Z")
 _BAD_HOST_CHARS = frozenset(" /\\@?#%<>^|{}`\"'[]")
 
 
@@ -171,7 +174,10 @@ def url_forms(url: str, stripper: ParamStripper = DEFAULT_STRIPPER
     if canon is None:
         return None
     try:
-        sent = urlsplit(safe_url_string(_WS.sub("", url.strip())))
+        url = _WS.sub("", url.strip())
+        # A URL of characters w3lib leaves alone in a path and query (most
+        # links, as the link extractor gives them) is sent as it is.
+        sent = urlsplit(url if _PLAIN.match(url) else safe_url_string(url))
     except (ValueError, UnicodeError):
         return canon, canon  # w3lib refuses what canonicalisation read: send the identity
     query = stripper.strip(sent.query)
@@ -219,8 +225,11 @@ def _canonical(url: str, stripper: ParamStripper) -> str | None:
         return None
     canon = canonicalize_url(f"{scheme}:{rest}")
     # One more pass: w3lib's output is safe, but a second encoding pass can
-    # still change it for odd inputs (e.g. "%" followed by non-hex).
-    canon = canonicalize_url(canon)
+    # still change it for odd inputs (e.g. "%" followed by non-hex). An output
+    # with no "%" is already a fixed point (checked on the URL test suite's
+    # inputs and random strings of every URL-special character).
+    if "%" in canon:
+        canon = canonicalize_url(canon)
     parts = urlsplit(canon)
     host = _clean_host(parts.hostname)
     if not host:
