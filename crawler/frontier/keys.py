@@ -27,7 +27,8 @@ key                 type       holds
 ``PP:n``            hash       counts: queued, leased, delayed, done, dead,
                                dup, refused, expired, hosts, revisit (done
                                URLs waiting for a revisit), revisited;
-                               seq, the last admission number; mt, when a
+                               seq, the last admission number; em, the
+                               time (s) of the last mark in PP:e; mt, when a
                                claim next looks at the timed sets (leased,
                                delayed, vdue, dwake, iwake; common.lua)
 ``PP:ready``        zset       hosts that may be claimed, by next-allowed ms
@@ -241,6 +242,8 @@ class Count:
     TRAPS: Final = "traps"
     #: The partition's last admission number: kept in the hash, but not a count.
     SEQ: Final = "seq"
+    #: The time (s) of the partition's last admission time mark (``PP:e``).
+    MARK: Final = "em"
     #: When a claim next looks at the partition's timed sets (and, as
     #: ``mt:SET``, at each of them): not counts either.
     TIMERS: Final = "mt"
@@ -250,12 +253,12 @@ class Count:
 STATES: Final = (Count.QUEUED, Count.LEASED, Count.DELAYED, Count.DONE, Count.DEAD)
 
 
-NOT_COUNTS: Final = frozenset((Count.SEQ, Count.TIMERS))
+NOT_COUNTS: Final = frozenset((Count.SEQ, Count.MARK, Count.TIMERS))
 
 
 def add_counts(total: dict[str, int], raw: Mapping[bytes, bytes]) -> None:
-    """Add one partition's ``PP:n`` hash to ``total`` (its sequence number and
-    timers field are no counts)."""
+    """Add one partition's ``PP:n`` hash to ``total`` (its sequence number, last
+    time mark and timers fields are no counts)."""
     for key, value in raw.items():
         name = key.decode()
         if name not in NOT_COUNTS and not name.startswith(Count.TIMERS + ":"):

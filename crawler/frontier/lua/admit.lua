@@ -22,7 +22,9 @@ local p = ARGV[1]
 local conc0, delay0, budget = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local added, dups, refused, hosts, blocked, parked = 0, 0, 0, 0, 0, 0
 local parked_reason = '{"reason": "robots-unreachable", "error": "host parked"}'
-local seq = num(redis.call('HGET', KEYS[1], 'seq'), 0)
+-- The partition's queue sequence and its last time mark (seconds; see the
+-- end), read when the first URL is added.
+local seq, mark = nil, nil
 
 -- First each URL: a dropped host's are refused, the seen set dedups, a
 -- parked host's new ones are dead letters; the others are gathered by host,
@@ -80,6 +82,10 @@ for _, host in ipairs(order) do
   if n > 0 then
     local q = p .. ':q:' .. host
     local args = {}
+    if not seq then
+      local st = redis.call('HMGET', KEYS[1], 'seq', 'em')
+      seq, mark = num(st[1], 0), num(st[2], nil)
+    end
     for j = 1, n do
       seq = seq + 1
       args[#args + 1] = queue_score(g[j][1], seq)
@@ -100,15 +106,22 @@ end
 
 if added > 0 then
   hincr(KEYS[1], 'queued', added)
-  redis.call('HSET', KEYS[1], 'seq', seq)
   -- Time marks: queue scores are sequence numbers, so ":e" maps the first
   -- sequence number admitted at a time (score) to that time in seconds
   -- (member), one mark per 10 s at most; `scrapy frontier status` finds the
   -- age of a queued URL from the last mark at or before its number.
-  local now_s = tonumber(redis.call('TIME')[1])
-  local last = redis.call('ZRANGE', p .. ':e', -1, -1)
-  if #last == 0 or now_s - tonumber(last[1]) >= 10 then
+  -- (The last mark's time is kept in "em" too; a frontier without it reads
+  -- the set.)
+  local now_s = math.floor(now_ms() / 1000)
+  if not mark then
+    local last = redis.call('ZRANGE', p .. ':e', -1, -1)
+    mark = #last > 0 and tonumber(last[1]) or nil
+  end
+  if not mark or now_s - mark >= 10 then
     redis.call('ZADD', p .. ':e', seq - added + 1, now_s)
+    redis.call('HSET', KEYS[1], 'seq', seq, 'em', now_s)
+  else
+    redis.call('HSET', KEYS[1], 'seq', seq)
   end
 end
 if dups > 0 then hincr(KEYS[1], 'dup', dups) end

@@ -79,7 +79,7 @@ local ready = p .. ':ready'
 -- own set's time came.
 -- (mt:iwake, read with it, says whether hosts are parked: negative when
 -- the set was found empty, and every park lowers it to a time.)
-local mt = redis.call('HMGET', KEYS[1], 'mt', 'mt:iwake')
+local mt = redis.call('HMGET', KEYS[1], 'mt', 'mt:iwake', 'mt:leased')
 local timers = num(mt[1], 0)
 local maintain = now >= math.abs(timers)
   or (not ipscope and num(mt[2], 0) >= 0 and redis.call('EXISTS', p .. ':iwake') == 1)
@@ -685,7 +685,12 @@ end
 if leased > 0 then
   hincr(KEYS[1], 'leased', leased)
   hincr(KEYS[1], 'queued', -leased)
-  timer_at(p, now + lease_ms, 'leased')
+  -- (Unless the timers read at the start, untouched since, are due sooner
+  -- already: the usual case, leases all lasting as long.)
+  local expiry, leased_at = now + lease_ms, num(mt[3], 0)
+  if maintain or not (timers > 0 and timers <= expiry and leased_at > 0 and leased_at <= expiry) then
+    timer_at(p, expiry, 'leased')
+  end
 end
 if moved_wakes then
   timers = store_timers({dwake = true}, redis.call('HMGET', KEYS[1], unpack(TIMER_FIELDS)))

@@ -22,10 +22,15 @@ local function hincr(key, field, by)
   return r
 end
 
--- The server's clock in ms: every worker sees the same time.
+-- The server's clock in ms: every worker sees the same time. Read once a
+-- script: nothing else runs while it does, and it takes a millisecond or so.
+local script_now = nil
 local function now_ms()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if not script_now then
+    local t = redis.call('TIME')
+    script_now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return script_now
 end
 
 -- A partition's timed sets (PP:leased, PP:delayed, PP:vdue, PP:dwake,
