@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from typing import Any
 
 from redis.asyncio import Redis
 
@@ -84,6 +85,16 @@ class SeedFeed:
         self._take = client.register_script(_TAKE)
         self._give_back = client.register_script(_GIVE_BACK)
         self.holding = False
+
+    @classmethod
+    def from_settings(cls, client: Redis, settings: Any, spider_name: str, worker: str
+                      ) -> SeedFeed | None:
+        """The feed ``REDIS_START_URLS_KEY`` names (None: no such key set)."""
+        key = settings.get("REDIS_START_URLS_KEY") or ""
+        if not key:
+            return None
+        return cls(client, key % {"name": spider_name}, worker,
+                   settings.getint("REDIS_START_URLS_BATCH_SIZE", 100))
 
     async def take(self) -> list[bytes]:
         """The next batch of seed lines (empty when the list is empty)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import pkgutil
 import random
+import re
 import time
 from collections import defaultdict
 from collections.abc import Iterable
@@ -49,9 +50,14 @@ def _lua(name: str) -> str:
     return data.decode("utf-8")
 
 
+_INCLUDE = re.compile(r"^--#include (\w+)$", re.MULTILINE)
+
+
 def script_source(name: str) -> str:
-    """A script's source with the shared helpers (lua/common.lua) in front."""
-    return _lua("common") + _lua(name)
+    """A script's source with the shared helpers (lua/common.lua) in front, and
+    each ``--#include PART`` line replaced by ``lua/PART.lua``: Redis runs one
+    chunk per script, and a long one is kept in parts of a readable size."""
+    return _lua("common") + _INCLUDE.sub(lambda m: _lua(m.group(1)), _lua(name))
 
 
 class Frontier:

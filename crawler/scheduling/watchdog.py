@@ -21,6 +21,7 @@ every few seconds. The read answers two questions:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -37,6 +38,8 @@ logger = logging.getLogger(__name__)
 SETTLE_S = 1.0
 #: The gap between two reads is at least this many times the last read's time.
 GAP_PER_READ = 10
+#: How long the read at the crawl's end may take (then: counts only, then none).
+LEFTOVER_READ_S = 10.0
 #: Repairs named in the WARNING line, at most.
 SHOWN = 5
 
@@ -122,6 +125,26 @@ class Watchdog:
             self._gap_s = max(self.interval_s, GAP_PER_READ * (self._last_at - started))
         self.last = left
         self._repaired(left)
+        return left
+
+    async def read_left(self) -> Leftover | None:
+        """What is left in the frontier as the crawl ends, for its summary, also
+        set as ``frontier/left/*`` stats (None: Redis did not answer). A scan of
+        the host queues, bounded: a very large frontier gives its counts only."""
+        try:
+            try:
+                left = await asyncio.wait_for(self.reader.read(), timeout=LEFTOVER_READ_S)
+            except TimeoutError:
+                left = await asyncio.wait_for(self.reader.counts_only(),
+                                              timeout=LEFTOVER_READ_S)
+        except (RedisError, OSError, TimeoutError) as exc:
+            logger.debug("Frontier: could not read what is left: %s", exc)
+            return None
+        for key, value in (("queued", left.queued), ("delayed", left.delayed),
+                           ("held", sum(h.queued for h in left.held())),
+                           ("dead", left.counts.get(Count.DEAD, 0))):
+            if value:
+                self.stats.set_value(f"frontier/left/{key}", value)
         return left
 
     def _repaired(self, left: Leftover) -> None:

@@ -56,7 +56,6 @@ logger = logging.getLogger("crawler.scheduling.scheduler")
 
 #: Seconds the closing worker spends reading what is left, host by host (about
 #: 500,000 hosts); a larger frontier's summary gives its counts only.
-LEFTOVER_READ_S = 10.0
 
 
 def frontier_of(crawler: Crawler) -> WorkerFrontier | None:
@@ -140,11 +139,7 @@ class WorkerFrontier:
         self.robots_jobs = None if self.robots is None else RobotsJobs(
             self.robots, store, stats, health, tasks, host_limits=self.host_limits,
             may_gate=self.may_gate, dns=self.dns, ips=self.ips, after=self._job_ended)
-        self.seed_feed: SeedFeed | None = None
-        seeds_key = s.get("REDIS_START_URLS_KEY") or ""
-        if seeds_key:
-            self.seed_feed = SeedFeed(client, seeds_key % {"name": spider.name}, worker,
-                                      s.getint("REDIS_START_URLS_BATCH_SIZE", 100))
+        self.seed_feed = SeedFeed.from_settings(client, s, spider.name, worker)
         self.watchdog = Watchdog(
             LeftoverReader(client, keys), stats, self._poke,
             interval_s=s.getfloat("FRONTIER_WATCHDOG_INTERVAL", 5.0),
@@ -204,28 +199,9 @@ class WorkerFrontier:
             await self.client.hdel(self.keys.workers(), self.worker)
         except (RedisError, OSError, TimeoutError) as exc:
             logger.error("Frontier: could not save the last changes on close: %s", exc)
-        else:
-            await self._read_leftover()  # with this worker's leases given back
+        else:  # (with this worker's leases given back)
+            self.left = await self.watchdog.read_left() or self.left
         await self.client.aclose()
-
-    async def _read_leftover(self) -> None:
-        """What is left in the frontier, for the end-of-crawl summary (a scan of
-        the host queues: bounded, the summary says less when it runs out)."""
-        reader = self.watchdog.reader
-        try:
-            try:
-                left = await asyncio.wait_for(reader.read(), timeout=LEFTOVER_READ_S)
-            except TimeoutError:  # a very large frontier: its counts, not its hosts
-                left = await asyncio.wait_for(reader.counts_only(), timeout=LEFTOVER_READ_S)
-        except (RedisError, OSError, TimeoutError) as exc:
-            logger.debug("Frontier: could not read what is left: %s", exc)
-            return
-        self.left = left
-        for key, value in (("queued", left.queued), ("delayed", left.delayed),
-                           ("held", sum(h.queued for h in left.held())),
-                           ("dead", left.counts.get(Count.DEAD, 0))):
-            if value:
-                self.stats.set_value(f"frontier/left/{key}", value)
 
     # ------------------------------------------------------------------ the engine's calls
 

@@ -1,0 +1,101 @@
+-- Part of claim.lua (included where it says so): steps 1 to 2b, what comes
+-- back to the queues before a claim takes from them. It reads the locals
+-- claim.lua set above its include line (p, now, look, move_max, ...).
+
+-- 1. Expired leases go back to their queues.
+if look.leased then
+local expired = redis.call('ZRANGEBYSCORE', p .. ':leased', '-inf', now, 'LIMIT', 0, move_max)
+for _, fp in ipairs(expired) do
+  local data = redis.call('HGET', p .. ':ld', fp)
+  redis.call('ZREM', p .. ':leased', fp)
+  redis.call('HDEL', p .. ':ld', fp)
+  if data then
+    local host, score, _, entry = split_fields(data, 4)  -- host, score, worker, entry
+    local sk = site_key(p, host)
+    hincr(sk, 'i', -1)
+    domain_lease_ended(p, sk, fp, now)
+    push_url(p, host, score, entry)
+    refresh_site(p, host)
+  end
+end
+if #expired > 0 then
+  hincr(KEYS[1], 'leased', -#expired)
+  hincr(KEYS[1], 'queued', #expired)
+  hincr(KEYS[1], 'expired', #expired)
+end
+
+end
+-- 2. Due delayed URLs go back to their queues.
+if look.delayed then
+local due = redis.call('ZRANGEBYSCORE', p .. ':delayed', '-inf', now, 'LIMIT', 0, move_max)
+for _, fp in ipairs(due) do
+  local data = redis.call('HGET', p .. ':dd', fp)
+  redis.call('ZREM', p .. ':delayed', fp)
+  redis.call('HDEL', p .. ':dd', fp)
+  if data then
+    local host, score, entry = split_fields(data, 3)
+    push_url(p, host, score, entry)
+  end
+end
+if #due > 0 then
+  hincr(KEYS[1], 'delayed', -#due)
+  hincr(KEYS[1], 'queued', #due)
+end
+
+end
+-- 2b. Done URLs whose revisit is due go back to their hosts' queues
+-- (FRONTIER_REVISIT_AFTER): PP:vdue holds the hosts with revisits by the
+-- earliest one's ms, PP:v:HOST the host's done URLs by when each is due, in
+-- seconds (release.lua). Behind
+-- the host's new URLs when ARGV[15] is 1 (their priority lowered by 2^16),
+-- else in their own priority's order; either way first come, first served.
+if look.vdue then
+local revisit_back = num(ARGV[15], 1) == 1 and 65536 * 4294967296 or 0
+local vhosts = redis.call('ZRANGEBYSCORE', p .. ':vdue', '-inf', now, 'LIMIT', 0, move_max)
+-- A dropped or parked host's revisits become dead letters, as its new links
+-- do (admit.lua): requeueing the host brings them back.
+local revisited, revisits_dead = 0, 0
+local seq = nil
+local vbudget = move_max
+for _, host in ipairs(vhosts) do
+  if vbudget <= 0 then break end
+  local vk = p .. ':v:' .. host
+  local entries = redis.call('ZRANGEBYSCORE', vk, '-inf', math.floor(now / 1000), 'LIMIT', 0, vbudget)
+  if #entries == 0 then  -- due times in ms: kept by a build before 2026-12-03
+    entries = redis.call('ZRANGEBYSCORE', vk, '(100000000000', now, 'LIMIT', 0, vbudget)
+  end
+  vbudget = vbudget - #entries
+  local b = redis.call('HGET', p .. ':h:' .. host, 'b')
+  local reason = b == 'p' and redis.call('HGET', p .. ':h:' .. host, 'pr')
+    or '{"reason": "dropped", "error": "host dropped before its revisit"}'
+  seq = seq or num(redis.call('HGET', KEYS[1], 'seq'), 0)
+  for _, entry in ipairs(entries) do
+    redis.call('ZREM', vk, entry)
+    if b == '1' or b == 'p' then
+      redis.call('HSET', p .. ':dead', string.sub(entry, 1, 16), host .. '\n' .. reason .. '\n' .. entry)
+      revisits_dead = revisits_dead + 1
+    else
+      seq = seq + 1
+      -- (records.py writes the priority "p" right after the depth "d")
+      local prio = num(string.match(entry, ',"d":%d+,"p":(-?%d+)', 17), 0)
+      push_url(p, host, queue_score(prio, seq) + revisit_back, entry)
+      revisited = revisited + 1
+    end
+  end
+  local first = redis.call('ZRANGE', vk, 0, 0, 'WITHSCORES')
+  if #first == 0 then
+    redis.call('ZREM', p .. ':vdue', host)
+  else
+    local due = tonumber(first[2])
+    redis.call('ZADD', p .. ':vdue', due > 100000000000 and due or due * 1000, host)
+  end
+end
+if revisited + revisits_dead > 0 then
+  redis.call('HSET', KEYS[1], 'seq', seq)
+  hincr(KEYS[1], 'revisit', -(revisited + revisits_dead))
+  hincr(KEYS[1], 'done', -(revisited + revisits_dead))
+  hincr(KEYS[1], 'queued', revisited)
+  hincr(KEYS[1], 'dead', revisits_dead)
+  hincr(KEYS[1], 'revisited', revisited)
+end
+end  -- step 2b

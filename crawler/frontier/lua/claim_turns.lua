@@ -1,0 +1,254 @@
+-- Part of claim.lua (included where it says so): step 3's helpers, how a
+-- claim paces what it takes (jitter, the site's and domain's turns, a
+-- site's reservation) and leases a host's next URLs (lease_head). It reads
+-- the locals claim.lua set above its include line.
+
+-- 3. Claim: the helpers, the domains to wake, then one URL at a time.
+local out = {}
+local got, leased = 0, 0
+local jit_n = 0  -- claims so far, spreading the jitter of one call
+
+-- A jittered gap around delay_ms, never below floor.
+local function jittered(delay_ms, floor)
+  local r = (rnd + jit_n * 0.6180339887) % 1
+  jit_n = jit_n + 1
+  return math.max(floor, math.floor(delay_ms * (1 - jitter + 2 * jitter * r)))
+end
+
+-- A domain's concurrency and delay in force (an operator's override, else
+-- the settings) and whether it is paused.
+-- (st: the fields as read, including rh, the site of its last lease, re,
+-- when that site's reservation ends, and m: another site of the domain
+-- claimed since, so one URL per claim.)
+local function domain_limits(dom)
+  local st = redis.call('HMGET', p .. ':d:' .. dom, 't', 'xc', 'xd', 'xp', 's', 'rh', 'm', 're')
+  return math.max(num(st[1], 0), num(st[5], 0)), tonumber(st[2] or dconc),
+         delay_in_force(ddelay, st[3]), st[4] ~= false, st
+end
+
+-- The least gap between two starts on a gate whose delay is delay_ms: the
+-- delay less its jitter, plus the window in which a claimed URL starts
+-- (0: nothing to space).
+local function start_gap(delay)
+  local least = math.floor(delay * (1 - jitter))
+  return least > 0 and start_window + least or 0
+end
+
+-- The start turn a claimed URL (off ms after now) takes on a gate (the
+-- site's or the domain's hash): its worker starts it within start_window ms
+-- of its offset, so no other start comes before the delay less its jitter
+-- after that. A robots Crawl-delay (floor) counts from the end of the answer
+-- instead (it allows one request at a time, and release.lua moves s on from
+-- the end), so it needs no window. Returns the gate's next start (0: nothing
+-- to space).
+local function start_turn(floor, delay, off)
+  local s = math.max(floor, start_gap(delay))
+  return s > 0 and now + off + s or 0
+end
+
+-- The fields of a host's site record (PP:g:NAME) and of the host record
+-- (PP:h:HOST) that a claim reads, each read once per host taken.
+-- (READY_SITE and na among them: the step places the host in the ready set
+-- without reading them again, refresh_site_known.)
+local SITE = {'ip', 'ipx', 'd', 'dl', 'fl', 'bs', 'xd', 'i', 'c', 'xc', 'ad', 'lt', 't', 'w',
+              'rj', 'xp', 'dj', 's', 'na', 'd1'}
+local HOST = {'rs', 'rx', 'iwk', 'rv', 'n', 'rw'}
+
+-- The domain of a host just taken from the ready set, the domain's delay
+-- and how many more leases the host may take (1 once the domain's sites
+-- take turns), or false if its domain is busy: then the host waits for the
+-- domain (dw) instead. nil: no domain gate. Fourth: the domain's room when
+-- its sites take turns (a domain reservation may use it), else nil.
+-- A domain is a reservation's only while one site of it claims: its turns
+-- then follow that site's. The first claim of another site waits until the
+-- reservation under way ends, and from then on the domain's sites take
+-- turns, one URL per claim.
+local function domain_turn(host, dom)
+  if not dom then return nil end
+  local t, conc, delay, paused, st = domain_limits(dom)
+  if conc == 0 and delay == 0 and not paused then return nil end
+  if st[6] and st[6] ~= site_of(host) then
+    t = math.max(t, num(st[8], 0))
+    if not st[7] then
+      redis.call('HSET', p .. ':d:' .. dom, 'm', 1)
+      st[7] = '1'
+    end
+  end
+  local in_flight = conc > 0 and domain_in_flight(p, dom, now) or 0
+  local full = paused or (conc > 0 and in_flight >= conc)
+  if not full and now >= t then
+    local room = conc > 0 and conc - in_flight or math.huge
+    return dom, delay, st[7] and 1 or room, st[7] and room
+  end
+  -- Paced: look again at its turn. Full: the end of a lease wakes it, and so
+  -- does this (a no-op while it stays full), in case the scope is off then.
+  queue_for_domain(p, host, dom, redis.call('ZSCORE', ready, host), t)
+  return false
+end
+
+-- A domain's waiting hosts are looked at when its next turn comes: a wake
+-- set sooner (step 4's fallback, an earlier turn of this claim) would only
+-- find it busy, so the wake moves to that turn, later (and the timers are
+-- stored again after the claims: mt only ever comes sooner otherwise).
+local moved_wakes = false
+local function move_wake(dom, at)
+  if redis.call('EXISTS', p .. ':dw:' .. dom) == 0 then return end
+  redis.call('ZADD', p .. ':dwake', at, dom)
+  moved_wakes = true
+end
+
+-- Leases of the domain (di: expiry, member pairs; a member is a
+-- fingerprint, or "R" .. host for a robots job) by host's site, the one
+-- with turns off ms from now and the reservation over at until; the
+-- domain's next claim is a jittered domain delay after off, and a URL's
+-- start turn (start) moves its next start too, to that next claim at the
+-- soonest: nobody else starts a URL of the domain before it, so the URL
+-- that carries the turn may start up to the least gap before it on its
+-- worker's word (lease_head). Returns that turn (0: none) and the domain's
+-- next turn (its next claim or start, the later).
+local function domain_took(dom, di, delay, start, off, until_ms, host)
+  redis.call('ZADD', p .. ':di:' .. dom, unpack(di))
+  local t = now + off + jittered(delay, 0)
+  local turn = start and start_turn(0, delay, off) or 0
+  if turn > 0 then turn = math.max(turn, t) end
+  hset_fields(p .. ':d:' .. dom, {t = t, s = turn > 0 and turn or nil, rh = site_of(host),
+                                  re = until_ms + start_gap(delay)})
+  move_wake(dom, math.max(t, turn))
+  return turn, math.max(t, turn)
+end
+
+-- Does this host need its robots.txt fetched before any page? (unknown,
+-- expired, unreachable past its retry time, or a fetch whose worker vanished)
+local function robots_due(h)
+  if robots_ms == 0 then return false end
+  return h.rs ~= 'k' or now >= num(h.rx, 0)
+end
+
+-- The offsets (ms from now) of the URLs one claim of a host reserves: the
+-- first now, the others spaced as successive claims would space them (the
+-- site's jittered delay, never below its floor, the domain's, and the least
+-- gap between starts), as many as the site's and the domain's room (droom)
+-- allow, its queue holds, fit in reserve_ms and the claim may still take.
+-- A site that takes one request at a time (a Crawl-delay, adaptive pacing,
+-- a concurrency of 1) is paced from the end of each answer, which no claim
+-- can know: its next URLs get the offset -1, "after the one before ended",
+-- and the worker starts each the site's delay after the start of the one
+-- before and its floor (or adaptive delay) after its end; as many as about
+-- reserve_ms of its answers and delays hold (lt: its answers' mean time),
+-- SERIAL_MAX at most. g and h: the site's and host's records as read for
+-- this step.
+local SERIAL_MAX = 16
+local function reservation(g, h, delay, floor, dom, ddelay, droom)
+  local offs = {0}
+  if reserve_ms <= 0 or g.bs == 'o' or g.bs == 'h' then return offs end
+  local conc = site_concurrency(g.c, g.xc, g.fl, g.dl, g.ad)
+  if conc == 1 then
+    if num(g.i, 0) > 0 then return offs end
+    local cycle = num(g.lt, 0) + math.max(delay, floor, num(g.ad, 0))
+    local k = math.min(num(h.n, 0), extras + 1, SERIAL_MAX, droom or math.huge,
+                       cycle > 0 and math.floor(reserve_ms / cycle) + 1 or SERIAL_MAX)
+    for j = 2, k do offs[j] = -1 end
+    extras = extras - math.max(k - 1, 0)
+    return offs
+  end
+  local k = math.min(conc - num(g.i, 0), droom or math.huge, num(h.n, 0))
+  local least = math.max(start_gap(delay), dom and start_gap(ddelay) or 0)
+  local off = 0
+  while #offs < k do
+    local step = math.max(jittered(delay, floor), dom and jittered(ddelay, 0) or 0, least)
+    if off + step > reserve_ms then break end
+    if step > 0 then
+      if extras <= 0 then break end
+      extras = extras - 1
+    elseif got + #offs >= want then
+      break
+    end
+    off = off + step
+    offs[#offs + 1] = off
+  end
+  return offs
+end
+
+-- Lease the head of the host's queue (a reservation: its next URLs, or the
+-- offsets forced) and move the site's next-allowed time on past the last by
+-- its delay (with jitter, never below its floor fl: a robots Crawl-delay). g
+-- and h: the site's and host's records as read for this step; turns: its
+-- domain's sites take turns, so the host waits for the domain's next turn
+-- (refresh_site_known). Returns how many start now, and the domain's next
+-- turn (nil: no domain gate, or nothing leased).
+local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced, turns)
+  local delay, floor = delay_in_force(g.dl, g.xd), num(g.fl, 0)
+  local offs = forced or reservation(g, h, delay, floor, dom, ddelay, droom)
+  local popped = redis.call('ZPOPMIN', p .. ':q:' .. host, #offs)
+  if #popped == 0 then
+    redis.call('HSET', hk, 'n', 0)  -- repair: a host without a queue is not ready
+    redis.call('ZREM', ready, host)
+    return 0
+  end
+  if h.iwk then redis.call('HDEL', hk, 'iwk') end  -- its place at the address is taken now
+  local k = #popped / 2
+  -- the URL that carries the turns: the last one spaced by offsets, or the
+  -- first of a serial reservation (the others are paced by its worker); the
+  -- domain is held for the whole reservation
+  local serial = offs[k] < 0
+  local carrier, last = serial and 1 or k, serial and reserve_ms or offs[k]
+  local leases, data = {}, {}
+  for j = 1, k do
+    local entry, score = popped[2 * j - 1], popped[2 * j]
+    local fp = string.sub(entry, 1, 16)
+    local expiry = now + math.max(offs[j], 0) + lease_ms
+    leases[2 * j - 1], leases[2 * j] = expiry, fp
+    data[2 * j - 1], data[2 * j] = fp, host .. '\n' .. score .. '\n' .. worker .. '\n' .. entry
+  end
+  redis.call('ZADD', p .. ':leased', unpack(leases))
+  redis.call('HSET', p .. ':ld', unpack(data))
+  -- The site's next claim; its next start is no sooner (a paced site's
+  -- carrier may then start up to the least gap before it, see latest below).
+  local next_claim = now + offs[carrier] + jittered(delay, floor)
+  local turn = start_turn(floor, delay, offs[carrier])
+  if turn > 0 and floor == 0 then turn = math.max(turn, next_claim) end
+  local w = {i = num(g.i, 0) + k, t = next_claim, s = turn > 0 and turn or nil}
+  if g.bs == 'o' or g.bs == 'h' then
+    -- Breaker cool-down over: this URL is the one probe (half-open); the
+    -- site is held until its release says how it went (or the lease ends).
+    w.bs, w.w = 'h', now + lease_ms
+  end
+  hset_fields(sk, w)
+  redis.call('HSET', hk, 'n', num(h.n, 0) - k)
+  local dturn, domain_at = 0, nil
+  if dom then
+    dturn, domain_at = domain_took(dom, leases, ddelay, true, offs[carrier], now + last, host)
+  end
+  refresh_site_known(p, host, as_written(g, w), num(h.n, 0) - k, h.rw, domain_at,
+                     turns and dom or nil)
+  -- The latest a URL may start without asking start.lua: the least gap
+  -- before the next one's offset for all but the last (0: a serial
+  -- reservation's, paced by its worker); for the last (or only) one, the
+  -- least gap before the site's and the domain's next start (nobody else
+  -- starts there sooner), and never before the window has passed.
+  local site_least = math.floor(delay * (1 - jitter))
+  local dom_least = dom and math.floor(ddelay * (1 - jitter)) or 0
+  local least = math.max(site_least, floor, dom_least)
+  local starts = 0
+  for j = 1, k do
+    local latest = offs[j] + start_window
+    if serial then
+      latest = j == 1 and start_window or 0
+    elseif j < k then
+      latest = offs[j + 1] - least
+    elseif turn > 0 and floor == 0 then
+      local by = turn - now - site_least
+      if dturn > 0 then by = math.min(by, dturn - now - dom_least) end
+      latest = math.max(latest, by)
+    end
+    out[#out + 1] = host
+    out[#out + 1] = popped[2 * j - 1]
+    out[#out + 1] = h.rv or '0'
+    -- (only the last carries the turns: see the header)
+    out[#out + 1] = (j == carrier and (turn .. ' ' .. dturn) or '0 0') .. ' ' .. offs[j]
+      .. ' ' .. latest .. ' ' .. delay .. ' ' .. floor
+    if offs[j] == 0 then starts = starts + 1 end
+  end
+  leased = leased + k
+  return starts, domain_at
+end
