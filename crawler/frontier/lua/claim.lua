@@ -253,11 +253,12 @@ local function domain_reservation(dom, ddelay, room, taken_host, next_turn)
   end
   local off = 0
   local taken = 1
+  dom_batch, batched_domain = {dom = dom, di = {}, d = {}}, dom
   for _, host in ipairs(waiting) do
-    if taken >= room or extras <= 0 then return end
+    if taken >= room or extras <= 0 then break end
     -- the domain's next turn as the lease before left it
     local step = next_turn and next_turn - now - off or 0
-    if step <= 0 or off + step > reserve_ms then return end
+    if step <= 0 or off + step > reserve_ms then break end
     local hk, sk = p .. ':h:' .. host, site_key(p, host)
     local g, h = record(sk, SITE), record(hk, HOST)
     local at = ready_at(h.n, h.rw, g)
@@ -274,6 +275,11 @@ local function domain_reservation(dom, ddelay, room, taken_host, next_turn)
       next_turn = turn_after
     end
   end
+  local batch = dom_batch
+  dom_batch, batched_domain = nil, nil
+  if #batch.di > 0 then redis.call('ZADD', p .. ':di:' .. dom, unpack(batch.di)) end
+  hset_fields(p .. ':d:' .. dom, batch.d)
+  if batch.wake then move_wake(dom, batch.wake) end
 end
 
 -- (A claim hands out at most dns_job_max DNS jobs, so that looking up a

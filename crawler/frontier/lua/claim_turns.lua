@@ -91,7 +91,14 @@ end
 -- find it busy, so the wake moves to that turn, later (and the timers are
 -- stored again after the claims: mt only ever comes sooner otherwise).
 local moved_wakes = false
+-- A domain reservation's writes to its domain (domain_reservation, claim.lua):
+-- its leases (di), its record's fields (d) and its wake, made once at its end.
+local dom_batch = nil
 local function move_wake(dom, at)
+  if dom_batch and dom_batch.dom == dom then
+    dom_batch.wake = at
+    return
+  end
   if redis.call('EXISTS', p .. ':dw:' .. dom) == 0 then return end
   redis.call('ZADD', p .. ':dwake', at, dom)
   moved_wakes = true
@@ -107,12 +114,22 @@ end
 -- worker's word (lease_head). Returns that turn (0: none) and the domain's
 -- next turn (its next claim or start, the later).
 local function domain_took(dom, di, delay, start, off, until_ms, host)
-  redis.call('ZADD', p .. ':di:' .. dom, unpack(di))
+  local batch = dom_batch and dom_batch.dom == dom and dom_batch
+  if batch then
+    for _, v in ipairs(di) do batch.di[#batch.di + 1] = v end
+  else
+    redis.call('ZADD', p .. ':di:' .. dom, unpack(di))
+  end
   local t = now + off + jittered(delay, 0)
   local turn = start and start_turn(0, delay, off) or 0
   if turn > 0 then turn = math.max(turn, t) end
-  hset_fields(p .. ':d:' .. dom, {t = t, s = turn > 0 and turn or nil, rh = site_of(host),
-                                  re = until_ms + start_gap(delay)})
+  local fields = {t = t, s = turn > 0 and turn or nil, rh = site_of(host),
+                  re = until_ms + start_gap(delay)}
+  if batch then
+    for name, value in pairs(fields) do batch.d[name] = value end
+  else
+    hset_fields(p .. ':d:' .. dom, fields)
+  end
   move_wake(dom, math.max(t, turn))
   return turn, math.max(t, turn)
 end

@@ -15,9 +15,9 @@
 --          a reservation holds, then the requests that ended (lease tokens,
 --          "R" .. host)
 -- Returns {at_ms, "P\nHOST", ...}: whom to wake, and from when it may start.
-local now = now_ms()
 for i = 4, #ARGV do redis.call('ZREM', KEYS[2], ARGV[i]) end
 if redis.call('EXISTS', KEYS[3]) == 0 then return {} end  -- nobody waits: the usual case
+local now = now_ms()
 local st = redis.call('HMGET', KEYS[1], 's', 'wk', 'xc', 'xd', 'xp')
 if st[5] then return {} end
 local conc = tonumber(st[3] or ARGV[1])

@@ -66,12 +66,15 @@ end
 -- looks full is cleaned of requests and reservations that ran out, and looked
 -- at for this request's host's reservation.
 local holds = earlier ~= '' and redis.call('ZSCORE', KEYS[2], member)
+local reserved = nil  -- places reserved (nil: not counted)
 if conc > 0 and not holds then
-  local busy = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[4])
+  reserved = redis.call('ZCARD', KEYS[4])
+  local busy = redis.call('ZCARD', KEYS[2]) + reserved
   if busy >= conc then
     redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
     redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
-    busy = redis.call('ZCARD', KEYS[2]) + redis.call('ZCARD', KEYS[4])
+    reserved = redis.call('ZCARD', KEYS[4])
+    busy = redis.call('ZCARD', KEYS[2]) + reserved
         - (redis.call('ZSCORE', KEYS[4], waiter) and 1 or 0)
   end
   if busy >= conc then
@@ -91,7 +94,7 @@ if delay > 0 and now < gate and not (earlier ~= '' and tonumber(earlier) == gate
   return {at - now, 0}
 end
 
-redis.call('ZREM', KEYS[4], waiter)
+if reserved ~= 0 then redis.call('ZREM', KEYS[4], waiter) end  -- (its reservation is used)
 redis.call('ZADD', KEYS[2], now + lease_ms, member)
 ip_keep(KEYS[2], lease_ms)
 local turn = 0
