@@ -9,6 +9,7 @@ hundred links, one for a claim across every partition. The class speaks to
 from __future__ import annotations
 
 import asyncio
+import json
 import pkgutil
 import random
 import re
@@ -48,6 +49,18 @@ def _lua(name: str) -> str:
     data = pkgutil.get_data("crawler.frontier", f"lua/{name}.lua")
     assert data is not None, name
     return data.decode("utf-8")
+
+
+def claim_limits(limits: Limits) -> str:
+    """The crawl's limits as ``lua/claim.lua`` reads them (ARGV[7], by name)."""
+    return json.dumps({
+        "lease_ms": limits.lease_ms, "jitter": limits.jitter, "move_max": limits.move_max,
+        "robots_ms": limits.robots_ms, "domain_concurrency": limits.domain_concurrency,
+        "domain_delay_ms": limits.domain_delay_ms,
+        "ip_scope": limits.ip_concurrency > 0 or limits.ip_delay_ms > 0,
+        "ip_fallback_ms": limits.ip_fallback_ms, "dns_job_ms": limits.dns_job_ms,
+        "dns_job_max": limits.dns_job_max, "revisit_new_first": limits.revisit_new_first,
+        "reserve_ms": limits.reserve_ms})
 
 
 _INCLUDE = re.compile(r"^--#include (\w+)$", re.MULTILINE)
@@ -182,14 +195,10 @@ class Frontier:
         later: int,
     ) -> list[int]:
         """One pipelined round; returns the partitions that gave all they were asked."""
+        limits = claim_limits(self.limits)
         calls = [(self._claim, [self.keys.counts(part)],
-                  [self.keys.prefix(part), want, self.limits.lease_ms, worker, random.random(),
-                   self.limits.jitter, self.limits.move_max, self.limits.robots_ms,
-                   self.limits.domain_concurrency, self.limits.domain_delay_ms,
-                   int(self.limits.ip_concurrency > 0 or self.limits.ip_delay_ms > 0),
-                   self.limits.ip_fallback_ms, self.limits.dns_job_ms,
-                   self.limits.dns_job_max, int(self.limits.revisit_new_first), window_ms,
-                   self.limits.reserve_ms if later > 0 else 0, later])
+                  [self.keys.prefix(part), want, worker, random.random(), window_ms, later,
+                   limits])
                  for part, want in asks]
         stamps = [self.due.stamp(part) for part, _ in asks]
         full = []

@@ -15,23 +15,24 @@
 -- (store.py puts them in at their --#include lines).
 --
 -- KEYS[1]  the partition's counts hash
--- ARGV[1]  prefix, ARGV[2] N, ARGV[3] lease ms, ARGV[4] worker id,
--- ARGV[5]  random number in [0, 1) for jitter, ARGV[6] jitter (0..1),
--- ARGV[7]  how many expired leases / due delayed URLs to move at most
--- ARGV[8]  robots: 0 when robots.txt is not obeyed, else how long (ms) one
---          worker may take to fetch a host's robots.txt before another may
--- ARGV[9]  domain concurrency (0: no limit), ARGV[10] domain delay ms (both
---          0: the domain scope is off)
--- ARGV[11] 1 when the IP scope is on, ARGV[12] how long (ms) a host that joins
---          the hosts parked for its address waits at most before it is looked
---          at again (a lost wake's fallback), ARGV[13] how long (ms) a DNS job
---          may take before the host is handed out again, ARGV[14] DNS jobs
---          handed out at most, ARGV[15] 1 when a host's new URLs go before
---          its revisits, ARGV[16] how long (ms) after its claim a worker
---          starts a URL without asking the start gate (start.lua)
--- ARGV[17] how far ahead (ms) a claim reserves a site's next URLs (0: one
---          URL per host and claim), ARGV[18] how many URLs due later than
---          now this claim may reserve at most
+-- ARGV[1]  prefix, ARGV[2] N, ARGV[3] worker id, ARGV[4] random number in
+--          [0, 1) for jitter, ARGV[5] how long (ms) after its claim a worker
+--          starts a URL without asking the start gate (start.lua), ARGV[6] how
+--          many URLs due later than now this claim may reserve at most (0:
+--          one URL per host and claim)
+-- ARGV[7]  the crawl's limits, a JSON object (store.py, claim_limits):
+--          lease_ms; jitter (0..1); move_max, how many expired leases / due
+--          delayed URLs to move at most; robots_ms, 0 when robots.txt is not
+--          obeyed, else how long one worker may take to fetch a host's
+--          robots.txt before another may; domain_concurrency (0: no limit)
+--          and domain_delay_ms (both 0: the domain scope is off); ip_scope
+--          (true: on); ip_fallback_ms, how long a host that joins the hosts
+--          parked for its address waits at most before it is looked at again
+--          (a lost wake's fallback); dns_job_ms, how long a DNS job may take
+--          before the host is handed out again; dns_job_max, DNS jobs handed
+--          out at most; revisit_new_first (true: a host's new URLs go before
+--          its revisits); reserve_ms, how far ahead a claim reserves a site's
+--          next URLs (0: one URL per host and claim)
 -- Returns {now_ms, next_ready_ms or -1, then per claim: host, entry, robots
 -- version, then for a URL "SITE_TURN DOMAIN_TURN OFFSET LATEST DELAY FLOOR"
 -- (turns 0: none; offset -1: see reservation below; latest: when it must
@@ -64,14 +65,16 @@
 -- busy server waits parked instead of being claimed and refused. Neither
 -- counts against N.
 local p = ARGV[1]
-local want, lease_ms, worker = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4]
-local rnd, jitter, move_max = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local robots_ms = num(ARGV[8], 0)
-local dconc, ddelay = num(ARGV[9], 0), num(ARGV[10], 0)
-local ipscope, ip_fallback = ARGV[11] == '1', num(ARGV[12], 0)
-local dns_job_ms, dns_job_max = num(ARGV[13], 0), num(ARGV[14], 0)
-local start_window = num(ARGV[16], 0)
-local reserve_ms, extras = num(ARGV[17], 0), num(ARGV[18], 0)
+local want, worker, rnd = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+local start_window, extras = num(ARGV[5], 0), num(ARGV[6], 0)
+local limits = cjson.decode(ARGV[7])
+local lease_ms, jitter, move_max = limits.lease_ms, limits.jitter, limits.move_max
+local robots_ms = num(limits.robots_ms, 0)
+local dconc, ddelay = num(limits.domain_concurrency, 0), num(limits.domain_delay_ms, 0)
+local ipscope, ip_fallback = limits.ip_scope == true, num(limits.ip_fallback_ms, 0)
+local dns_job_ms, dns_job_max = num(limits.dns_job_ms, 0), num(limits.dns_job_max, 0)
+local revisit_new_first = limits.revisit_new_first ~= false
+local reserve_ms = extras > 0 and num(limits.reserve_ms, 0) or 0
 local dns_jobs = 0
 local now = now_ms()
 local ready = p .. ':ready'

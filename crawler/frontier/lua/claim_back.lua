@@ -47,10 +47,10 @@ end
 -- (FRONTIER_REVISIT_AFTER): PP:vdue holds the hosts with revisits by the
 -- earliest one's ms, PP:v:HOST the host's done URLs by when each is due, in
 -- seconds (release.lua). Behind
--- the host's new URLs when ARGV[15] is 1 (their priority lowered by 2^16),
+-- the host's new URLs when revisit_new_first (their priority lowered by 2^16),
 -- else in their own priority's order; either way first come, first served.
 if look.vdue then
-local revisit_back = num(ARGV[15], 1) == 1 and 65536 * 4294967296 or 0
+local revisit_back = revisit_new_first and 65536 * 4294967296 or 0
 local vhosts = redis.call('ZRANGEBYSCORE', p .. ':vdue', '-inf', now, 'LIMIT', 0, move_max)
 -- A dropped or parked host's revisits become dead letters, as its new links
 -- do (admit.lua): requeueing the host brings them back.
