@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import json
+import os
+import string
+from pathlib import Path
+from urllib.parse import urlsplit
+
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scrapy import Request
 from scrapy.utils.test import get_crawler
+from w3lib.url import canonicalize_url, safe_url_string
 
 from crawler.urls import (
+    _PLAIN,
     CanonicalRequestFingerprinter,
     ParamStripper,
     canonical_url,
@@ -213,3 +221,61 @@ def test_sent_form_is_stable_and_names_the_same_page(segments: list[str]) -> Non
     assert sent is not None and request_url(sent) == sent
     assert canonical_url(sent) == canonical_url(url)
     assert sent.endswith("?b=1&a")
+
+
+# -- the two shortcuts of url_forms rest on w3lib's behaviour: checked here, so
+# that a w3lib release that changes it fails a test instead of a crawl.
+
+#: The web-platform-tests URL suite, kept next to the project (not copied into it).
+_URL_SUITE = Path(os.environ.get(
+    "URLTESTDATA", Path(__file__).resolve().parents[2] / "shared" / "urls" / "urltestdata.json"))
+_SPECIALS = "%/?#&=;:@!$'()*+,.-_~[]{}|\\^`\"<> \u00e9\u4e2d"
+_ORIGINS = ("http://a.com/", "https://B.org:8080/x/", "http://h", "http://u:p@h/",
+            "http://[::1]:80/", "http://xn--e1a.com/", "https://h/?a=b&")
+
+
+def _suite_urls() -> list[str]:
+    cases = [case for case in json.loads(_URL_SUITE.read_text()) if isinstance(case, dict)]
+    return sorted({case[key] for case in cases for key in ("input", "href", "base")
+                   if case.get(key)})
+
+
+_strings = st.builds(lambda origin, rest: origin + rest, st.sampled_from(_ORIGINS),
+                     st.text(alphabet=st.sampled_from(string.ascii_letters + string.digits
+                                                      + _SPECIALS), max_size=24))
+
+
+def _canonicalised_once_is_a_fixed_point_without_a_percent(url: str) -> None:
+    try:
+        once = canonicalize_url(url)
+    except (ValueError, UnicodeError):
+        return
+    if "%" not in once:
+        assert canonicalize_url(once) == once, url
+
+
+def _plain_url_is_sent_as_it_is(url: str) -> None:
+    if not _PLAIN.match(url):
+        return
+    try:
+        safe = urlsplit(safe_url_string(url))
+    except (ValueError, UnicodeError):
+        return
+    plain = urlsplit(url)
+    assert (safe.path or "/", safe.query) == (plain.path or "/", plain.query), url
+
+
+@pytest.mark.skipif(not _URL_SUITE.is_file(), reason=f"no URL test suite at {_URL_SUITE}")
+def test_the_shortcuts_hold_on_the_url_test_suite() -> None:
+    urls = _suite_urls()
+    assert len(urls) > 500
+    for url in urls:
+        _canonicalised_once_is_a_fixed_point_without_a_percent(url)
+        _plain_url_is_sent_as_it_is(url)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(_strings)
+def test_the_shortcuts_hold_on_strings_of_every_special_character(url: str) -> None:
+    _canonicalised_once_is_a_fixed_point_without_a_percent(url)
+    _plain_url_is_sent_as_it_is(url)

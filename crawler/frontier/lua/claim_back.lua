@@ -2,13 +2,24 @@
 -- back to the queues before a claim takes from them. It reads the locals
 -- claim.lua set above its include line (p, now, look, move_max, ...).
 
+-- The members of a timed set (leased, delayed) whose time came, move_max
+-- at most, each with its details (nil if missing); both are removed.
+local function take_due(set, details)
+  local out = {}
+  local due = redis.call('ZRANGEBYSCORE', p .. ':' .. set, '-inf', now, 'LIMIT', 0, move_max)
+  for _, fp in ipairs(due) do
+    out[#out + 1] = {fp, redis.call('HGET', p .. ':' .. details, fp)}
+    redis.call('ZREM', p .. ':' .. set, fp)
+    redis.call('HDEL', p .. ':' .. details, fp)
+  end
+  return out
+end
+
 -- 1. Expired leases go back to their queues.
 if look.leased then
-local expired = redis.call('ZRANGEBYSCORE', p .. ':leased', '-inf', now, 'LIMIT', 0, move_max)
-for _, fp in ipairs(expired) do
-  local data = redis.call('HGET', p .. ':ld', fp)
-  redis.call('ZREM', p .. ':leased', fp)
-  redis.call('HDEL', p .. ':ld', fp)
+local expired = take_due('leased', 'ld')
+for _, item in ipairs(expired) do
+  local fp, data = item[1], item[2]
   if data then
     local host, score, _, entry = split_fields(data, 4)  -- host, score, worker, entry
     local sk = site_key(p, host)
@@ -27,13 +38,10 @@ end
 end
 -- 2. Due delayed URLs go back to their queues.
 if look.delayed then
-local due = redis.call('ZRANGEBYSCORE', p .. ':delayed', '-inf', now, 'LIMIT', 0, move_max)
-for _, fp in ipairs(due) do
-  local data = redis.call('HGET', p .. ':dd', fp)
-  redis.call('ZREM', p .. ':delayed', fp)
-  redis.call('HDEL', p .. ':dd', fp)
-  if data then
-    local host, score, entry = split_fields(data, 3)
+local due = take_due('delayed', 'dd')
+for _, item in ipairs(due) do
+  if item[2] then
+    local host, score, entry = split_fields(item[2], 3)
     push_url(p, host, score, entry)
   end
 end
