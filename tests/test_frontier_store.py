@@ -138,6 +138,27 @@ def test_expired_lease_returns_to_queue(make_harness: Callable[..., Harness]) ->
     assert h.run(h.frontier.counts())["expired"] == 1
 
 
+def test_an_expired_lease_an_older_build_wrote_returns_to_its_queue(
+        make_harness: Callable[..., Harness]) -> None:
+    """An older build kept a lease's fingerprint in PP:leased and its details in
+    PP:ld: a frontier it left behind still gets such a lease back when it runs out."""
+    h = make_harness("o", clock=True, concurrency=1, delay_ms=0, lease_ms=200)
+    h.run(h.frontier.admit([admission("http://a.test/x")]))
+    lease = h.run(h.frontier.claim(1, "old")).leases[0]
+    part = h.frontier.partition(lease.host)
+    leased, details = h.keys.leased(part), h.keys.lease_details(part)
+    ((member, expiry),) = h.run(h.client.zrange(leased, 0, -1, withscores=True))
+    assert member.split(b"\n", 3)[2] == b"old"  # host, score, worker, entry
+    h.run(h.client.zrem(leased, member))
+    h.run(h.client.zadd(leased, {lease.fingerprint: expiry}))
+    h.run(h.client.hset(details, lease.fingerprint, member))
+    h.clock.advance(250)
+    (again,) = h.run(h.frontier.claim(1, "new")).leases
+    assert (again.fingerprint, again.record) == (lease.fingerprint, lease.record)
+    assert h.run(h.client.hlen(details)) == 0
+    assert h.run(h.frontier.counts())["expired"] == 1
+
+
 def test_renew_keeps_a_lease_alive(make_harness: Callable[..., Harness]) -> None:
     h = make_harness("r", clock=True, concurrency=1, delay_ms=0, lease_ms=300)
     h.run(h.frontier.admit([admission("http://a.test/x")]))

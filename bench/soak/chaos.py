@@ -100,13 +100,13 @@ class Worker:
 
 def leased_by(client: redis.Redis, keys: Keys, worker_id: str) -> int:
     """URLs ``worker_id`` holds leased right now (from every partition's lease table)."""
-    needle = b"\n" + worker_id.encode() + b"\n"
+    worker = worker_id.encode()
     held = 0
     for part in range(keys.partitions):
-        for value in client.hvals(keys.lease_details(part)):
+        for member in client.zrange(keys.leased(part), 0, -1):
             # host \n score \n worker \n entry: the worker is the third field
-            fields = value.split(b"\n", 3)
-            held += len(fields) > 2 and b"\n" + fields[2] + b"\n" == needle
+            fields = member.split(b"\n", 3)
+            held += len(fields) > 3 and fields[2] == worker
     return held
 
 

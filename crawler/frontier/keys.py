@@ -83,8 +83,13 @@ key                 type       holds
 ``PP:r``            hash       host -> robots rules blob (crawler/robots)
 ``PP:q:HOST``       zset       the host's queue: 16-byte fingerprint + record,
                                by (-priority, enqueue time)
-``PP:leased``       zset       leased fingerprints by lease expiry ms
-``PP:ld``           hash       fingerprint -> host, score, worker, entry
+``PP:leased``       zset       leases by expiry ms, each member
+                               "HOST\nSCORE\nWORKER\nENTRY" (the entry
+                               starts with the fingerprint; common.lua
+                               lease_fields)
+``PP:ld``           hash       (an older build's lease details: fingerprint
+                               -> host, score, worker, entry; read only to
+                               put its expired leases back)
 ``PP:delayed``      zset       delayed fingerprints by not-before ms
 ``PP:dd``           hash       fingerprint -> host, score, entry
 ``PP:dead``         hash       fingerprint -> host, reason, entry
@@ -373,7 +378,8 @@ class Keys:
         return f"{self.prefix(partition)}:leased"
 
     def lease_details(self, partition: int) -> str:
-        """Leased fingerprint -> host, score, worker, entry (the host on the first line)."""
+        """An older build's lease details: fingerprint -> host, score, worker,
+        entry (the host on the first line)."""
         return f"{self.prefix(partition)}:ld"
 
     def delayed(self, partition: int) -> str:

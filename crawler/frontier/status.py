@@ -213,10 +213,14 @@ class FrontierStatus:
         return found
 
     def _hosts_in_flight(self) -> set[bytes]:
-        """Hosts with URLs leased to workers or delayed for a retry (either hash
-        holds the host on its first line): they may queue URLs again."""
+        """Hosts with URLs leased to workers or delayed for a retry (a lease's
+        member, and each of these hashes' values, holds the host on its first
+        line): they may queue URLs again."""
         hosts: set[bytes] = set()
         for part in range(self.keys.partitions):
+            for member, _ in self.client.zscan_iter(self.keys.leased(part), count=BATCH):
+                if len(member) > 16:  # (an older build's: the fingerprint, details in ld)
+                    hosts.add(member.split(b"\n", 1)[0])
             for key in (self.keys.lease_details(part), self.keys.delayed_details(part)):
                 for _, value in self.client.hscan_iter(key, count=BATCH):
                     hosts.add(value.split(b"\n", 1)[0])

@@ -87,6 +87,9 @@ class Frontier:
         self.cluster = isinstance(client, RedisCluster)
         self._admit = client.register_script(script_source("admit"))
         self._claim = client.register_script(script_source("claim"))
+        #: Each lease this process claimed and holds: its member of PP:leased,
+        #: which its release, renewal and start name (by worker, fingerprint).
+        self._members: dict[tuple[str, bytes], bytes] = {}
         self._release = client.register_script(script_source("release"))
         self._renew = client.register_script(script_source("renew"))
         self._start = client.register_script(script_source("start"))
@@ -114,6 +117,7 @@ class Frontier:
         call raises once the rest have run: the caller sends both again (each
         is idempotent; a release that went through counts as stale then).
         """
+        releases = list(releases)
         admit_calls, admit_parts = self._admit_calls(items)
         release_calls, release_parts = self._release_calls(releases, worker)
         if self.cluster:
@@ -122,6 +126,7 @@ class Frontier:
         else:
             replies = await self._per_partition(admit_calls + release_calls)
             admitted, released = replies[:len(admit_calls)], replies[len(admit_calls):]
+        self._forget(releases, worker)
         return (self._admitted(admitted, admit_parts),
                 self._released(released, release_parts))
 
@@ -221,8 +226,11 @@ class Frontier:
                     claimed += 1
                     result.robots_jobs.append(host)
                 else:
-                    site, domain, offset, latest, delay, floor = map(int, reply[i + 3].split())
+                    *numbers, score = reply[i + 3].split()
+                    site, domain, offset, latest, delay, floor = map(int, numbers)
                     claimed += offset == 0
+                    self._members[worker, entry[:16]] = b"\n".join(
+                        (reply[i], score, worker.encode(), entry))
                     result.leases.append(Lease(host, entry[:16], entry[16:].decode("utf-8"),
                                                int(reply[i + 2]), (site, domain),
                                                offset, latest, (delay, floor)))
@@ -231,10 +239,24 @@ class Frontier:
                 full.append(part)
         return full
 
+    def _member(self, worker: str, fingerprint: bytes) -> bytes:
+        """The lease's member of ``PP:leased`` (``lease_fields`` in lua/common.lua),
+        as its claim wrote it; the fingerprint alone for a lease this process
+        did not claim (the scripts find no such lease: it is stale)."""
+        return self._members.get((worker, fingerprint), fingerprint)
+
+    def _forget(self, releases: Iterable[Release], worker: str) -> None:
+        """Released (or found stale): the leases' members are not needed again."""
+        for rel in releases:
+            self._members.pop((worker, rel.fingerprint), None)
+
     async def release(self, releases: Iterable[Release], worker: str) -> ReleaseResult:
         """Release leases (each exactly once): how many, how many stale, breaker events."""
+        releases = list(releases)
         calls, parts = self._release_calls(releases, worker)
-        return self._released(await self._per_partition(calls), parts)
+        result = self._released(await self._per_partition(calls), parts)
+        self._forget(releases, worker)
+        return result
 
     def _release_calls(self, releases: Iterable[Release], worker: str
                        ) -> tuple[list[Call], list[int]]:
@@ -242,7 +264,7 @@ class Frontier:
         # (by host: release.lua reads and writes a site once for its leases in a row)
         for rel in sorted(releases, key=lambda r: r.host):
             groups[self.partition(rel.host)] += [
-                rel.fingerprint, rel.op, rel.arg,
+                self._member(worker, rel.fingerprint), rel.op, rel.arg,
                 rel.fingerprint + rel.record.encode("utf-8") if rel.record else "",
                 rel.hold_ms, rel.health, rel.fetch_ms, rel.revisit_ms,
             ]
@@ -270,7 +292,7 @@ class Frontier:
         """Push back the expiry of leases this worker still holds."""
         groups: dict[int, list[bytes]] = defaultdict(list)
         for lease in leases:
-            groups[self.partition(lease.host)].append(lease.fingerprint)
+            groups[self.partition(lease.host)].append(self._member(worker, lease.fingerprint))
         if not groups:
             return 0
         calls = [(self._renew, [self.keys.counts(part)],
@@ -307,9 +329,9 @@ class Frontier:
         fingerprint, worker = lease or (b"", "")
         wait_ms, turn, dturn = await self._start(
             keys=[self.keys.site(part, host), self.keys.domain(part, host),
-                  self.keys.lease_details(part)],
+                  self.keys.leased(part)],
             args=[self.limits.jitter, site_turn, self.limits.domain_delay_ms, domain_turn,
-                  fingerprint, worker, window_ms])
+                  self._member(worker, fingerprint) if lease else b"", worker, window_ms])
         return Turn(int(wait_ms), int(turn), int(dturn))
 
     async def hold(self, host: str, ms: int) -> bool:

@@ -34,11 +34,12 @@
 --          its revisits); reserve_ms, how far ahead a claim reserves a site's
 --          next URLs (0: one URL per host and claim)
 -- Returns {now_ms, next_ready_ms or -1, then per claim: host, entry, robots
--- version, then for a URL "SITE_TURN DOMAIN_TURN OFFSET LATEST DELAY FLOOR"
+-- version, then for a URL "SITE_TURN DOMAIN_TURN OFFSET LATEST DELAY FLOOR SCORE"
 -- (turns 0: none; offset -1: see reservation below; latest: when it must
 -- have started, in ms after the claim, or else ask start.lua; the site's
--- delay in force and its floor, in ms, for the worker's own pacing), '' for
--- a job}. A claimed URL has passed the start gate: the claim moved the
+-- delay in force and its floor, in ms, for the worker's own pacing; the
+-- queue score it had, which names its lease with the rest: lease_fields in
+-- common.lua), '' for a job}. A claimed URL has passed the start gate: the claim moved the
 -- site's and domain's next start (s) past the window in which its worker
 -- starts it, so the worker asks start.lua only when it starts it later than
 -- that (its turns then say "nobody started since": it goes at once).

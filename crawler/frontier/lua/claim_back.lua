@@ -2,26 +2,20 @@
 -- back to the queues before a claim takes from them. It reads the locals
 -- claim.lua set above its include line (p, now, look, move_max, ...).
 
--- The members of a timed set (leased, delayed) whose time came, move_max
--- at most, each with its details (nil if missing); both are removed.
-local function take_due(set, details)
-  local out = {}
-  local due = redis.call('ZRANGEBYSCORE', p .. ':' .. set, '-inf', now, 'LIMIT', 0, move_max)
-  for _, fp in ipairs(due) do
-    out[#out + 1] = {fp, redis.call('HGET', p .. ':' .. details, fp)}
-    redis.call('ZREM', p .. ':' .. set, fp)
-    redis.call('HDEL', p .. ':' .. details, fp)
-  end
-  return out
-end
-
--- 1. Expired leases go back to their queues.
+-- 1. Expired leases go back to their queues. (A member of an older build is
+-- the fingerprint alone, its details in PP:ld.)
 if look.leased then
-local expired = take_due('leased', 'ld')
-for _, item in ipairs(expired) do
-  local fp, data = item[1], item[2]
-  if data then
-    local host, score, _, entry = split_fields(data, 4)  -- host, score, worker, entry
+local expired = redis.call('ZRANGEBYSCORE', p .. ':leased', '-inf', now, 'LIMIT', 0, move_max)
+for _, member in ipairs(expired) do
+  redis.call('ZREM', p .. ':leased', member)
+  local host, score, _, entry, fp = lease_fields(member)
+  if not host then
+    fp = member
+    local data = redis.call('HGET', p .. ':ld', fp)
+    redis.call('HDEL', p .. ':ld', fp)
+    if data then host, score, _, entry = split_fields(data, 4) end
+  end
+  if host then
     local sk = site_key(p, host)
     hincr(sk, 'i', -1)
     domain_lease_ended(p, sk, fp, now)
@@ -38,10 +32,13 @@ end
 end
 -- 2. Due delayed URLs go back to their queues.
 if look.delayed then
-local due = take_due('delayed', 'dd')
-for _, item in ipairs(due) do
-  if item[2] then
-    local host, score, entry = split_fields(item[2], 3)
+local due = redis.call('ZRANGEBYSCORE', p .. ':delayed', '-inf', now, 'LIMIT', 0, move_max)
+for _, fp in ipairs(due) do
+  local data = redis.call('HGET', p .. ':dd', fp)
+  redis.call('ZREM', p .. ':delayed', fp)
+  redis.call('HDEL', p .. ':dd', fp)
+  if data then
+    local host, score, entry = split_fields(data, 3)
     push_url(p, host, score, entry)
   end
 end

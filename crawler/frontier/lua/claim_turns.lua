@@ -209,16 +209,17 @@ local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced, turns)
   -- domain is held for the whole reservation
   local serial = offs[k] < 0
   local carrier, last = serial and 1 or k, serial and reserve_ms or offs[k]
-  local leases, data = {}, {}
+  -- A lease is one member of PP:leased holding its details (lease_fields);
+  -- the domain counts it in flight by its fingerprint (leases).
+  local leases, members = {}, {}
   for j = 1, k do
     local entry, score = popped[2 * j - 1], popped[2 * j]
-    local fp = string.sub(entry, 1, 16)
     local expiry = now + math.max(offs[j], 0) + lease_ms
-    leases[2 * j - 1], leases[2 * j] = expiry, fp
-    data[2 * j - 1], data[2 * j] = fp, host .. '\n' .. score .. '\n' .. worker .. '\n' .. entry
+    leases[2 * j - 1], leases[2 * j] = expiry, string.sub(entry, 1, 16)
+    members[2 * j - 1] = expiry
+    members[2 * j] = host .. '\n' .. score .. '\n' .. worker .. '\n' .. entry
   end
-  redis.call('ZADD', p .. ':leased', unpack(leases))
-  redis.call('HSET', p .. ':ld', unpack(data))
+  redis.call('ZADD', p .. ':leased', unpack(members))
   -- The site's next claim; its next start is no sooner (a paced site's
   -- carrier may then start up to the least gap before it, see latest below).
   local next_claim = now + offs[carrier] + jittered(delay, floor)
@@ -263,7 +264,7 @@ local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced, turns)
     out[#out + 1] = h.rv or '0'
     -- (only the last carries the turns: see the header)
     out[#out + 1] = (j == carrier and (turn .. ' ' .. dturn) or '0 0') .. ' ' .. offs[j]
-      .. ' ' .. latest .. ' ' .. delay .. ' ' .. floor
+      .. ' ' .. latest .. ' ' .. delay .. ' ' .. floor .. ' ' .. popped[2 * j]
     if offs[j] == 0 then starts = starts + 1 end
   end
   leased = leased + k

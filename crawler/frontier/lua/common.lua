@@ -295,6 +295,21 @@ local function split_fields(data, n)
   return unpack(out)
 end
 
+-- A lease is its member of PP:leased, "HOST\nSCORE\nWORKER\nENTRY" (the
+-- entry starts with its 16-byte fingerprint): host, score, worker, entry,
+-- fingerprint; nil for anything else (an older build's member was the
+-- fingerprint alone, its details in PP:ld).
+local function lease_fields(member)
+  if #member <= 16 then return nil end
+  local a = string.find(member, '\n', 1, true)
+  local b = a and string.find(member, '\n', a + 1, true)
+  local c = b and string.find(member, '\n', b + 1, true)
+  if not c or #member - c < 16 then return nil end
+  local entry = string.sub(member, c + 1)
+  return string.sub(member, 1, a - 1), string.sub(member, a + 1, b - 1),
+    string.sub(member, b + 1, c - 1), entry, string.sub(entry, 1, 16)
+end
+
 -- Hold a site back until until_ms (server time); a hold only ever grows (the
 -- later end wins). Two fields because claims and starts are gated apart: w
 -- keeps the site's hosts out of the ready set (no claims, see refresh_host)

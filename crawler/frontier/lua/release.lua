@@ -22,7 +22,10 @@
 -- ARGV[7]  adaptive factor (0: off), ARGV[8] adaptive delay cap ms,
 -- ARGV[9]  jitter (0..1), ARGV[10] domain concurrency, ARGV[11] domain delay
 --          ms (the settings: common.lua alone_in_domain)
--- then 8 values per lease: fingerprint (16 bytes), op, arg, entry, hold ms,
+-- then 8 values per lease: its member of PP:leased ("HOST\nSCORE\nWORKER\n"
+-- then its entry, which starts with its 16-byte fingerprint: what the
+-- claim wrote; its removal is the check that this worker holds it still), op,
+-- arg, entry, hold ms,
 -- health ("fail", "ok" or "" for neither), how long the answer took (ms, 0:
 -- no answer), revisit ms (0: none)
 --   op "done":   the URL is finished (arg "robots": robots.txt disallowed it);
@@ -194,22 +197,14 @@ local function group_of(host)
   return group
 end
 
-local fps = {}
-for i = 12, #ARGV, 8 do fps[#fps + 1] = ARGV[i] end
-local held = #fps > 0 and redis.call('HMGET', p .. ':ld', unpack(fps)) or {}
-local gone, done_fps = {}, {}
-
-for n, fp in ipairs(fps) do
-  local i = 12 + (n - 1) * 8
+for i = 12, #ARGV, 8 do
+  local member = ARGV[i]
   local op, arg, new_entry = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local hold_ms, health, fetch_ms = tonumber(ARGV[i + 4]), ARGV[i + 5], tonumber(ARGV[i + 6])
   local revisit_ms = tonumber(ARGV[i + 7])
-  local data = not gone[fp] and held[n]
-  local host, score, holder, entry
-  if data then host, score, holder, entry = split_fields(data, 4) end
-  if data and holder == worker then
-    gone[fp] = true
-    done_fps[#done_fps + 1] = fp
+  local host, score, holder, entry, fp = lease_fields(member)
+  -- (the member names its worker: it is there only while this worker holds it)
+  if holder == worker and redis.call('ZREM', p .. ':leased', member) == 1 then
     if new_entry ~= '' then entry = new_entry end
     local gr = group_of(host)
     local hk, sk, g, w = gr.hk, gr.sk, gr.g, gr.w
@@ -267,8 +262,6 @@ for n, fp in ipairs(fps) do
   end
 end
 close_group()
-each_chunk('ZREM', p .. ':leased', done_fps)
-each_chunk('HDEL', p .. ':ld', done_fps)
 
 if released > 0 then hincr(KEYS[1], 'leased', -released) end
 for name, n in pairs(counts) do

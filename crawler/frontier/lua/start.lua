@@ -34,19 +34,19 @@
 --
 -- KEYS[1]  the site hash (PP:g:NAME: every scheme and port of a name share
 --          it), KEYS[2] the domain hash (PP:d:DOMAIN), KEYS[3] the
---          partition's lease details (PP:ld)
+--          partition's leases (PP:leased)
 -- ARGV[1]  jitter (0..1), ARGV[2] the site turn of an earlier pass or '',
 -- ARGV[3]  the domain delay ms (0: no domain gate), ARGV[4] the domain turn of
---          an earlier pass or '', ARGV[5] the request's lease (fingerprint) or
---          '', ARGV[6] its worker, ARGV[7] the start window (ms; '' or 0: none)
+--          an earlier pass or '', ARGV[5] the request's lease (its member of
+--          PP:leased, which names its worker: common.lua lease_fields) or '',
+--          ARGV[6] its worker, ARGV[7] the start window (ms; '' or 0: none)
 -- Returns {0, turn, domain turn} (start now; the gates are moved on to those
 -- turns), {ms to wait, 0, 0}, {-1, 0, 0}: the site or its domain is paused
 -- by an operator (the request goes back to its queue), or {-2, 0, 0}: the
 -- lease is not the worker's any more (the request is dropped).
 if ARGV[5] and ARGV[5] ~= '' then
-  local data = redis.call('HGET', KEYS[3], ARGV[5])
-  local holder = data and select(3, split_fields(data, 4))
-  if holder ~= ARGV[6] then return {-2, 0, 0} end
+  local holder = select(3, lease_fields(ARGV[5]))
+  if holder ~= ARGV[6] or not redis.call('ZSCORE', KEYS[3], ARGV[5]) then return {-2, 0, 0} end
 end
 local now = now_ms()
 local jitter = tonumber(ARGV[1])
