@@ -56,10 +56,19 @@ def _expected(web: Web, seeds: list[str] | None = None) -> set[tuple[str, str]]:
 
 
 def _assert_polite(ledger: Ledger, concurrency: int) -> None:
+    """Per host: never more than ``concurrency`` in flight, and requests at
+    least half of DOWNLOAD_DELAY x (1 - jitter) apart as the server stamped
+    them, one short gap in 500 tolerated, as in test_e2e_crawl: on a loaded
+    2-core machine a request can reach the server a few hundred ms after its
+    worker let it go, which squeezes the gap after it. Without pacing a host
+    shows gaps of a few ms by the dozen."""
+    gaps = []
     for host in ledger.hosts():
         assert ledger.max_in_flight(host) <= concurrency, host
-        gap = ledger.min_gap(host)
-        assert gap is None or gap >= DELAY * 0.5 * 0.5, (host, gap)
+        gaps += [(gap, host) for gap in ledger.gaps(host)]
+    assert len(gaps) > 500
+    short = sorted(g for g in gaps if g[0] < DELAY * 0.5 * 0.5)
+    assert len(short) <= len(gaps) // 500, short[:5]
 
 
 def _shared_settings(redis_url: str, namespace: str, **extra: object) -> dict[str, object]:
