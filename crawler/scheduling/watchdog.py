@@ -38,7 +38,8 @@ logger = logging.getLogger(__name__)
 SETTLE_S = 1.0
 #: The gap between two reads is at least this many times the last read's time.
 GAP_PER_READ = 10
-#: How long the read at the crawl's end may take (then: counts only, then none).
+#: Seconds the closing worker spends reading what is left, host by host (about
+#: 500,000 hosts); a larger frontier's summary gives its counts only.
 LEFTOVER_READ_S = 10.0
 #: Repairs named in the WARNING line, at most.
 SHOWN = 5

@@ -54,9 +54,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("crawler.scheduling.scheduler")
 
-#: Seconds the closing worker spends reading what is left, host by host (about
-#: 500,000 hosts); a larger frontier's summary gives its counts only.
-
 
 def frontier_of(crawler: Crawler) -> WorkerFrontier | None:
     """The open frontier of a crawl's worker, for its middlewares and extensions

@@ -257,7 +257,7 @@ local function domain_reservation(dom, ddelay, room, taken_host, next_turn)
   end
   local off = 0
   local taken = 1
-  dom_batch, batched_domain = {dom = dom, di = {}, d = {}}, dom
+  dom_batch = {dom = dom, di = {}, d = {}}
   for _, host in ipairs(waiting) do
     if taken >= room or extras <= 0 then break end
     -- the domain's next turn as the lease before left it
@@ -280,7 +280,7 @@ local function domain_reservation(dom, ddelay, room, taken_host, next_turn)
     end
   end
   local batch = dom_batch
-  dom_batch, batched_domain = nil, nil
+  dom_batch = nil
   if #batch.di > 0 then redis.call('ZADD', p .. ':di:' .. dom, unpack(batch.di)) end
   hset_fields(p .. ':d:' .. dom, batch.d)
   if batch.wake then move_wake(dom, batch.wake) end

@@ -91,9 +91,6 @@ end
 -- find it busy, so the wake moves to that turn, later (and the timers are
 -- stored again after the claims: mt only ever comes sooner otherwise).
 local moved_wakes = false
--- A domain reservation's writes to its domain (domain_reservation, claim.lua):
--- its leases (di), its record's fields (d) and its wake, made once at its end.
-local dom_batch = nil
 local function move_wake(dom, at)
   if dom_batch and dom_batch.dom == dom then
     dom_batch.wake = at

@@ -338,14 +338,15 @@ local function domain_in_flight(p, dom, now, prune)
   return redis.call('ZCOUNT', k, '(' .. now, '+inf')
 end
 
--- A domain whose reservation a claim is making (claim.lua): its wake is set
--- once, at the reservation's end, to its next turn; the wakes its hosts
--- would ask for one by one are no sooner.
-local batched_domain = nil
+-- A domain whose reservation a claim is making (claim.lua domain_reservation):
+-- {dom, di, d, wake}, its leases (di), record fields (d) and wake, written
+-- once at the reservation's end; the wakes its hosts would ask for one by
+-- one are no sooner than that one.
+local dom_batch = nil
 
 -- Look at the domain's waiting hosts again at at_ms (the earliest ask wins).
 local function wake_domain(p, dom, at_ms)
-  if dom == batched_domain then return end
+  if dom_batch and dom_batch.dom == dom then return end
   if redis.call('EXISTS', p .. ':dw:' .. dom) == 0 then return end
   local cur = redis.call('ZSCORE', p .. ':dwake', dom)
   if not cur or at_ms < num(cur, 0) then
