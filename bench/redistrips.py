@@ -17,7 +17,7 @@ each, robots.txt allowing all: the address gate (the IP scope), its DNS
 jobs and joins run, which the simulated web's proxy skips.
 
     python -m bench.redistrips [--web small|shared] [--hosts N] [--addresses N]
-                               [--delay SECONDS] [--no-monitor]
+                               [--delay SECONDS] [--no-monitor] [--dump FILE]
                                [--set NAME=VALUE ...]
 """
 
@@ -59,8 +59,9 @@ def script_names() -> dict[str, str]:
 class Watch:
     """MONITOR in a thread: top-level commands, and commands inside each script."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, dump: Path | None = None) -> None:
         self.top: Counter[str] = Counter()
+        self._dump = dump.open("w") if dump is not None else None
         self.inside: Counter[str] = Counter()
         self.inside_by_name: Counter[tuple[str, str]] = Counter()
         self._script = "?"
@@ -85,6 +86,8 @@ class Watch:
             return  # the server went away with the bench
 
     def _count(self, event: dict[str, Any]) -> None:
+        if self._dump is not None:
+            self._dump.write(f"{event.get('client_type')} {event['command'][:300]}\n")
         words = event["command"].split()
         if not words:
             return
@@ -131,6 +134,9 @@ def main() -> None:
     parser.add_argument("--addresses", type=int, default=10,
                         help="--web shared: how many addresses the names share")
     parser.add_argument("--hosts", type=int, default=100)
+    parser.add_argument("--dump", type=Path, metavar="FILE",
+                        help="write every command MONITOR saw to FILE (script commands "
+                        "marked lua)")
     parser.add_argument("--no-monitor", action="store_true",
                         help="only the server's time per command (MONITOR slows every command)")
     parser.add_argument("--delay", type=float, default=vanilla.COMMON["DOWNLOAD_DELAY"],
@@ -143,7 +149,7 @@ def main() -> None:
     settings = {**vanilla.COMMON, "DOWNLOAD_DELAY": args.delay,
                 **dict(item.split("=", 1) for item in args.set)}
     with private_redis() as url, web_of_kind(args) as (proxy, seeds, served, extra):
-        watch = Watch(url)
+        watch = Watch(url, args.dump)
         if not args.no_monitor:
             watch.start()
         else:  # every command's time, by script: the slow log at a threshold of 0
@@ -175,8 +181,8 @@ def main() -> None:
     print("\ncommands run inside scripts, per page")
     for sha, n in watch.inside.most_common(12):
         print(f"{n / pages:8.2f}  {names.get(sha, sha)}")
-    print("\nthe commands of the three busiest scripts, per page")
-    for sha, _ in watch.inside.most_common(3):
+    print("\nthe commands of the six busiest scripts, per page")
+    for sha, _ in watch.inside.most_common(6):
         mine = [(name, n) for (script, name), n in watch.inside_by_name.items() if script == sha]
         line = ", ".join(f"{name} {n / pages:.2f}" for name, n in sorted(mine, key=lambda x: -x[1]))
         print(f"  {names.get(sha, sha)}: {line}")

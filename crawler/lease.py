@@ -19,13 +19,27 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from crawler.deadletter import DeadReason
 from crawler.revisit import Refetch, RevisitState
 
 #: The request meta key that holds a frontier request's :class:`Ticket`.
 TICKET_META = "_frontier"
+
+
+class AddressPlace(NamedTuple):
+    """A place at a server address's gate (the IP scope): the address, the turn
+    the request got there (0: no delay in force), the gate's member for the
+    place, when (monotonic) the gate granted it, and whether at most half the
+    address's places were taken then (the place may be kept a moment for the
+    worker's next request there: ``scheduling/ipplaces.py``)."""
+
+    address: str
+    turn: int
+    member: str
+    granted: float
+    spare: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,10 +94,10 @@ class Ticket:
     #: ms) that pass set: a stale turn's second pass names them, and starts at
     #: once if no other request of the site or domain started since.
     gate_turn: tuple[int, int, int] | None = None
-    #: The server address whose gate (the IP scope) the request passed, and
-    #: the turn it got there; the address's slot is given back when the
-    #: download ends.
-    ip_turn: tuple[str, int] | None = None
+    #: The place at its server address's gate (the IP scope) the request
+    #: holds; given back (or kept for the worker's next request there) when
+    #: the download ends.
+    ip_turn: AddressPlace | None = None
     #: What the URL remembers from its last fetch (None: its first fetch, or
     #: revisits are off); the conditional request is made from it.
     revisit: RevisitState | None = None

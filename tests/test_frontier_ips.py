@@ -58,6 +58,33 @@ def test_the_concurrency_bounds_every_name_and_an_end_wakes_the_first_waiting(
     assert wake.host == "http://d.test:80"
 
 
+def test_the_gate_says_when_half_the_places_or_more_are_still_free(
+        make_harness: Callable[..., Harness]) -> None:
+    """A place taken with half the address free or more (this one counted) may
+    be kept by its worker for its next request there; past half, and on a
+    second pass, it goes back at its end (the hosts that wait need it)."""
+    h = make_harness("ipf", clock=True, ip_concurrency=4, lease_ms=60_000)
+    gates = _gates(h)
+    host = "http://n.test:80"
+
+    def take(member: str, **kw: int) -> tuple[int, bool]:
+        turn = h.run(gates.take(ADDR, member, h.frontier.partition(host), host, **kw))
+        return turn.wait_ms, turn.spare
+
+    assert take("a") == (0, True)  # 1 of 4
+    assert take("b") == (0, True)  # 2 of 4
+    assert take("c") == (0, False)  # 3 of 4
+    assert take("a", earlier=0) == (0, False)  # its own place again: not counted
+    assert take("d") == (0, False)
+    assert take("e")[0] == FULL
+    h.run(gates.end(ADDR, ["c", "d"]))
+    assert take("f") == (0, False)  # the waiting host's place is reserved: 4 of 4
+    # Without a limit (a delay alone), starts are spaced by turns: never kept.
+    h2 = make_harness("ipf2", clock=True, ip_delay_ms=500, jitter=0)
+    turn = h2.run(_gates(h2).take(ADDR, "a", 0, host))
+    assert turn.wait_ms == 0 and turn.turn > 0
+
+
 def test_a_vanished_workers_requests_stop_counting_after_their_lease(
         make_harness: Callable[..., Harness]) -> None:
     h = make_harness("ipx", clock=True, ip_concurrency=1, lease_ms=5_000)

@@ -45,11 +45,13 @@ NO_ADDRESS = "-"
 
 
 class IpTurn(NamedTuple):
-    """The gate's answer: start now (``wait_ms`` 0, owning ``turn``), wait
+    """The gate's answer: start now (``wait_ms`` 0, owning ``turn``; ``spare``:
+    at most half the address's places are taken, this one included), wait
     ``wait_ms`` (in place, or parked that long), or :data:`FULL` / :data:`PAUSED`."""
 
     wait_ms: int
     turn: int = 0
+    spare: bool = False
 
 
 class DnsNote(NamedTuple):
@@ -151,12 +153,12 @@ class IpGates:
                    earlier: int | None = None, in_place_ms: int = 0) -> IpTurn:
         """Ask the address's gate for a start now (``member``: the request's lease
         token, or ``"R" + host`` for a robots.txt); see ``lua/ipgate.lua``."""
-        wait_ms, turn = await self._gate(
+        reply = await self._gate(
             keys=gate_keys(self.keys, address),
             args=[self.limits.ip_concurrency, self.limits.ip_delay_ms, self.limits.jitter,
                   member, self.limits.lease_ms, "" if earlier is None else earlier,
                   waiter(partition, host), in_place_ms])
-        return IpTurn(int(wait_ms), int(turn))
+        return IpTurn(int(reply[0]), int(reply[1]), len(reply) > 2 and bool(int(reply[2])))
 
     async def end(self, address: str, members: Iterable[str] = ()) -> list[Wake]:
         """Requests on ``address`` ended (none: just look for room); the parked

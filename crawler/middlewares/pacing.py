@@ -44,7 +44,7 @@ from scrapy.exceptions import IgnoreRequest
 
 from crawler.frontier.ipgates import PAUSED
 from crawler.frontier.values import LEASE_LOST
-from crawler.lease import Ticket, ticket_of
+from crawler.lease import AddressPlace, Ticket, ticket_of
 from crawler.scheduling.ipscope import WAIT_IN_PLACE_MS
 from crawler.scheduling.worker import frontier_of
 
@@ -200,16 +200,24 @@ async def _address_gate(frontier: WorkerFrontier, ips: IpScope, ticket: Ticket,
     the request holds no download slot while it waits.
     """
     earlier = None
-    if ticket.ip_turn is not None:
-        if ticket.ip_turn[0] == server.address:
-            earlier = ticket.ip_turn[1]
-        else:  # the name moved since the last pass
-            _free_address(frontier, ticket)
+    member = ticket.token
+    held = ticket.ip_turn
+    if held is not None and held.address != server.address:  # the name moved since
+        _free_address(frontier, ticket)
+    elif held is not None:
+        earlier, member = held.turn, held.member
+    else:
+        kept = ips.kept_place(server.address)
+        if kept is not None:  # (the gate counts it in flight still)
+            ticket.ip_turn = kept
+            if not site_gated:
+                ticket.start_by = time.monotonic() + STALE_AFTER_S
+            return 0
     asked = time.monotonic()
     turn = await _redis(frontier, ticket, lambda: ips.take(
-        server, ticket.token, host, earlier=earlier, in_place_ms=in_place_ms))
+        server, member, host, earlier=earlier, in_place_ms=in_place_ms))
     if turn.wait_ms == 0:
-        ticket.ip_turn = (server.address, turn.turn)
+        ticket.ip_turn = AddressPlace(server.address, turn.turn, member, asked, turn.spare)
         if not site_gated:  # else the site's turn, taken first, is the older one
             ticket.start_by = asked + STALE_AFTER_S
         return 0
@@ -233,8 +241,8 @@ def leave_address(crawler: Crawler, request: Request) -> None:
 def _free_address(frontier: WorkerFrontier, ticket: Ticket) -> None:
     if ticket.ip_turn is None or frontier.ips is None:
         return
-    address, ticket.ip_turn = ticket.ip_turn[0], None
-    frontier.ips.ended(address, ticket.token)
+    place, ticket.ip_turn = ticket.ip_turn, None
+    frontier.ips.free(place)
 
 
 async def _redis(frontier: WorkerFrontier, ticket: Ticket,

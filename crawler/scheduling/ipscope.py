@@ -27,8 +27,10 @@ from crawler.addressguard import normalise_host
 from crawler.dns.resolver import installed_resolver
 from crawler.frontier.ipgates import FULL, NO_ADDRESS, DnsNote, IpGates, IpTurn, Wake
 from crawler.frontier.store import Frontier
+from crawler.lease import AddressPlace
 from crawler.proxies import ProxyRoutes
 from crawler.scheduling.health import RedisHealth
+from crawler.scheduling.ipplaces import KeptPlaces
 from crawler.scheduling.tasks import Tasks
 
 if TYPE_CHECKING:
@@ -80,6 +82,9 @@ class IpScope:
         #: Hosts were woken or joined: claim at once.
         self.claim_now = claim_now
         self._robots: dict[str, str] = {}  # host -> the address its robots.txt job holds
+        #: Places this worker's requests ended with, kept for its next request
+        #: to the same address (``scheduling/ipplaces.py``).
+        self.kept = KeptPlaces(self._give_back)
 
     @property
     def on(self) -> bool:
@@ -166,13 +171,36 @@ class IpScope:
         if address is not None:
             self.ended(address, robots_member(host))
 
+    def kept_place(self, address: str) -> AddressPlace | None:
+        """A place this worker kept at ``address`` to start a request in now
+        (None: none, the request asks the gate)."""
+        place = self.kept.reuse(address)
+        if place is not None:
+            self.stats.inc_value("frontier/ip/places_reused")
+        return place
+
+    def free(self, place: AddressPlace) -> None:
+        """A request that held ``place`` is over: the place is kept for the
+        worker's next request to its address when the gate gave it with half
+        the address's places free or more and no delay, else given back."""
+        if not (place.spare and place.turn == 0 and self.kept.keep(place)):
+            self.ended(place.address, place.member)
+
     def ended(self, address: str, member: str) -> None:
         """A request that passed the address's gate is over (in the background)."""
-        self.tasks.spawn(self._ended(address, member))
+        self._give_back(address, [member])
 
-    async def _ended(self, address: str, member: str) -> None:
+    def _give_back(self, address: str, members: list[str]) -> None:
+        self.tasks.spawn(self._ended(address, members))
+
+    async def close(self) -> None:
+        """Give back the places this worker kept (it closes)."""
+        for address, members in self.kept.take_all().items():
+            await self._ended(address, members)
+
+    async def _ended(self, address: str, members: list[str]) -> None:
         try:
-            wakes = await self.gates.end(address, [member])
+            wakes = await self.gates.end(address, members)
             await self._wake(address, wakes)
         except (RedisError, OSError) as exc:
             # The slot runs out with its lease; a parked host wakes at its own time.

@@ -189,6 +189,8 @@ class WorkerFrontier:
             return
         try:
             await asyncio.wait_for(self.sync.flush_all(), timeout=30)
+            if self.ips is not None:
+                await self.ips.close()
             if self.learning is not None:
                 await self.learning.flush()
             if self.seed_feed is not None and self.seed_feed.holding:

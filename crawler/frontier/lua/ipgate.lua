@@ -36,8 +36,11 @@
 --          delay) or '' for a first pass
 -- ARGV[7]  its host as "P\nHOST", ARGV[8] a wait up to this long (ms) is
 --          answered as such (the worker waits it out in place)
--- Returns {0, turn}: start now (turn: the address's next start, 0 without a
--- delay); {ms, 0}: wait in place (ms <= ARGV[8]) or park the host that long;
+-- Returns {0, turn, spare}: start now (turn: the address's next start, 0
+-- without a delay; spare 1 when at most half the address's places are
+-- taken, this one included, or it has no limit: nobody waits for it, and its
+-- worker may keep the place a moment for its next request there,
+-- scheduling/ipplaces.py); {ms, 0}: wait in place (ms <= ARGV[8]) or park the host that long;
 -- {-2, ms}: full, park the host until a request ends, or at the latest
 -- until the first place in flight runs out (ms from now: a place whose worker
 -- died ends so, and nobody's end wakes the waiting hosts); {-1, 0}: paused
@@ -67,6 +70,7 @@ end
 -- at for this request's host's reservation.
 local holds = earlier ~= '' and redis.call('ZSCORE', KEYS[2], member)
 local reserved = nil  -- places reserved (nil: not counted)
+local spare = conc == 0 and 1 or 0
 if conc > 0 and not holds then
   reserved = redis.call('ZCARD', KEYS[4])
   local busy = redis.call('ZCARD', KEYS[2]) + reserved
@@ -82,6 +86,7 @@ if conc > 0 and not holds then
     local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
     return {-2, #first > 0 and math.max(tonumber(first[2]) - now, 0) or 0}
   end
+  if (busy + 1) * 2 <= conc then spare = 1 end
 end
 
 local gate = num(st[1], 0)
@@ -103,4 +108,4 @@ if delay > 0 then
   redis.call('HSET', KEYS[1], 's', turn)
   ip_keep(KEYS[1], IP_IDLE_MS, st)
 end
-return {0, turn}
+return {0, turn, spare}
