@@ -1,8 +1,9 @@
 """A worker's side of learning: a copy of the hosts' rules, and the pages' observations.
 
 Rules are asked for on every request and every link, so each worker keeps a
-copy per host. What pages show is sent in small batches (a tenth of a
-second), and each batch's answer carries the current rules of its hosts:
+copy per host. What pages show is sent in batches (half a second: one
+script a batch, whatever the pages, and a paced host rarely sends two pages
+in that time), and each batch's answer carries the current rules of its hosts:
 a worker crawling a host has the rules any worker's pages taught within a
 batch. A host this worker sends nothing about is read again after
 ``LEARN_RULES_TTL`` seconds.
@@ -27,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 #: Hosts whose rules a worker keeps a copy of (the least recently used go).
 CACHE_HOSTS = 50_000
-FLUSH_DELAY = 0.1
+FLUSH_DELAY = 0.5
 
 
 def observations(evidence: PageEvidence, pattern: str | None, text_sketch: str | None

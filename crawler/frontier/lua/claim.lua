@@ -115,6 +115,7 @@ if look.dwake then
 local wakes = redis.call('ZRANGEBYSCORE', p .. ':dwake', '-inf', now, 'LIMIT', 0, move_max)
 for _, dom in ipairs(wakes) do
   redis.call('ZREM', p .. ':dwake', dom)
+  forget_domain_wake(dom)
   local t, conc, delay, paused = domain_limits(dom)
   local room = move_max
   if conc > 0 then room = conc - domain_in_flight(p, dom, now, true) end
@@ -125,6 +126,7 @@ for _, dom in ipairs(wakes) do
     wake_domain(p, dom, t)
   elseif room > 0 then
     local woken = redis.call('ZPOPMIN', p .. ':dw:' .. dom, room)
+    dwake_at[dom], dw_filled[dom] = false, nil
     for j = 1, #woken, 2 do refresh_host(p, woken[j]) end
     wake_domain(p, dom, now + math.max(delay, 50))
   else
@@ -145,6 +147,7 @@ local iwakes = redis.call('ZRANGEBYSCORE', p .. ':iwake', '-inf', ipscope and no
                          'LIMIT', 0, move_max)
 for _, addr in ipairs(iwakes) do
   local parked = p .. ':iw:' .. addr
+  iw_any[addr] = nil
   local due
   if ipscope then
     due = redis.call('ZRANGEBYSCORE', parked, '-inf', now, 'LIMIT', 0, move_max)
@@ -222,8 +225,8 @@ local function joins_ip_waiters(host, sk, g, h)
   -- keeps the mark until it is handed out (a busy domain may send it to wait
   -- first: the place is still its own when the domain lets it go).
   if h.iwk then return false end
+  if not ip_has_parked(p, g.ip) then return false end
   local parked = p .. ':iw:' .. g.ip
-  if redis.call('EXISTS', parked) == 0 then return false end
   if redis.call('ZSCORE', parked, host) then
     redis.call('ZREM', ready, host)  -- parked already, and queued at the address
     return true
@@ -269,13 +272,20 @@ local function domain_reservation(dom, ddelay, room, taken_host, next_turn)
     local clear = at and at <= now + off + step and not robots_due(h)
       and g.bs ~= 'o' and g.bs ~= 'h'
       and (not ipscope or g.ip == '-' or (g.ip and now < num(g.ipx, 0)
-        and redis.call('EXISTS', p .. ':iw:' .. g.ip) == 0))
+        and not ip_has_parked(p, g.ip)))
     if clear then
       off = off + step
-      redis.call('ZREM', dw, host)
       extras = extras - 1
       taken = taken + 1
+      -- (it stays in the waiting set, at its new score, if it waits for the
+      -- domain again: queue_for_domain)
+      from_dw = host
       local _, turn_after = lease_head(host, hk, sk, g, h, dom, ddelay, 1, {off}, true)
+      if from_dw == host then
+        redis.call('ZREM', dw, host)
+        dw_filled[dom] = nil
+      end
+      from_dw = nil
       next_turn = turn_after
     end
   end

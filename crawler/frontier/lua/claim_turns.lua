@@ -96,8 +96,9 @@ local function move_wake(dom, at)
     dom_batch.wake = at
     return
   end
-  if redis.call('EXISTS', p .. ':dw:' .. dom) == 0 then return end
+  if not dw_filled[dom] and redis.call('EXISTS', p .. ':dw:' .. dom) == 0 then return end
   redis.call('ZADD', p .. ':dwake', at, dom)
+  dwake_at[dom] = at
   moved_wakes = true
 end
 

@@ -344,23 +344,44 @@ end
 -- one are no sooner than that one.
 local dom_batch = nil
 
+-- What this script knows of domains' waits, so that a release or claim of
+-- several of a domain's hosts looks once: dwake_at[dom], the domain's wake
+-- in PP:dwake as read or written here (false: none); dw_filled[dom], true
+-- once a host was put in PP:dw:DOM here. A step that changes either some
+-- other way says so (forget_domain_wake).
+local dwake_at, dw_filled = {}, {}
+local function forget_domain_wake(dom)
+  dwake_at[dom], dw_filled[dom] = nil, nil
+end
+
 -- Look at the domain's waiting hosts again at at_ms (the earliest ask wins).
 local function wake_domain(p, dom, at_ms)
   if dom_batch and dom_batch.dom == dom then return end
-  if redis.call('EXISTS', p .. ':dw:' .. dom) == 0 then return end
-  local cur = redis.call('ZSCORE', p .. ':dwake', dom)
+  if not dw_filled[dom] and redis.call('EXISTS', p .. ':dw:' .. dom) == 0 then return end
+  local cur = dwake_at[dom]
+  if cur == nil then cur = redis.call('ZSCORE', p .. ':dwake', dom) or false end
   if not cur or at_ms < num(cur, 0) then
     redis.call('ZADD', p .. ':dwake', at_ms, dom)
     timer_at(p, at_ms, 'dwake')
+    cur = at_ms
   end
+  dwake_at[dom] = cur
 end
 
 -- A host waits for its domain: out of the ready set, in the domain's
 -- waiting set (scored by when it is ready itself), the domain to be looked
 -- at again at wake_at (the earliest ask wins).
+-- (from_dw: a host a claim's domain reservation takes from the waiting set,
+-- claim.lua; not in the ready set, and false once it waits here again.)
+local from_dw = nil
 local function queue_for_domain(p, host, dom, score, wake_at)
-  redis.call('ZREM', p .. ':ready', host)
+  if from_dw == host then
+    from_dw = false
+  else
+    redis.call('ZREM', p .. ':ready', host)
+  end
   redis.call('ZADD', p .. ':dw:' .. dom, score, host)
+  dw_filled[dom] = true
   wake_domain(p, dom, wake_at)
 end
 
@@ -408,8 +429,19 @@ end
 -- was parked for (ip) and until when that is known (ipx, from the DNS
 -- answer's TTL), so its other hosts, and the next URL of this one, join the
 -- parked hosts instead of being claimed for nothing.
+-- (iw_any[addr]: whether PP:iw:ADDR holds hosts, as this script knows it;
+-- nil: not known, look.)
+local iw_any = {}
+local function ip_has_parked(p, addr)
+  if iw_any[addr] == nil then
+    iw_any[addr] = redis.call('EXISTS', p .. ':iw:' .. addr) == 1
+  end
+  return iw_any[addr]
+end
+
 local function park_for_ip(p, host, addr, at)
   redis.call('ZREM', p .. ':ready', host)
+  iw_any[addr] = true
   local parked = p .. ':iw:' .. addr
   if not redis.call('ZSCORE', parked, host) then redis.call('ZADD', parked, at, host) end
   local cur = redis.call('ZSCORE', p .. ':iwake', addr)

@@ -79,7 +79,21 @@ local function learn_host(host, items)
   -- patterns, fetched spellings, the canonical links' state and how many
   -- w: fields wait (wn; missing, from a build that did not count them:
   -- look each time).
-  local head = redis.call('HMGET', fk, 'r', 'x', 'f', 'cu', 'cm', 'wn')
+  -- With them, each page's d:KEY and each pattern's t:PATTERN (read here
+  -- once; written with the rest at the end: fields).
+  local names = {'r', 'x', 'f', 'cu', 'cm', 'wn'}
+  local at = {}  -- field -> its place in the answer
+  for _, it in ipairs(items) do
+    local field = (it[1] == 'D' and 'd:' .. it[2]) or (it[1] == 'T' and 't:' .. it[2]) or nil
+    if field and not at[field] then
+      names[#names + 1] = field
+      at[field] = #names
+    end
+  end
+  local head = redis.call('HMGET', fk, unpack(names))
+  local stored = {}  -- field -> value as read (false: missing)
+  for field, j in pairs(at) do stored[field] = head[j] or false end
+  local fields = {}  -- field -> value to write at the end
   local refused, fetched_s, cm_s = head[2] or '', head[3] or '', head[5]
   local unreliable = head[4] == '1'
   local waiting = room == max_fields and 0 or tonumber(head[6])
@@ -138,7 +152,9 @@ local function learn_host(host, items)
 
   local function variant(param, arg)
     local base, digest = string.match(arg, '^(%S+) (%S+)$')
-    local known = redis.call('HGET', fk, 'd:' .. base)
+    local field = 'd:' .. base
+    local known = fields[field] or stored[field]
+    if known == nil then known = redis.call('HGET', fk, field) end
     if known then compare(param, digest, known); return end
     -- BASE not fetched yet: kept for when it is (digest_of)
     local first = words(redis.call('HGET', fk, 'w:' .. base))
@@ -152,16 +168,13 @@ local function learn_host(host, items)
   -- Whether the page is new (its first fetch): only then does it teach.
   local function digest_of(key, digest)
     local field = 'd:' .. key
-    if room > 0 then
-      if redis.call('HSETNX', fk, field, digest) == 1 then
-        room = room - 1
-      else
-        redis.call('HSET', fk, field, digest)
-        return false
-      end
-    elseif redis.call('HEXISTS', fk, field) == 1 then
-      redis.call('HSET', fk, field, digest)
+    if stored[field] or fields[field] then
+      fields[field] = digest
       return false
+    end
+    if room > 0 then
+      fields[field] = digest
+      room = room - 1
     end
     if waiting == 0 then return true end
     local first = words(redis.call('HGET', fk, 'w:' .. key))
@@ -178,7 +191,7 @@ local function learn_host(host, items)
   local function pattern_state(pattern)
     local state = patterns[pattern]
     if state == nil then
-      local got = words(redis.call('HGET', fk, 't:' .. pattern))
+      local got = words(stored['t:' .. pattern] or nil)
       state = {stored = #got > 0, pages = num(got[1], 0), alike = num(got[2], 0), sketches = {}}
       for i = 3, #got do state.sketches[#state.sketches + 1] = got[i] end
       patterns[pattern] = state
@@ -230,6 +243,10 @@ local function learn_host(host, items)
   end
 
   local pairs_out = {}
+  for field, value in pairs(fields) do
+    pairs_out[#pairs_out + 1] = field
+    pairs_out[#pairs_out + 1] = value
+  end
   for pattern, state in pairs(patterns) do
     if state.dirty then
       pairs_out[#pairs_out + 1] = 't:' .. pattern

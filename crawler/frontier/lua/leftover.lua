@@ -99,6 +99,7 @@ local function wait_for_domain(dom)
   if not at or (grace > 0 and num(at, 0) < now - grace) then
     if repair or grace > 0 then
       redis.call('ZREM', p .. ':dwake', dom)
+      forget_domain_wake(dom)
       wake_domain(p, dom, now)
       return put('domain', now, dom .. ' (woken)')
     end
