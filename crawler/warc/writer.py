@@ -129,7 +129,11 @@ class ArchiveWriter:
         with self._lock:
             self._queue.append((exchange, result))
             self._queued_bytes += exchange.size
-            self._lock.notify()
+            # Woken for a first exchange, and for a full batch: while it
+            # lingers for more it wakes by itself (a wake-up per page would
+            # cost the reactor a thread switch each).
+            if len(self._queue) == 1 or len(self._queue) >= BATCH:
+                self._lock.notify()
         self.stats.max_value("warc/queue_max_length", len(self._queue))
         return result
 

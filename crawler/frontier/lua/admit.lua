@@ -71,13 +71,14 @@ for _, host in ipairs(order) do
   end
   hosts = hosts + ensure_host(p, host, c, d, g.domain, known[host])
   local sk = site_key(p, host)
+  -- The site's count of admitted URLs moves first; what goes past the
+  -- budget is taken back off it (one command while the budget holds).
   local n = g.n
-  if budget > 0 then
-    local room = math.max(0, budget - num(redis.call('HGET', sk, 'a'), 0))
-    if room < n then
-      refused = refused + n - room
-      n = room
-    end
+  local over = math.max(0, math.min(n, budget > 0 and hincr(sk, 'a', n) - budget or 0))
+  if over > 0 then
+    hincr(sk, 'a', -over)
+    refused = refused + over
+    n = n - over
   end
   if n > 0 then
     local q = p .. ':q:' .. host
@@ -95,7 +96,7 @@ for _, host in ipairs(order) do
         args = {}
       end
     end
-    hincr(sk, 'a', n)
+    if budget <= 0 then hincr(sk, 'a', n) end
     -- A host with URLs queued before is where it belongs already (in the
     -- ready set, or waiting for its domain, its address or its robots.txt):
     -- more of them change nothing there.

@@ -19,6 +19,9 @@
 --              page fetched at KEY plus P, to compare with KEY when it comes
 --   wn         how many w: fields there are (so a new page looks for its
 --              w: only when some wait)
+--   nf         how many fields the hash holds, as this script counts them
+--              (the evidence fields it adds and removes: the bound's count,
+--              kept so that no call needs HLEN)
 --   t:PATTERN  "PAGES ALIKE SKETCH..." the pages of a pattern, how many of
 --              them were near-duplicates of an earlier one, the last sketches
 -- New evidence fields stop at max_fields per host (a hostile host cannot
@@ -74,14 +77,13 @@ end
 
 local function learn_host(host, items)
   local fk = p .. ':k:' .. host
-  local room = max_fields - redis.call('HLEN', fk)
   -- What every page of the batch may read, read once: rules, refused
   -- patterns, fetched spellings, the canonical links' state and how many
   -- w: fields wait (wn; missing, from a build that did not count them:
   -- look each time).
   -- With them, each page's d:KEY and each pattern's t:PATTERN (read here
   -- once; written with the rest at the end: fields).
-  local names = {'r', 'x', 'f', 'cu', 'cm', 'wn'}
+  local names = {'r', 'x', 'f', 'cu', 'cm', 'wn', 'nf'}
   local at = {}  -- field -> its place in the answer
   for _, it in ipairs(items) do
     local field = (it[1] == 'D' and 'd:' .. it[2]) or (it[1] == 'T' and 't:' .. it[2]) or nil
@@ -94,6 +96,11 @@ local function learn_host(host, items)
   local stored = {}  -- field -> value as read (false: missing)
   for field, j in pairs(at) do stored[field] = head[j] or false end
   local fields = {}  -- field -> value to write at the end
+  -- How many fields the host has (nf, kept here; a record without it is
+  -- counted once): the evidence fields' room.
+  local nf = tonumber(head[7])
+  local room = max_fields - (nf or redis.call('HLEN', fk))
+  local room_was = nf and room
   local refused, fetched_s, cm_s = head[2] or '', head[3] or '', head[5]
   local unreliable = head[4] == '1'
   local waiting = room == max_fields and 0 or tonumber(head[6])
@@ -253,6 +260,10 @@ local function learn_host(host, items)
       pairs_out[#pairs_out + 1] = state.pages .. ' ' .. state.alike .. ' '
         .. table.concat(state.sketches, ' ')
     end
+  end
+  if room ~= room_was then
+    pairs_out[#pairs_out + 1] = 'nf'
+    pairs_out[#pairs_out + 1] = max_fields - room
   end
   if waiting and waiting ~= waiting_was or (waiting == 0 and not head[6]) then
     pairs_out[#pairs_out + 1] = 'wn'

@@ -27,14 +27,24 @@
 local p, host, outcome = ARGV[1], ARGV[2], ARGV[3]
 local hk = p .. ':h:' .. host
 local now = now_ms()
-if redis.call('EXISTS', hk) == 0 then return {'gone', 0, 0} end
+-- (every host record has n: none, the host is gone)
+local hs = redis.call('HMGET', hk, 'n', 'rv', 'ra', 'rt')
+if not hs[1] then return {'gone', 0, 0} end
+local sk = site_key(p, host)
+local SITE_READ = {'d', 'na', 'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl', 'dl', 'ad', 'dj', 's'}
+local g = record(sk, SITE_READ)
 -- The fetch no longer counts against the host's domain.
-domain_lease_ended(p, site_key(p, host), 'R' .. host, now)
+domain_lease_ended(p, sk, 'R' .. host, now, g.d or false)
 
 -- The site (every authority of the name) is paced by the strictest of its
 -- authorities' robots.txt files that are known: the smallest concurrency,
--- the longest delay and Crawl-delay floor.
-local function pace_site(sk, site)
+-- the longest delay and Crawl-delay floor. (w: the site's fields to write;
+-- a site of one authority has this file's alone.)
+local function pace_site(w, site)
+  if g.na == '1' then
+    w.c, w.dl, w.fl = ARGV[6], ARGV[7], ARGV[8]
+    return
+  end
   local c, dl, fl
   for _, h in ipairs(redis.call('SMEMBERS', p .. ':ga:' .. site)) do
     local st = redis.call('HMGET', p .. ':h:' .. h, 'rs', 'rc', 'rdl', 'rfl')
@@ -45,41 +55,51 @@ local function pace_site(sk, site)
       fl = fl and math.max(fl, hfl) or hfl
     end
   end
-  if c then redis.call('HSET', sk, 'c', c, 'dl', dl, 'fl', fl) end
+  if c then w.c, w.dl, w.fl = c, dl, fl end
 end
 
+-- The site's fields written, and the host (its robots wait over) placed:
+-- a site of one authority from what this script holds, else every authority
+-- read again.
+local function settle(w)
+  hset_fields(sk, w)
+  if g.na == '1' then
+    place_host(p, host, ready_at(hs[1], 0, as_written(g, w)))
+  else
+    refresh_site(p, host)
+  end
+end
+
+local version = num(hs[2], 0)
 if outcome == 'ok' then
-  local sk = site_key(p, host)
+  version = version + 1
   redis.call('HSET', hk, 'rs', 'k', 'rx', now + tonumber(ARGV[4]), 'ra', 0, 'rw', 0,
-             'rc', ARGV[6], 'rdl', ARGV[7], 'rfl', ARGV[8], 'rt', now)
-  redis.call('HSET', sk, 'rj', 0)
-  pace_site(sk, site_of(host))
+             'rc', ARGV[6], 'rdl', ARGV[7], 'rfl', ARGV[8], 'rt', now, 'rv', version)
+  local w = {rj = 0}
+  pace_site(w, site_of(host))
   -- The first page waits its gap after this fetch, at the claim (t) and at
   -- the start gate (s) alike.
-  local st = redis.call('HMGET', sk, 't', 's')
   local first = now + tonumber(ARGV[9])
-  redis.call('HSET', sk, 't', math.max(num(st[1], 0), first),
-             's', math.max(num(st[2], 0), first))
-  local version = hincr(hk, 'rv', 1)
+  w.t, w.s = math.max(num(g.t, 0), first), math.max(num(g.s, 0), first)
   redis.call('HSET', p .. ':r', host, ARGV[5])
   hincr(KEYS[1], 'robots_fetched', 1)
-  refresh_site(p, host)
+  settle(w)
   return {'rules', 0, version}
 end
 
-redis.call('HSET', site_key(p, host), 'rj', 0)
-local attempts = hincr(hk, 'ra', 1)
+local attempts = num(hs[3], 0) + 1
 local base, cap = tonumber(ARGV[10]), tonumber(ARGV[11])
 local backoff = math.min(math.max(base * 2 ^ (attempts - 1), num(ARGV[14], 0)), cap)
-local good = num(redis.call('HGET', hk, 'rt'), -1)
-local version = num(redis.call('HGET', hk, 'rv'), 0)
+local good = num(hs[4], -1)
 hincr(KEYS[1], 'robots_failed', 1)
 if good >= 0 and now - good <= tonumber(ARGV[13]) then
-  redis.call('HSET', hk, 'rs', 'k', 'rx', now + backoff, 'rw', 0, 'rh', backoff)
-  refresh_site(p, host)
+  redis.call('HSET', hk, 'ra', attempts, 'rs', 'k', 'rx', now + backoff, 'rw', 0, 'rh', backoff)
+  settle({rj = 0})
   return {'stale', attempts, version}
 end
-redis.call('HSET', hk, 'rs', 'u', 'rw', now + backoff, 'rh', backoff)
+redis.call('HSET', hk, 'ra', attempts, 'rs', 'u', 'rw', now + backoff, 'rh', backoff)
+-- (the host waits out rw: read again)
+hset_fields(sk, {rj = 0})
 refresh_site(p, host)
 local max_attempts = tonumber(ARGV[12])
 if max_attempts > 0 and attempts >= max_attempts then
