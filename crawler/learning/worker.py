@@ -1,9 +1,10 @@
 """A worker's side of learning: a copy of the hosts' rules, and the pages' observations.
 
 Rules are asked for on every request and every link, so each worker keeps a
-copy per host. What pages show is sent in batches (half a second: one
-script a batch, whatever the pages, and a paced host rarely sends two pages
-in that time), and each batch's answer carries the current rules of its hosts:
+copy per host. What pages show is sent in batches (every two seconds: one
+script a batch and two commands a host, whatever its pages; a rule needs two
+pages' evidence and a trap fifteen, so a rule a second later costs at most a
+request or two), and each batch's answer carries the current rules of its hosts:
 a worker crawling a host has the rules any worker's pages taught within a
 batch. A host this worker sends nothing about is read again after
 ``LEARN_RULES_TTL`` seconds.
@@ -28,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 #: Hosts whose rules a worker keeps a copy of (the least recently used go).
 CACHE_HOSTS = 50_000
-FLUSH_DELAY = 0.5
+FLUSH_DELAY = 2.0
 
 
 def observations(evidence: PageEvidence, pattern: str | None, text_sketch: str | None

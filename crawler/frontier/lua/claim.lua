@@ -85,11 +85,13 @@ local ready = p .. ':ready'
 -- own set's time came.
 -- (mt:iwake, read with it, says whether hosts are parked: negative when
 -- the set was found empty, and every park lowers it to a time.)
-local mt = redis.call('HMGET', KEYS[1], 'mt', 'mt:iwake', 'mt:leased')
+local mt = redis.call('HMGET', KEYS[1], 'mt', 'mt:iwake', 'mt:leased', 'leased', 'queued')
 local timers = num(mt[1], 0)
 local maintain = now >= math.abs(timers)
   or (not ipscope and num(mt[2], 0) >= 0 and redis.call('EXISTS', p .. ':iwake') == 1)
 local look, own = {}, {}  -- the timed sets to look at, their stored times
+-- URLs the steps moved into (+) or out of (-) the leased and queued counts
+local moved = {leased = 0, queued = 0}
 if maintain then
   own = redis.call('HMGET', KEYS[1], unpack(TIMER_FIELDS))
   for j, set in ipairs(TIMED_SETS) do look[set] = timer_due(own[j], now) end
@@ -360,9 +362,13 @@ while got < want and dns_jobs < dns_job_max do
     if dturns then domain_reservation(dom, dom_delay, dturns, host, domain_at) end
   end
 end
+-- The partition's counts of URLs leased and queued, from those read at the
+-- start and what the steps moved (one write, whatever they did).
+if leased > 0 or moved.leased ~= 0 or moved.queued ~= 0 then
+  redis.call('HSET', KEYS[1], 'leased', num(mt[4], 0) + leased + moved.leased,
+             'queued', num(mt[5], 0) - leased + moved.queued)
+end
 if leased > 0 then
-  hincr(KEYS[1], 'leased', leased)
-  hincr(KEYS[1], 'queued', -leased)
   -- (Unless the timers read at the start, untouched since, are due sooner
   -- already: the usual case, leases all lasting as long.)
   local expiry, leased_at = now + lease_ms, num(mt[3], 0)

@@ -24,8 +24,8 @@ for _, member in ipairs(expired) do
   end
 end
 if #expired > 0 then
-  hincr(KEYS[1], 'leased', -#expired)
-  hincr(KEYS[1], 'queued', #expired)
+  moved.leased = moved.leased - #expired
+  moved.queued = moved.queued + #expired
   hincr(KEYS[1], 'expired', #expired)
 end
 
@@ -44,7 +44,7 @@ for _, fp in ipairs(due) do
 end
 if #due > 0 then
   hincr(KEYS[1], 'delayed', -#due)
-  hincr(KEYS[1], 'queued', #due)
+  moved.queued = moved.queued + #due
 end
 
 end
@@ -99,7 +99,7 @@ if revisited + revisits_dead > 0 then
   redis.call('HSET', KEYS[1], 'seq', seq)
   hincr(KEYS[1], 'revisit', -(revisited + revisits_dead))
   hincr(KEYS[1], 'done', -(revisited + revisits_dead))
-  hincr(KEYS[1], 'queued', revisited)
+  moved.queued = moved.queued + revisited
   hincr(KEYS[1], 'dead', revisits_dead)
   hincr(KEYS[1], 'revisited', revisited)
 end
