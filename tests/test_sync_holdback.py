@@ -57,3 +57,29 @@ def test_a_held_back_release_goes_when_its_timer_runs_out() -> None:
         assert sync.releases == [done] and not sync.held_back and not sync._hold_timers
 
     asyncio.run(scenario())
+
+
+def test_a_domains_reservation_is_released_in_one_go_by_its_last_host() -> None:
+    """Held back by group (the registered domain): the finished pages of a
+    domain's reservation, one URL of each of its hosts, wait while any host
+    of the domain has reserved URLs here, and the first release of the domain
+    that is not held back takes them all; another domain's go their own way."""
+    async def scenario() -> None:
+        reserved = {"s.test": True}
+        sync = _sync()
+        sync.hooks.holds_reserved = lambda group: reserved.get(group, False)
+        sync.hooks.group_of = lambda host: host.split("://")[1].split(".", 1)[1].split(":")[0]
+        a = Release("http://a.s.test:80", b"1" * 16, "done")
+        b = Release("http://b.s.test:80", b"2" * 16, "done")
+        other = Release("http://c.o.test:80", b"3" * 16, "done")
+        sync.release(a)
+        sync.release(b)
+        sync.release(other)
+        assert sync.held_back == {"s.test": [a, b]} and sync.releases == [other]
+        reserved["s.test"] = False  # the domain's last reserved URL started
+        last = Release("http://h.s.test:80", b"4" * 16, "done")
+        sync.release(last)
+        assert sync.releases == [other, a, b, last] and not sync.held_back
+        assert not sync._hold_timers
+
+    asyncio.run(scenario())

@@ -22,7 +22,7 @@ from redis.exceptions import RedisError
 from scrapy import Request
 
 from crawler.deadletter import DeadReason
-from crawler.frontier.keys import site_of
+from crawler.frontier.keys import domain_of, site_of
 from crawler.frontier.records import RecordError
 from crawler.frontier.store import Frontier
 from crawler.frontier.values import SERIAL, ClaimResult, Lease, Release
@@ -91,7 +91,7 @@ class Claims:
         #: When a request of each host was last written (monotonic).
         self.last_sent: dict[str, float] = {}
         #: Claimed URLs whose turn is later (a site's reservation).
-        self.reserved = Reserved(self._turns_came, self.limits, hooks.give_back)
+        self.reserved = Reserved(self._turns_came, self.limits, hooks.give_back, domain_of)
 
     def __len__(self) -> int:
         """Claimed requests not started: in the buffer or reserved."""

@@ -54,7 +54,8 @@ class Reserved:
     """Requests waiting for their start turn, earliest first."""
 
     def __init__(self, on_due: Callable[[list[Request]], None], limits: Limits,
-                 on_stale: Callable[[list[Request]], None]) -> None:
+                 on_stale: Callable[[list[Request]], None],
+                 group_of: Callable[[str], str] = str) -> None:
         self._heap: list[tuple[float, int, Request, str]] = []  # due, order, request, host
         self._seq = itertools.count()
         self._timer: asyncio.TimerHandle | None = None
@@ -64,6 +65,10 @@ class Reserved:
         self._chains: dict[str, _Chain] = {}  # by host key
         self._chained = 0
         self._hosts: dict[str, list[float]] = {}  # the due times waiting, by host
+        #: The hosts that hold URLs here, by their group (their registered
+        #: domain: a domain's reservation spans its hosts).
+        self._group_of = group_of
+        self._groups: dict[str, set[str]] = {}
 
     def __len__(self) -> int:
         return len(self._heap) + self._chained
@@ -74,6 +79,7 @@ class Reserved:
         for after ``current``."""
         chain = _Chain(current, deque(requests), delay_ms, floor_ms, until)
         self._chains[host] = chain
+        self._entered(host)
         self._chained += len(requests)
         asyncio.get_event_loop().call_later(
             max(until - time.monotonic(), 0) + CHAIN_GRACE_S, self._expire, host, chain)
@@ -82,12 +88,31 @@ class Reserved:
         """The backstop: a chain still waiting long after its end is given back."""
         if self._chains.get(host) is chain:
             del self._chains[host]
+            self._left(host)
             self._chained -= len(chain.waiting)
             self._on_stale(list(chain.waiting))
 
     def holds(self, host: str) -> bool:
         """Whether URLs of ``host`` wait here for their turn."""
         return host in self._hosts or host in self._chains
+
+    def holds_group(self, group: str) -> bool:
+        """Whether URLs of any host of ``group`` (``group_of``) wait here."""
+        return group in self._groups
+
+    def _entered(self, host: str) -> None:
+        self._groups.setdefault(self._group_of(host), set()).add(host)
+
+    def _left(self, host: str) -> None:
+        """``host`` may hold nothing here any more: out of its group if so."""
+        if host in self._hosts or host in self._chains:
+            return
+        group = self._group_of(host)
+        hosts = self._groups.get(group)
+        if hosts is not None:
+            hosts.discard(host)
+            if not hosts:
+                del self._groups[group]
 
     def ended(self, host: str, token: str, started: float | None, fetch_s: float | None,
               window_s: float) -> list[Request]:
@@ -106,12 +131,13 @@ class Reserved:
             due = max(due, started + self._jittered(chain.delay_ms) / 1000)
         if due > chain.until:
             del self._chains[host]
+            self._left(host)
             self._chained -= len(chain.waiting)
             return list(chain.waiting)
         request = chain.waiting.popleft()
         self._chained -= 1
         if not chain.waiting:
-            del self._chains[host]
+            del self._chains[host]  # (add below keeps the host in its group)
         ticket = ticket_of(request.meta)
         if ticket is not None:
             chain.current = ticket.token
@@ -134,6 +160,7 @@ class Reserved:
         first = self._heap[0][0] if self._heap else None
         heapq.heappush(self._heap, (due, next(self._seq), request, host))
         self._hosts.setdefault(host, []).append(due)
+        self._entered(host)
         if first is None or due < first:
             self._arm()
 
@@ -148,6 +175,7 @@ class Reserved:
         times.remove(due)
         if not times:
             del self._hosts[host]
+            self._left(host)
         return request
 
     def due(self) -> list[Request]:
@@ -175,6 +203,7 @@ class Reserved:
                 out += picked
             if not chain.waiting:
                 del self._chains[host]
+                self._left(host)
         self._arm()
         return out
 

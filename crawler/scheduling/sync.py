@@ -41,7 +41,7 @@ HOLD_BACK_S = 5.0
 class SyncHooks:
     """What the rest of the worker answers for, and learns from, a flush."""
 
-    #: Whether this worker still holds reserved URLs of a host.
+    #: Whether this worker still holds reserved URLs of a group of hosts.
     holds_reserved: Callable[[str], bool]
     #: URLs may be claimable: admitted, or a lease ended.
     changed: Callable[[], None]
@@ -51,6 +51,9 @@ class SyncHooks:
     give_back_site: Callable[[str], None]
     #: A flush is over.
     flushed: Callable[[], None]
+    #: A host's group: a reservation's releases are held back and sent together
+    #: by group (the registered domain: a domain's reservation spans its hosts).
+    group_of: Callable[[str], str] = str
 
 
 class Sync:
@@ -71,9 +74,9 @@ class Sync:
         self.replay = ReplayWindow(replay_s)
         #: Flushes done: the frontier's counts are current once read after the last.
         self.epoch = 0
-        #: Releases of hosts this worker still holds reserved URLs of, by host:
-        #: they go with the host's next release that is not held back, or
-        #: when the host's timer says so.
+        #: Releases of groups of hosts this worker still holds reserved URLs
+        #: of, by group: they go with the group's next release that is not
+        #: held back, or when the group's timer says so.
         self.held_back: dict[str, list[Release]] = {}
         self._hold_timers: dict[str, asyncio.TimerHandle] = {}
 
@@ -85,35 +88,37 @@ class Sync:
         self.schedule()
 
     def release(self, release: Release) -> None:
-        """Send ``release``; a finished page of a host with reserved URLs still to
-        start waits for the host's next release, so that a reservation is
-        released in one go (the site counts it in flight meanwhile either way).
-        What the other workers must learn at once goes at once: a hold, a
-        failure, a URL given back."""
-        host = release.host
+        """Send ``release``; a finished page of a group (a registered domain)
+        with reserved URLs still to start waits for the group's next release,
+        so that a reservation, a domain's included, is released in one go.
+        The site and the domain count it in flight meanwhile, and the
+        reservation holds their next turns past its end either way. What the
+        other workers must learn at once goes at once: a hold, a failure, a
+        URL given back."""
+        group = self.hooks.group_of(release.host)
         if (release.op in ("done", "dead") and not release.hold_ms and release.health != "fail"
-                and self.hooks.holds_reserved(host)):
-            if host not in self.held_back:
-                self.held_back[host] = []
+                and self.hooks.holds_reserved(group)):
+            if group not in self.held_back:
+                self.held_back[group] = []
                 wait = min(HOLD_BACK_S, self.limits.lease_ms / 3000)
-                self._hold_timers[host] = asyncio.get_event_loop().call_later(
-                    wait, self.let_go, host)
-            self.held_back[host].append(release)
+                self._hold_timers[group] = asyncio.get_event_loop().call_later(
+                    wait, self.let_go, group)
+            self.held_back[group].append(release)
             return
-        self._take_held(host)
+        self._take_held(group)
         self.releases.append(release)
         self.schedule()
 
-    def let_go(self, host: str | None = None) -> None:
-        """Send what is held back (of ``host``, or all)."""
-        for h in [host] if host is not None else list(self.held_back):
-            self._take_held(h)
+    def let_go(self, group: str | None = None) -> None:
+        """Send what is held back (of ``group``, or all)."""
+        for g in [group] if group is not None else list(self.held_back):
+            self._take_held(g)
         self.schedule()
 
-    def _take_held(self, host: str) -> None:
-        """The host's held-back releases join those to send; its timer is off."""
-        self.releases += self.held_back.pop(host, ())
-        timer = self._hold_timers.pop(host, None)
+    def _take_held(self, group: str) -> None:
+        """The group's held-back releases join those to send; its timer is off."""
+        self.releases += self.held_back.pop(group, ())
+        timer = self._hold_timers.pop(group, None)
         if timer is not None:
             timer.cancel()
 

@@ -22,7 +22,7 @@ from scrapy import Request, Spider
 
 from crawler.frontier.dnsstate import DNSRetry
 from crawler.frontier.ipgates import IpGates
-from crawler.frontier.keys import Count, Keys, site_of
+from crawler.frontier.keys import Count, Keys, domain_of, site_of
 from crawler.frontier.leftover import Leftover, LeftoverReader
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, from_record, to_record
 from crawler.frontier.seedfeed import SeedFeed
@@ -127,9 +127,9 @@ class WorkerFrontier:
                                      settled=lambda: not (self.sync.flushing or self.sync),
                                      after=self._counted)
         self.sync = Sync(store, worker, stats, health, tasks, SyncHooks(
-            holds_reserved=self.claims.reserved.holds, changed=self.claims.changed,
+            holds_reserved=self.claims.reserved.holds_group, changed=self.claims.changed,
             forget=self.recent.forget, give_back_site=self.give_back_unstarted,
-            flushed=self._flushed), s.getfloat("FRONTIER_REPLAY_SECONDS", 10.0))
+            flushed=self._flushed, group_of=domain_of), s.getfloat("FRONTIER_REPLAY_SECONDS", 10.0))
         gates = IpGates(client, keys, limits, store.due)
         self.ips = (IpScope(gates, self.dns, store, proxies, stats, health, tasks,
                             self.claims.now) if gates.on else None)
