@@ -166,6 +166,10 @@ end
 -- one read and one write of its site, one look at its domain and one
 -- refresh of the ready set: a reservation's URLs are released together.
 local group = nil  -- {host, hk, sk, g (the site as read), w (to write), ended (domain members)}
+-- Per domain: its record's t, s, m as read (a release writes none of them),
+-- and its leases that ended here (removed from PP:di:DOMAIN at the end, in
+-- one go: a domain's reservation is released together).
+local domains, domain_ended, domain_order = {}, {}, {}
 
 local function close_group()
   if not group then return end
@@ -173,8 +177,18 @@ local function close_group()
   local domain_at, turns_dom
   if group.g.d and not alone_in_domain(group.g, dconc, ddelay) and #group.ended > 0 then
     local dom = group.g.d
-    each_chunk('ZREM', p .. ':di:' .. dom, group.ended)
-    local st = redis.call('HMGET', p .. ':d:' .. dom, 't', 's', 'm')
+    local ended = domain_ended[dom]
+    if not ended then
+      ended = {}
+      domain_ended[dom] = ended
+      domain_order[#domain_order + 1] = dom
+    end
+    for _, fp in ipairs(group.ended) do ended[#ended + 1] = fp end
+    local st = domains[dom]
+    if not st then
+      st = redis.call('HMGET', p .. ':d:' .. dom, 't', 's', 'm')
+      domains[dom] = st
+    end
     domain_at = math.max(now, num(st[1], 0), num(st[2], 0))
     wake_domain(p, dom, domain_at)
     turns_dom = st[3] and dom
@@ -262,6 +276,7 @@ for i = 12, #ARGV, 8 do
   end
 end
 close_group()
+for _, dom in ipairs(domain_order) do each_chunk('ZREM', p .. ':di:' .. dom, domain_ended[dom]) end
 
 if released > 0 then hincr(KEYS[1], 'leased', -released) end
 for name, n in pairs(counts) do
