@@ -22,8 +22,11 @@ local p = ARGV[1]
 local conc0, delay0, budget = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local added, dups, refused, hosts, blocked, parked = 0, 0, 0, 0, 0, 0
 local parked_reason = '{"reason": "robots-unreachable", "error": "host parked"}'
--- The partition's queue sequence and its last time mark (seconds; see the
--- end), read when the first URL is added.
+-- The partition's queue sequence, its last time mark (seconds; see the end)
+-- and the counts this script changes: read once, when the first URL is
+-- added, and written once at the end.
+local COUNTED = {'seq', 'em', 'queued', 'dup', 'refused', 'hosts', 'blocked', 'dead'}
+local counted = nil
 local seq, mark = nil, nil
 
 -- First each URL: a dropped host's are refused, the seen set dedups, a
@@ -84,8 +87,8 @@ for _, host in ipairs(order) do
     local q = p .. ':q:' .. host
     local args = {}
     if not seq then
-      local st = redis.call('HMGET', KEYS[1], 'seq', 'em')
-      seq, mark = num(st[1], 0), num(st[2], nil)
+      counted = record(KEYS[1], COUNTED)
+      seq, mark = num(counted.seq, 0), num(counted.em, nil)
     end
     for j = 1, n do
       seq = seq + 1
@@ -105,8 +108,8 @@ for _, host in ipairs(order) do
   end
 end
 
+local w = {}
 if added > 0 then
-  hincr(KEYS[1], 'queued', added)
   -- Time marks: queue scores are sequence numbers, so ":e" maps the first
   -- sequence number admitted at a time (score) to that time in seconds
   -- (member), one mark per 10 s at most; `scrapy frontier status` finds the
@@ -120,14 +123,19 @@ if added > 0 then
   end
   if not mark or now_s - mark >= 10 then
     redis.call('ZADD', p .. ':e', seq - added + 1, now_s)
-    redis.call('HSET', KEYS[1], 'seq', seq, 'em', now_s)
-  else
-    redis.call('HSET', KEYS[1], 'seq', seq)
+    w.em = now_s
+  end
+  w.seq = seq
+end
+-- (counts read with the sequence are written with it; without it, a count
+-- or two move by themselves)
+for name, n in pairs({queued = added, dup = dups, refused = refused, hosts = hosts,
+                      blocked = blocked, dead = parked}) do
+  if n > 0 and counted then
+    w[name] = num(counted[name], 0) + n
+  elseif n > 0 then
+    hincr(KEYS[1], name, n)
   end
 end
-if dups > 0 then hincr(KEYS[1], 'dup', dups) end
-if refused > 0 then hincr(KEYS[1], 'refused', refused) end
-if hosts > 0 then hincr(KEYS[1], 'hosts', hosts) end
-if blocked > 0 then hincr(KEYS[1], 'blocked', blocked) end
-if parked > 0 then hincr(KEYS[1], 'dead', parked) end
+hset_fields(KEYS[1], w)
 return {added, dups, refused, blocked, parked, due_reply()}
