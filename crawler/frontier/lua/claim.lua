@@ -348,7 +348,8 @@ while got < want and dns_jobs < dns_job_max do
       if dom then
         domain_took(dom, {now + robots_ms, 'R' .. host}, dom_delay, false, 0, now, host)
       end
-      refresh_site(p, host)
+      -- (a site of one authority placed from what this step holds)
+      refresh_site_known(p, host, as_written(g, {rj = now + robots_ms}), h.n, now + robots_ms)
       out[#out + 1] = host
       out[#out + 1] = 'R'
       out[#out + 1] = '0'
