@@ -13,16 +13,26 @@
 local p = ARGV[1]
 local now = now_ms()
 local parked = 0
+local SITE_READ = {'na', 'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl', 'dl', 'ad', 's'}
 for i = 2, #ARGV, 5 do
   local host, addr, known_ms, go = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
   local hk, sk = p .. ':h:' .. host, site_key(p, host)
-  if redis.call('EXISTS', hk) == 1 then
-    redis.call('HDEL', sk, 'dj')
-    redis.call('HSET', sk, 'ip', addr, 'ipx', now + known_ms)
-    refresh_site(p, host)
+  -- (every host record has n: none, the host is gone)
+  local h = record(hk, {'n', 'rw', 'iwk'})
+  if h.n then
+    -- The DNS job is over (dj 0: no wait of its own), the address known.
+    local w = {dj = 0, ip = addr, ipx = now + known_ms}
+    hset_fields(sk, w)
+    local g = record(sk, SITE_READ)
+    if g.na == '1' then  -- a site of one authority: placed from what is read here
+      g.dj, g.ip, g.ipx = 0, addr, now + known_ms
+      place_host(p, host, ready_at(h.n, h.rw, g))
+    else
+      refresh_site(p, host)
+    end
     if go == '1' then
       redis.call('HSET', hk, 'iwk', 1)  -- its place is reserved: no joining the parked
-    elseif addr ~= '-' and not redis.call('HGET', hk, 'iwk') then
+    elseif addr ~= '-' and not h.iwk then
       -- (a host marked iwk was woken before this note came: ipwake.lua)
       park_for_ip(p, host, addr, now + tonumber(ARGV[i + 4]))
       parked = parked + 1
