@@ -8,6 +8,7 @@ runs its coroutines on the harness's loop; nothing here flushes a database.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Callable, Iterator
 
@@ -27,7 +28,7 @@ from crawler.frontier.sitefacts import (
 from crawler.learning.rules import SiteRules
 from crawler.learning.traps import page_text, sketch, url_pattern
 from crawler.learning.variants import identity_key, page_evidence
-from crawler.learning.worker import observations
+from crawler.learning.worker import SiteLearning, observations
 from crawler.urls import canonical_url, host_key
 from tests.frontier_harness import Harness
 
@@ -485,3 +486,42 @@ def test_evidence_from_two_workers_adds_up(make_harness: Callable[..., Harness])
     assert two.see("http://a.test/y", b"Y") == [
         learned("sid", "0 canonical link(s), 2 identical payload(s)")]
     assert one.count("rules") == 2
+
+
+class _Stats:
+    def inc_value(self, name: str, count: int = 1) -> None:
+        return None
+
+
+def test_a_pages_evidence_is_sent_within_half_its_sites_delay(worker: Worker) -> None:
+    """SiteLearning batches a page's evidence for half its site's delay (a
+    tenth of a second at least, two at most): a page of a site paced at 1 s
+    reaches the frontier after about half a second, not before; one of a
+    site paced at 0.2 s brings the whole batch forward to a tenth of a second."""
+    learning = SiteLearning(worker.facts, _Stats(), ttl=30.0, traps=False)
+    slow, fast = "http://slow.test/a", "http://fast.test/b"
+
+    async def scenario() -> list[bool]:
+        seen = []
+        learning.observe(host_key(canon(slow)) or "", canon(slow) or "", b"<p>a</p>", None, 1.0)
+        await asyncio.sleep(0.25)
+        seen.append(await _exists(worker, slow))
+        await asyncio.sleep(0.55)
+        seen.append(await _exists(worker, slow))
+        learning.observe(host_key(canon(slow)) or "", canon(slow + "2") or "", b"<p>c</p>",
+                         None, 4.0)
+        learning.observe(host_key(canon(fast)) or "", canon(fast) or "", b"<p>b</p>", None, 0.2)
+        await asyncio.sleep(0.4)
+        seen.append(await _exists(worker, slow + "2"))
+        seen.append(await _exists(worker, fast))
+        return seen
+
+    assert worker.h.run(scenario()) == [False, True, True, True]
+
+
+async def _exists(worker: Worker, url: str) -> bool:
+    page = canon(url)
+    host = host_key(page)
+    assert page is not None and host is not None
+    key = page_evidence(page, b"", None).key
+    return bool(await worker.h.client.hexists(worker.facts_key(host), f"d:{key}"))

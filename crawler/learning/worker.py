@@ -1,10 +1,12 @@
 """A worker's side of learning: a copy of the hosts' rules, and the pages' observations.
 
 Rules are asked for on every request and every link, so each worker keeps a
-copy per host. What pages show is sent in batches (every two seconds: one
-script a batch and two commands a host, whatever its pages; a rule needs two
-pages' evidence and a trap fifteen, so a rule a second later costs at most a
-request or two), and each batch's answer carries the current rules of its hosts:
+copy per host. What pages show is sent in batches, one script a batch and
+two commands a host whatever its pages: a page's evidence goes within half
+its site's delay (between a tenth of a second and two seconds), so that a
+rule it completes is known before the site's next request, and pages of
+slow-paced sites wait for each other. Each batch's answer carries the current
+rules of its hosts:
 a worker crawling a host has the rules any worker's pages taught within a
 batch. A host this worker sends nothing about is read again after
 ``LEARN_RULES_TTL`` seconds.
@@ -29,7 +31,8 @@ logger = logging.getLogger(__name__)
 
 #: Hosts whose rules a worker keeps a copy of (the least recently used go).
 CACHE_HOSTS = 50_000
-FLUSH_DELAY = 2.0
+#: A page's evidence is sent within half its site's delay, within these bounds (s).
+FLUSH_MIN_S, FLUSH_MAX_S = 0.1, 2.0
 
 
 def observations(evidence: PageEvidence, pattern: str | None, text_sketch: str | None
@@ -68,7 +71,8 @@ class SiteLearning:
         self._rules: OrderedDict[str, tuple[SiteRules, float]] = OrderedDict()
         self._reading: dict[str, asyncio.Future[SiteRules]] = {}
         self._pending: dict[str, list[Observation]] = defaultdict(list)
-        self._flushing: asyncio.Task[None] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._sending: set[asyncio.Task[None]] = set()
 
     # -- rules ------------------------------------------------------------------
 
@@ -109,23 +113,37 @@ class SiteLearning:
 
     # -- observations -----------------------------------------------------------
 
-    def observe(self, host: str, canon: str, body: bytes, declared: str | None) -> None:
+    def observe(self, host: str, canon: str, body: bytes, declared: str | None,
+                delay_s: float = 0.0) -> None:
         """Note what a fetched HTML page at ``canon`` shows (its canonical link
-        ``declared``, already canonical); sent with the next batch."""
+        ``declared``, already canonical); sent within half its site's delay
+        ``delay_s`` (see the module docstring)."""
         pattern = url_pattern(canon) if self.traps else None
         text_sketch = page_sketch(body) if pattern is not None else None
         self._pending[host] += observations(page_evidence(canon, body, declared),
                                             pattern, text_sketch)
-        if self._flushing is None:
-            self._flushing = asyncio.ensure_future(self._flush_soon())
+        self._send_within(min(max(delay_s / 2, FLUSH_MIN_S), FLUSH_MAX_S))
 
-    async def _flush_soon(self) -> None:
-        await asyncio.sleep(FLUSH_DELAY)
-        await self.flush()
+    def _send_within(self, wait_s: float) -> None:
+        loop = asyncio.get_event_loop()
+        at = loop.time() + wait_s
+        if self._timer is not None:
+            if self._timer.when() <= at:
+                return
+            self._timer.cancel()
+        self._timer = loop.call_at(at, self._send_now)
+
+    def _send_now(self) -> None:
+        self._timer = None
+        task = asyncio.ensure_future(self.flush())
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
 
     async def flush(self) -> None:
         """Send what is pending now."""
-        self._flushing = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         pending, self._pending = self._pending, defaultdict(list)
         if not pending:
             return

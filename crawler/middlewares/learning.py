@@ -106,8 +106,12 @@ class SiteLearningMiddleware:
         frontier, learning, host = context
         canon = canonical_url(request.url, frontier.stripper)
         if canon is not None:
+            ticket = ticket_of(request.meta)
+            lease = frontier.leases.lease_of(ticket.token) if ticket is not None else None
+            # (the site's delay: its evidence is sent within half of it)
             learning.observe(host, canon, response.body,
-                             declared_canonical(response, frontier.stripper))
+                             declared_canonical(response, frontier.stripper),
+                             max(lease.pacing) / 1000 if lease is not None else 0.0)
         return response
 
 
