@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
+    from crawler.frontier.values import Lease
     from crawler.learning.worker import SiteLearning
+    from crawler.lease import Ticket
     from crawler.scheduling.worker import WorkerFrontier
 
 logger = logging.getLogger(__name__)
@@ -57,27 +59,28 @@ class SiteLearningMiddleware:
             raise NotConfigured("LEARN_ENABLED is off")
         return cls(crawler)
 
-    def _context(self, request: Request) -> tuple[WorkerFrontier, SiteLearning, str] | None:
+    def _context(self, request: Request
+                 ) -> tuple[WorkerFrontier, SiteLearning, Ticket, Lease] | None:
+        """The worker's frontier and learning, and the request's ticket and lease
+        (None: not a URL this worker's frontier leased)."""
         frontier = frontier_of(self.crawler)
         ticket = ticket_of(request.meta)
         if frontier is None or frontier.learning is None or ticket is None:
             return None
-        host = frontier.host_of(ticket.token)
-        return None if host is None else (frontier, frontier.learning, host)
+        lease = frontier.lease_of(ticket.token)
+        return None if lease is None else (frontier, frontier.learning, ticket, lease)
 
     async def process_request(self, request: Request) -> None:
         context = self._context(request)
         if context is None:
             return
-        frontier, learning, host = context
-        rules = await learning.rules_of(host)
+        frontier, learning, ticket, lease = context
+        rules = await learning.rules_of(lease.host)
         if not rules:
             return
         canon = canonical_url(request.url, frontier.stripper)
         if canon is None:
             return
-        ticket = ticket_of(request.meta)
-        assert ticket is not None
         pattern = rules.trap(canon)
         if pattern is not None:
             ticket.refuse(TRAP)
@@ -103,15 +106,13 @@ class SiteLearningMiddleware:
         context = self._context(request)
         if context is None:
             return response
-        frontier, learning, host = context
+        frontier, learning, _, lease = context
         canon = canonical_url(request.url, frontier.stripper)
         if canon is not None:
-            ticket = ticket_of(request.meta)
-            lease = frontier.leases.lease_of(ticket.token) if ticket is not None else None
             # (the site's delay: its evidence is sent within half of it)
-            learning.observe(host, canon, response.body,
+            learning.observe(lease.host, canon, response.body,
                              declared_canonical(response, frontier.stripper),
-                             max(lease.pacing) / 1000 if lease is not None else 0.0)
+                             max(lease.pacing) / 1000)
         return response
 
 

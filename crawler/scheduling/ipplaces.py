@@ -58,15 +58,19 @@ class KeptPlaces:
         """A kept place at ``address`` still young enough to start a request in."""
         places = self._kept.get(address)
         now = self._clock()
-        while places:
+        old = []
+        found = None
+        while places and found is None:
             place = places.pop()
             if now < place.granted + self.life_s:
-                if not places:
-                    del self._kept[address]
-                return place
-            self._give_back(address, [place.member])
-        self._kept.pop(address, None)
-        return None
+                found = place
+            else:
+                old.append(place.member)
+        if old:
+            self._give_back(address, old)
+        if not places:
+            self._kept.pop(address, None)
+        return found
 
     def keep(self, place: AddressPlace) -> bool:
         """Keep ``place`` for the next request to its address; False (nothing

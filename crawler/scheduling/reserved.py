@@ -92,10 +92,6 @@ class Reserved:
             self._chained -= len(chain.waiting)
             self._on_stale(list(chain.waiting))
 
-    def holds(self, host: str) -> bool:
-        """Whether URLs of ``host`` wait here for their turn."""
-        return host in self._hosts or host in self._chains
-
     def holds_group(self, group: str) -> bool:
         """Whether URLs of any host of ``group`` (``group_of``) wait here."""
         return group in self._groups

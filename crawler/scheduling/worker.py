@@ -342,6 +342,10 @@ class WorkerFrontier:
         """The host key of a lease this worker holds."""
         return self.leases.host_of(token)
 
+    def lease_of(self, token: str) -> Lease | None:
+        """A lease this worker holds, by its token."""
+        return self.leases.lease_of(token)
+
     def host_limits(self, host: str) -> tuple[int, int]:
         return self.intake.host_limits(host)
 
