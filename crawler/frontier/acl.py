@@ -36,7 +36,7 @@ READ_COMMANDS: Final = (
     "get", "exists", "time", "scan",
     "hexists", "hget", "hgetall", "hkeys", "hlen", "hmget", "hscan", "hvals",
     "lrange", "llen", "smembers", "scard",
-    "zcard", "zcount", "zrange", "zrangebyscore", "zrevrangebyscore", "zscore",
+    "zcard", "zcount", "zrange", "zrangebyscore", "zrevrangebyscore", "zscore", "zmscore",
 )
 
 #: What a worker sends besides the reads: its writes, and its scripts

@@ -230,6 +230,7 @@ local function joins_ip_waiters(host, sk, g, h)
   if not ip_has_parked(p, g.ip) then return false end
   local parked = p .. ':iw:' .. g.ip
   if redis.call('ZSCORE', parked, host) then
+    ready_moved[host] = false
     redis.call('ZREM', ready, host)  -- parked already, and queued at the address
     return true
   end
@@ -300,16 +301,51 @@ end
 
 -- (A claim hands out at most dns_job_max DNS jobs, so that looking up a
 -- thousand new names is spread over claims, not one long script.)
+-- The ready set's head is read a few hosts at a time: a host this script
+-- placed or took out since (ready_moved, common.lua) is skipped, the others
+-- stand where the read found them. The first one not due ends the loop
+-- unless a host placed since is due (then the set is read afresh); the
+-- head's score is then the sooner of the two.
 -- (The head read with its score: when it is not due, that score is also
--- when the next thing here is due (step 6), and the loop's one read.)
+-- when the next thing here is due (step 6).)
+local heads, at_head, heads_all = {}, 1, false
+local function moved_first()  -- the soonest a moved host was placed at
+  local soonest = nil
+  for _, at in pairs(ready_moved) do
+    if at and (not soonest or at < soonest) then soonest = at end
+  end
+  return soonest
+end
+local function ready_head()
+  while true do
+    if at_head <= #heads then
+      local host, score = heads[at_head], tonumber(heads[at_head + 1])
+      at_head = at_head + 2
+      if ready_moved[host] == nil then
+        if score <= now then return host, score end
+        local first = moved_first()
+        if not first or first > now then return host, math.min(score, first or score) end
+        heads, at_head, heads_all = {}, 1, false  -- a host placed since is due
+      end
+    else
+      if heads_all then  -- the read held the whole set: the moved hosts are the rest
+        local first = moved_first()
+        if not first or first > now then return nil, first end
+      end
+      local n = math.min(want - got, 30) + 2
+      heads = redis.call('ZRANGE', ready, 0, n - 1, 'WITHSCORES')
+      at_head, ready_moved, heads_all = 1, {}, #heads < 2 * n
+      if #heads == 0 then return nil end
+    end
+  end
+end
 local head_at = nil
 while got < want and dns_jobs < dns_job_max do
-  local h = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
-  if #h == 0 or tonumber(h[2]) > now then
-    head_at = #h > 0 and tonumber(h[2]) or -1
+  local host, score = ready_head()
+  if not host or score > now then
+    head_at = score or -1
     break
   end
-  local host = h[1]
   local hk, sk = p .. ':h:' .. host, site_key(p, host)
   local g, h = record(sk, SITE), record(hk, HOST)
   -- The ready set's score is where the host stood when last placed; its
@@ -337,6 +373,7 @@ while got < want and dns_jobs < dns_job_max do
       -- A robots.txt fetch is a request to the server like any other: it
       -- waits until nothing of the name is in flight (the release re-scores
       -- the host).
+      ready_moved[host] = false
       redis.call('ZREM', ready, host)
     else
       -- This worker fetches it (robots.lua stores the outcome; the fetch
@@ -362,6 +399,9 @@ while got < want and dns_jobs < dns_job_max do
     got = got + started
     if dturns then domain_reservation(dom, dom_delay, dturns, host, domain_at) end
   end
+end
+for j = 1, #lease_members, 1000 do
+  redis.call('ZADD', p .. ':leased', unpack(lease_members, j, math.min(j + 999, #lease_members)))
 end
 -- The partition's counts of URLs leased and queued, from those read at the
 -- start and what the steps moved (one write, whatever they did).

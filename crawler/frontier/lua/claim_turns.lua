@@ -6,6 +6,9 @@
 -- 3. Claim: the helpers, the domains to wake, then one URL at a time.
 local out = {}
 local got, leased = 0, 0
+-- The leases taken (score, member pairs), written to PP:leased in one ZADD
+-- at the claim's end (nothing in between reads them).
+local lease_members = {}
 local jit_n = 0  -- claims so far, spreading the jitter of one call
 
 -- A jittered gap around delay_ms, never below floor.
@@ -197,6 +200,7 @@ local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced, turns)
   local popped = redis.call('ZPOPMIN', p .. ':q:' .. host, #offs)
   if #popped == 0 then
     redis.call('HSET', hk, 'n', 0)  -- repair: a host without a queue is not ready
+    ready_moved[host] = false
     redis.call('ZREM', ready, host)
     return 0
   end
@@ -209,15 +213,14 @@ local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced, turns)
   local carrier, last = serial and 1 or k, serial and reserve_ms or offs[k]
   -- A lease is one member of PP:leased holding its details (lease_fields);
   -- the domain counts it in flight by its fingerprint (leases).
-  local leases, members = {}, {}
+  local leases = {}
   for j = 1, k do
     local entry, score = popped[2 * j - 1], popped[2 * j]
     local expiry = now + math.max(offs[j], 0) + lease_ms
     leases[2 * j - 1], leases[2 * j] = expiry, string.sub(entry, 1, 16)
-    members[2 * j - 1] = expiry
-    members[2 * j] = host .. '\n' .. score .. '\n' .. worker .. '\n' .. entry
+    lease_members[#lease_members + 1] = expiry
+    lease_members[#lease_members + 1] = host .. '\n' .. score .. '\n' .. worker .. '\n' .. entry
   end
-  redis.call('ZADD', p .. ':leased', unpack(members))
   -- The site's next claim; its next start is no sooner (a paced site's
   -- carrier may then start up to the least gap before it, see latest below).
   local next_claim = now + offs[carrier] + jittered(delay, floor)

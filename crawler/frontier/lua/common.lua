@@ -163,7 +163,13 @@ local function ready_at(n, rw, g)
   return nil
 end
 
+-- Hosts placed in the ready set by this script (their score) or taken out
+-- of it (false): a claim reads the set's head in batches, and skips what
+-- moved since (claim.lua).
+local ready_moved = {}
+
 local function place_host(p, host, at)
+  ready_moved[host] = at or false
   if at then
     note_due(at)
     redis.call('ZADD', p .. ':ready', at, host)
@@ -378,6 +384,7 @@ local function queue_for_domain(p, host, dom, score, wake_at)
   if from_dw == host then
     from_dw = false
   else
+    ready_moved[host] = false
     redis.call('ZREM', p .. ':ready', host)
   end
   redis.call('ZADD', p .. ':dw:' .. dom, score, host)
@@ -440,6 +447,7 @@ local function ip_has_parked(p, addr)
 end
 
 local function park_for_ip(p, host, addr, at)
+  ready_moved[host] = false
   redis.call('ZREM', p .. ':ready', host)
   iw_any[addr] = true
   local parked = p .. ':iw:' .. addr

@@ -24,7 +24,7 @@
 --          ms (the settings: common.lua alone_in_domain)
 -- then 8 values per lease: its member of PP:leased ("HOST\nSCORE\nWORKER\n"
 -- then its entry, which starts with its 16-byte fingerprint: what the
--- claim wrote; its removal is the check that this worker holds it still), op,
+-- claim wrote; its score is the check that this worker holds it still), op,
 -- arg, entry, hold ms,
 -- health ("fail", "ok" or "" for neither), how long the answer took (ms, 0:
 -- no answer), revisit ms (0: none)
@@ -211,6 +211,21 @@ local function group_of(host)
   return group
 end
 
+-- Which of the leases named are still this worker's: one ZMSCORE for the
+-- call, one ZREM at its end (a lease named twice counts once).
+local mine = {}
+for i = 12, #ARGV, 8 do
+  local _, _, holder = lease_fields(ARGV[i])
+  if holder == worker then mine[#mine + 1] = ARGV[i] end
+end
+local held, gone = {}, {}
+for j = 1, #mine, 500 do
+  local scores = redis.call('ZMSCORE', p .. ':leased', unpack(mine, j, math.min(j + 499, #mine)))
+  for k = 1, #scores do
+    if scores[k] then held[mine[j + k - 1]] = true end
+  end
+end
+
 for i = 12, #ARGV, 8 do
   local member = ARGV[i]
   local op, arg, new_entry = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
@@ -218,7 +233,9 @@ for i = 12, #ARGV, 8 do
   local revisit_ms = tonumber(ARGV[i + 7])
   local host, score, holder, entry, fp = lease_fields(member)
   -- (the member names its worker: it is there only while this worker holds it)
-  if holder == worker and redis.call('ZREM', p .. ':leased', member) == 1 then
+  if holder == worker and held[member] then
+    held[member] = nil
+    gone[#gone + 1] = member
     if new_entry ~= '' then entry = new_entry end
     local gr = group_of(host)
     local hk, sk, g, w = gr.hk, gr.sk, gr.g, gr.w
@@ -276,6 +293,7 @@ for i = 12, #ARGV, 8 do
   end
 end
 close_group()
+each_chunk('ZREM', p .. ':leased', gone)
 for _, dom in ipairs(domain_order) do each_chunk('ZREM', p .. ':di:' .. dom, domain_ended[dom]) end
 
 if released > 0 then hincr(KEYS[1], 'leased', -released) end
