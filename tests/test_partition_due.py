@@ -24,13 +24,13 @@ def test_unknown_partitions_are_asked_and_answers_put_them_off() -> None:
     due = _due()
     assert due.due([0, 1, 2, 3]) == [0, 1, 2, 3]  # no word of any yet
     now = due.now()
-    due.answered(0, due.stamp(0), now + 5_000, full=False)  # next host in 5 s
-    due.answered(1, due.stamp(1), -1, full=False)  # nothing timed at all
-    due.answered(2, due.stamp(2), now + 5_000, full=True)  # gave all it was asked
+    due.answered(0, due.stamp(0), now + 5_000, more=False)  # next host in 5 s
+    due.answered(1, due.stamp(1), -1, more=False)  # nothing timed at all
+    due.answered(2, due.stamp(2), now + 5_000, more=True)  # gave all it was asked, more due now
     assert due.due([0, 1, 2, 3]) == [2, 3]
     assert due.next_ms() == now  # 2 and 3 are to be asked: now
-    due.answered(2, due.stamp(2), now + 7_000, full=False)
-    due.answered(3, due.stamp(3), -1, full=False)
+    due.answered(2, due.stamp(2), now + 7_000, more=False)
+    due.answered(3, due.stamp(3), -1, more=False)
     assert due.due([0, 1, 2, 3]) == []
     assert due.next_ms() == now + 5_000
     due.touch(0, 1)  # this worker admitted or released there
@@ -42,9 +42,9 @@ def test_an_answer_to_a_claim_sent_before_a_touch_does_not_count() -> None:
     due = _due()
     stamp = due.stamp(0)
     due.touch(0)
-    due.answered(0, stamp, due.now() + 60_000, full=False)
+    due.answered(0, stamp, due.now() + 60_000, more=False)
     assert due.due([0]) == [0]
-    due.answered(0, due.stamp(0), due.now() + 60_000, full=False)
+    due.answered(0, due.stamp(0), due.now() + 60_000, more=False)
     assert due.due([0]) == []
 
 
@@ -52,7 +52,7 @@ def test_a_sweep_asks_every_partition_again() -> None:
     due = _due(sweep_ms=50)
     due.due([0, 1, 2, 3])
     for part in range(4):
-        due.answered(part, due.stamp(part), -1, full=False)
+        due.answered(part, due.stamp(part), -1, more=False)
     assert due.due([0, 1, 2, 3]) == []
     assert due.next_ms() is not None and due.next_ms() <= due.now() + 50
     time.sleep(0.06)
@@ -62,13 +62,13 @@ def test_a_sweep_asks_every_partition_again() -> None:
 def test_without_sweeps_every_claim_asks_every_partition() -> None:
     due = _due(sweep_ms=0)
     due.due([0, 1])
-    due.answered(0, due.stamp(0), -1, full=False)
+    due.answered(0, due.stamp(0), -1, more=False)
     at = due.now() + 5_000
-    due.answered(1, due.stamp(1), at, full=False)
+    due.answered(1, due.stamp(1), at, more=False)
     assert due.next_ms() == at
     assert due.due([0, 1]) == [0, 1]
-    due.answered(0, due.stamp(0), -1, full=False)
-    due.answered(1, due.stamp(1), -1, full=False)
+    due.answered(0, due.stamp(0), -1, more=False)
+    due.answered(1, due.stamp(1), -1, more=False)
     assert due.next_ms() is None  # nothing timed anywhere: no wake-up
 
 
@@ -106,6 +106,20 @@ def test_a_claim_asks_only_partitions_with_something_due(paced: Harness) -> None
     time.sleep(max(0.0, (f.due.next_ms() - f.due.now()) / 1000) + 0.05)
     (second,) = h.run(f.claim(1, "w")).leases
     assert second.host == first.host and second.fingerprint != first.fingerprint
+
+
+def test_a_claim_that_got_all_it_asked_says_when_its_partition_is_due_next(
+        paced: Harness) -> None:
+    """A partition that gave all it was asked is not asked again at once: the
+    claim's answer says when its next host is due (here: nothing until the
+    lease is released)."""
+    h, f = paced, paced.frontier
+    assert h.run(f.claim(4, "w")).leases == []  # every partition: nothing timed
+    h.run(f.admit([admission("http://a.test/1"), admission("http://a.test/2")]))
+    assert len(h.run(f.claim(1, "w")).leases) == 1
+    before = _scripts_run(h)
+    assert h.run(f.claim(1, "w")).leases == []
+    assert _scripts_run(h) == before
 
 
 def first_turn(h: Harness, lease: Lease) -> int:
@@ -151,7 +165,7 @@ def test_a_partition_touched_while_its_claim_ran_is_asked_at_once() -> None:
     due = _due()
     due.due([0, 1])
     stamp = due.stamp(0)
-    due.answered(1, due.stamp(1), -1, full=False)
+    due.answered(1, due.stamp(1), -1, more=False)
     due.touch(0)
-    due.answered(0, stamp, due.now() + 30_000, full=False)
+    due.answered(0, stamp, due.now() + 30_000, more=False)
     assert due.next_ms() is not None and due.next_ms() <= due.now()

@@ -78,10 +78,10 @@ class PartitionDue:
         was not touched meanwhile (the claim may have run before the change)."""
         return self._touches[partition]
 
-    def answered(self, partition: int, stamp: int, next_ms: int, full: bool) -> None:
-        """A claim in ``partition`` got all it asked for (it may have more), or
-        said when its next thing is due (-1: nothing timed there)."""
-        if full or stamp != self._touches[partition]:
+    def answered(self, partition: int, stamp: int, next_ms: int, more: bool) -> None:
+        """A claim in ``partition`` said when its next thing is due (-1: nothing
+        timed there), or that it got all it asked for and has more due now."""
+        if more or stamp != self._touches[partition]:
             self._due[partition] = UNKNOWN
         else:
             self._due[partition] = next_ms if next_ms >= 0 else NEVER

@@ -199,7 +199,8 @@ class Frontier:
         self, asks: list[tuple[int, int]], worker: str, result: ClaimResult, window_ms: int,
         later: int,
     ) -> list[int]:
-        """One pipelined round; returns the partitions that gave all they were asked."""
+        """One pipelined round; returns the partitions that gave all they were asked
+        and have more due now."""
         limits = claim_limits(self.limits)
         calls = [(self._claim, [self.keys.counts(part)],
                   [self.keys.prefix(part), want, worker, random.random(), window_ms, later,
@@ -234,8 +235,10 @@ class Frontier:
                     result.leases.append(Lease(host, entry[:16], entry[16:].decode("utf-8"),
                                                int(reply[i + 2]), (site, domain),
                                                offset, latest, (delay, floor)))
-            self.due.answered(part, stamp, nxt, claimed == want)
-            if claimed == want:
+            # All it was asked, and more due now: asked again in this claim.
+            more = claimed == want and 0 <= nxt <= result.server_ms
+            self.due.answered(part, stamp, nxt, more)
+            if more:
                 full.append(part)
         return full
 

@@ -423,19 +423,16 @@ end
 
 -- 6. When is the next thing due here? (ready host, delayed URL, lease
 -- expiry, a domain or an address's parked hosts to look at, a revisit).
--- Not asked when this claim got all it wanted: the worker claims again as
--- soon as it has room, whatever is due.
-local next_ms = -1
-if got < want then
-  if head_at then
-    next_ms = head_at
-  else
-    local first = redis.call('ZRANGE', ready, 0, 0, 'WITHSCORES')
-    if #first > 0 then next_ms = tonumber(first[2]) end
-  end
-  if timers_lowered then timers = num(redis.call('HGET', KEYS[1], 'mt'), 0) end
-  if timers > 0 and (next_ms < 0 or timers < next_ms) then next_ms = timers end
+-- Asked also when this claim got all it wanted (then usually from the head
+-- read already): the worker asks this partition again only when that time
+-- comes, not at once because it gave all it was asked.
+if not head_at then
+  local _, score = ready_head()
+  head_at = score or -1
 end
+local next_ms = head_at
+if timers_lowered then timers = num(redis.call('HGET', KEYS[1], 'mt'), 0) end
+if timers > 0 and (next_ms < 0 or timers < next_ms) then next_ms = timers end
 
 local result = {now, next_ms}
 for _, v in ipairs(out) do result[#result + 1] = v end
