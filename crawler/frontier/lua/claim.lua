@@ -305,7 +305,7 @@ end
 -- placed or took out since (ready_moved, common.lua) is skipped, the others
 -- stand where the read found them. The first one not due ends the loop
 -- unless a host placed since is due (then the set is read afresh); the
--- head's score is then the sooner of the two.
+-- head's score is then the sooner of the two, and no host is returned.
 -- (The head read with its score: when it is not due, that score is also
 -- when the next thing here is due (step 6).)
 local heads, at_head, heads_all = {}, 1, false
@@ -320,11 +320,15 @@ local function ready_head()
   while true do
     if at_head <= #heads then
       local host, score = heads[at_head], tonumber(heads[at_head + 1])
-      at_head = at_head + 2
-      if ready_moved[host] == nil then
-        if score <= now then return host, score end
+      if ready_moved[host] ~= nil then
+        at_head = at_head + 2
+      elseif score <= now then
+        at_head = at_head + 2
+        return host, score
+      else
+        -- (not taken: still the head when asked again)
         local first = moved_first()
-        if not first or first > now then return host, math.min(score, first or score) end
+        if not first or first > now then return nil, math.min(score, first or score) end
         heads, at_head, heads_all = {}, 1, false  -- a host placed since is due
       end
     else
@@ -342,7 +346,7 @@ end
 local head_at = nil
 while got < want and dns_jobs < dns_job_max do
   local host, score = ready_head()
-  if not host or score > now then
+  if not host then
     head_at = score or -1
     break
   end
