@@ -297,7 +297,23 @@ REDIS_START_URLS_BATCH_SIZE = 100
 REDIS_START_URLS_POLL_SECONDS = 1.0
 # The seed feed follows the spider's own start requests; closest to the spider,
 # so fed seeds pass every other spider middleware as the spider's seeds do.
-SPIDER_MIDDLEWARES = {"crawler.middlewares.seedfeed.SeedFeedMiddleware": 950}
+SPIDER_MIDDLEWARES = {
+    "crawler.middlewares.seedfeed.SeedFeedMiddleware": 950,
+    # After the feed (closer to the engine): fed seeds widen the scope too.
+    "crawler.middlewares.scope.ScopeMiddleware": 900,
+}
+# Where the crawl may go (crawler/scope/rules.py, crawler/middlewares/scope.py):
+# "domain" (the seeds' registered domains), "host" (their host names),
+# "prefix" (each seed's SURT prefix) or "any" (the whole web). Links off
+# scope are dropped before the frontier and counted (scope/rejected/RULE).
+SCOPE = "any"
+# Links off scope still fetched this many links from a page in scope.
+SCOPE_HOPS = 0
+# Rules that refine the scope: re:REGEX, a URL or a SURT prefix; exclude wins.
+SCOPE_INCLUDE: list[str] = []
+SCOPE_EXCLUDE: list[str] = []
+# The off-scope hosts linked most that a closing crawl logs.
+SCOPE_REPORT_HOSTS = 20
 DOWNLOADER_MIDDLEWARES = {
     # The crawler's robots policy replaces Scrapy's middleware (same place).
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,

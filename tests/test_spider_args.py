@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -215,15 +216,45 @@ def test_a_contradicted_limit_stops_the_spider(caplog: pytest.LogCaptureFixture)
     assert "max_pages_per_host=3 contradicts ADMISSION_MAX_PAGES_PER_HOST=9" in caplog.text
 
 
-def test_a_lookalike_argument_is_warned_about_and_kept(
-        seeds: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="crawler.spiders.broad"):
-        spider = BroadSpider.from_crawler(_crawler(), seeds=str(seeds), depht_limit="2",
-                                          _job="abc123", colour="blue")
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert warnings == ["Unknown spider argument depht_limit='2': did you mean depth_limit?"]
-    assert spider.depht_limit == "2" and spider._job == "abc123"  # Scrapy keeps them
-    assert f"Spider arguments: seeds={seeds}, colour='blue', depht_limit='2'" in caplog.text
+@pytest.mark.parametrize(("given", "message"), [
+    ({"depht_limit": "2"}, "depht_limit is not an argument of the broad spider: use depth_limit"),
+    ({"allowed_domains": "example.com"}, "allowed_domains is not an argument of the broad "
+     "spider: use scope=domain (the seeds' registered domains), scope=host, or include=URL"),
+    ({"colour": "blue"}, "colour is not an argument of the broad spider (known: crawl_id, "),
+])
+def test_an_argument_the_spider_does_not_know_is_refused_with_what_to_use(
+        seeds: Path, caplog: pytest.LogCaptureFixture, given: dict[str, str],
+        message: str) -> None:
+    with caplog.at_level(logging.ERROR), pytest.raises(SpiderArgumentError):
+        BroadSpider.from_crawler(_crawler(), seeds=str(seeds), **given)
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert errors[0].startswith(f"Cannot start the broad spider: spider argument {message}")
+
+
+def test_scrapyds_job_id_is_kept(seeds: Path) -> None:
+    spider = BroadSpider.from_crawler(_crawler(), seeds=str(seeds), _job="abc123")
+    assert spider._job == "abc123"
+
+
+@pytest.mark.parametrize(("given", "message"), [
+    ({"scope": "site"}, "scope='site' is not a scope (use one of domain, host, prefix, any)"),
+    ({"hops": "-1"}, "hops='-1' must not be negative"),
+    ({"include": "re:("}, "include='re:(': scope rule 're:(' is not a regular expression"),
+])
+def test_a_bad_scope_argument_stops_the_spider(
+        seeds: Path, given: dict[str, str], message: str) -> None:
+    with pytest.raises(SpiderArgumentError, match=re.escape(message)):
+        BroadSpider.from_crawler(_crawler(), seeds=str(seeds), **given)
+
+
+def test_scope_arguments_set_the_scope_settings(seeds: Path) -> None:
+    crawler = _crawler()
+    BroadSpider.from_crawler(crawler, seeds=str(seeds), scope="Prefix", hops="1",
+                             include="re:/keep/ com,example)/x/", exclude="re:\\.pdf$")
+    s = crawler.settings
+    assert (s.get("SCOPE"), s.getint("SCOPE_HOPS")) == ("prefix", 1)
+    assert s.get("SCOPE_INCLUDE") == "re:/keep/ com,example)/x/"
+    assert s.get("SCOPE_EXCLUDE") == "re:\\.pdf$"
 
 
 # ------------------------------------------------------------ scrapy crawl

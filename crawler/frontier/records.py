@@ -53,6 +53,8 @@ DEFAULT_META_KEYS: tuple[str, ...] = (
     "redirect_times",
     "redirect_urls",
     "redirect_reasons",
+    # links off the crawl's scope (crawler/middlewares/scope.py HOPS_META)
+    "scope_hops",
 )
 
 

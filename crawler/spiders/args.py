@@ -27,7 +27,17 @@ argument                    meaning
                             ``7d``, ``12h``, ``30m`` (``FRONTIER_REVISIT_AFTER``;
                             ``0``: never)
 ``revisit_seeds``           the seeds' own interval (``FRONTIER_REVISIT_SEEDS``)
+``scope``                   where the crawl may go: ``domain``, ``host``,
+                            ``prefix`` or ``any`` (``SCOPE``;
+                            crawler/scope/rules.py)
+``hops``                    links off scope still fetched this far (``SCOPE_HOPS``)
+``include``, ``exclude``    scope rules, space-separated: ``re:REGEX``, a URL
+                            or a SURT prefix (``SCOPE_INCLUDE``, ``SCOPE_EXCLUDE``)
 ==========================  =================================================
+
+An argument the spider does not know is refused, with the one it may have
+meant (``allowed_domains``: ``scope`` and ``include`` say where a broad
+crawl goes).
 """
 
 from __future__ import annotations
@@ -45,6 +55,7 @@ from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
 
 from crawler.frontier.keys import crawl_namespace
 from crawler.revisit import parse_duration
+from crawler.scope.rules import MODES, ScopeError, parse_rules
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -53,6 +64,19 @@ _FALSE = frozenset({"0", "false", "no", "off"})
 SETTING_OF: dict[str, str] = {
     "depth_limit": "DEPTH_LIMIT",
     "max_pages_per_host": "ADMISSION_MAX_PAGES_PER_HOST",
+    "scope": "SCOPE",
+    "hops": "SCOPE_HOPS",
+    "include": "SCOPE_INCLUDE",
+    "exclude": "SCOPE_EXCLUDE",
+}
+
+#: Arguments other crawlers (or Scrapy's own spiders) take, and what says it here.
+INSTEAD: dict[str, str] = {
+    "allowed_domains": "scope=domain (the seeds' registered domains), scope=host, "
+                       "or include=URL",
+    "start_urls": "seeds=FILE",
+    "max_depth": "depth_limit=N",
+    "extra_hops": "hops=N",
 }
 
 #: Every argument the broad spider reads.
@@ -60,8 +84,8 @@ KNOWN: frozenset[str] = frozenset({"seeds", "part", "sitemaps", "crawl_id", "rev
                                    "revisit_seeds", *SETTING_OF})
 
 #: Arguments that others pass and Scrapy keeps as attributes: not typos.
-#: (``_job`` is scrapyd's job id; ``name`` and ``start_urls`` are Scrapy's.)
-PASSED_THROUGH: frozenset[str] = frozenset({"_job", "name", "start_urls"})
+#: (``_job`` is scrapyd's job id; ``name`` is Scrapy's.)
+PASSED_THROUGH: frozenset[str] = frozenset({"_job", "name"})
 
 
 class SpiderArgumentError(UsageError, ValueError):
@@ -127,6 +151,25 @@ def to_crawl_id(name: str, value: object) -> str:
     return text
 
 
+def to_scope(name: str, value: object) -> str:
+    """One of the scope modes (:data:`crawler.scope.rules.MODES`), any case."""
+    text = str(value).strip().lower()
+    if text not in MODES:
+        raise SpiderArgumentError(
+            f"spider argument {name}={value!r} is not a scope (use one of {', '.join(MODES)})")
+    return text
+
+
+def to_rules(name: str, value: object) -> str:
+    """Space-separated scope rules, each readable (:func:`crawler.scope.rules.parse_rules`)."""
+    text = str(value).strip()
+    try:
+        parse_rules(text)
+    except ScopeError as exc:
+        raise SpiderArgumentError(f"spider argument {name}={value!r}: {exc}") from None
+    return text
+
+
 def to_duration(name: str, value: object) -> float:
     """Seconds, or a number with a unit: ``90``, ``45s``, ``30m``, ``12h``, ``7d``, ``2w``."""
     try:
@@ -147,6 +190,10 @@ class BroadArgs:
     crawl_id: str | None = None
     revisit: float | None = None
     revisit_seeds: float | None = None
+    scope: str | None = None
+    hops: int | None = None
+    include: str | None = None
+    exclude: str | None = None
 
     @classmethod
     def parse(
@@ -159,6 +206,10 @@ class BroadArgs:
         crawl_id: object = None,
         revisit: object = None,
         revisit_seeds: object = None,
+        scope: object = None,
+        hops: object = None,
+        include: object = None,
+        exclude: object = None,
     ) -> BroadArgs:
         """Convert and check the arguments (:class:`SpiderArgumentError` on the first bad one)."""
         return cls(
@@ -172,9 +223,13 @@ class BroadArgs:
             revisit=None if revisit is None else to_duration("revisit", revisit),
             revisit_seeds=None if revisit_seeds is None
             else to_duration("revisit_seeds", revisit_seeds),
+            scope=None if scope is None else to_scope("scope", scope),
+            hops=None if hops is None else to_count("hops", hops),
+            include=None if include is None else to_rules("include", include),
+            exclude=None if exclude is None else to_rules("exclude", exclude),
         )
 
-    def settings(self) -> dict[str, int]:
+    def settings(self) -> dict[str, int | str]:
         """The settings these arguments set, by name (only those given)."""
         given = {name: getattr(self, name) for name in SETTING_OF}
         return {SETTING_OF[name]: value for name, value in given.items() if value is not None}
@@ -191,19 +246,41 @@ class BroadArgs:
         arg_of = {setting: arg for arg, setting in SETTING_OF.items()}
         for setting, value in self.settings().items():
             if settings.frozen:  # the spider was made after the crawler was configured
-                if settings.getint(setting) != value:
+                if not _same(settings, setting, value):
                     raise SpiderArgumentError(
                         f"spider argument {arg_of[setting]}={value} comes too late: the "
                         f"crawler's settings are frozen with {setting}={settings.get(setting)}")
                 continue
             priority = settings.getpriority(setting) or 0
-            if priority > spider_priority and settings.getint(setting) != value:
+            if priority > spider_priority and not _same(settings, setting, value):
                 where = next((k for k, v in SETTINGS_PRIORITIES.items() if v == priority),
                              str(priority))
                 raise SpiderArgumentError(
                     f"spider argument {arg_of[setting]}={value} contradicts "
                     f"{setting}={settings.get(setting)} (set at {where} priority): give one")
             settings.set(setting, value, priority="spider")
+
+
+def _same(settings: BaseSettings, setting: str, value: int | str) -> bool:
+    """Whether the setting holds ``value`` already (a list setting: the same words)."""
+    if isinstance(value, int):
+        return settings.getint(setting) == value
+    current = settings.get(setting)
+    if isinstance(current, (list, tuple)):
+        current = " ".join(str(word) for word in current)
+    return str(current or "").split() == value.split()
+
+
+def unknown(names: Iterable[str], known: Iterable[str] = KNOWN) -> str | None:
+    """A one-line refusal of the first argument the spider does not know, naming
+    what to use instead; ``None`` when every one is known."""
+    for name in names:
+        if name in known or name in PASSED_THROUGH:
+            continue
+        instead = INSTEAD.get(name) or lookalikes([name], known).get(name)
+        hint = f": use {instead}" if instead else f" (known: {', '.join(sorted(known))})"
+        return f"spider argument {name} is not an argument of the broad spider{hint}"
+    return None
 
 
 def lookalikes(names: Iterable[str], known: Iterable[str] = KNOWN) -> dict[str, str]:

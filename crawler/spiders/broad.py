@@ -38,7 +38,7 @@ from crawler.spiders.args import (
     BroadArgs,
     SpiderArgumentError,
     describe,
-    lookalikes,
+    unknown,
 )
 from crawler.urls import request_url, stripper_from_settings, url_forms
 
@@ -106,13 +106,21 @@ class BroadSpider(Spider):
         crawl_id: str | None = None,
         revisit: str | float | None = None,
         revisit_seeds: str | float | None = None,
+        scope: str | None = None,
+        hops: str | int | None = None,
+        include: str | None = None,
+        exclude: str | None = None,
         **kwargs: Any,
     ) -> None:
         # Every value may be a string (scrapyd passes nothing else): convert
         # and check them all before anything starts (crawler/spiders/args.py).
         parsed = BroadArgs.parse(seeds=seeds, part=part, sitemaps=sitemaps,
                                  depth_limit=depth_limit, max_pages_per_host=max_pages_per_host,
-                                 crawl_id=crawl_id, revisit=revisit, revisit_seeds=revisit_seeds)
+                                 crawl_id=crawl_id, revisit=revisit, revisit_seeds=revisit_seeds,
+                                 scope=scope, hops=hops, include=include, exclude=exclude)
+        refusal = unknown(kwargs)
+        if refusal:
+            raise SpiderArgumentError(refusal)
         super().__init__(**kwargs)
         self.args = parsed
         self.seeds_path = self.args.seeds
@@ -139,9 +147,6 @@ class BroadSpider(Spider):
         spider._configure(crawler.settings)
         if spider.follow_sitemaps:
             crawler.signals.connect(spider.sitemaps_found, signal=robots_sitemaps_found)
-        for name, known in lookalikes(spider._extra_args).items():
-            logger.warning("Unknown spider argument %s=%r: did you mean %s?",
-                           name, spider._extra_args[name], known)
         logger.info("Spider arguments: %s", describe(spider.args, spider._extra_args))
         return spider
 

@@ -1,0 +1,1 @@
+"""A crawl's scope: where it may go (rules.py), decided before the frontier."""

@@ -1,0 +1,52 @@
+"""A crawl's scope on the real-socket web: what the servers received.
+
+One seed, ``http://a.test/``, whose pages link to another site of its
+registered domain (``docs.a.test``) and off it (``b.test/b1``,
+``c.test/direct``); ``b.test/b1`` links on (``b.test/b2``, ``c.test/``).
+With ``SCOPE = "domain"`` and ``SCOPE_HOPS = 1`` (what the spider's
+``scope`` and ``hops`` arguments set: tests/test_spider_args.py): both sites
+of ``a.test`` are crawled, the off-scope pages linked from them are fetched,
+and nothing linked from those; the dropped links are counted by rule and
+the off-scope hosts reported with their link counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.crawl_runner import crawl_realweb
+from tests.realweb import Host, RealWebProcess, Web, links_to
+from tests.realweb.sites import ALLOW_ALL
+
+pytestmark = pytest.mark.crawl
+
+
+def test_a_domain_scope_with_one_hop_fetches_exactly_the_pages_linked_from_it(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
+    web = realweb(Web([
+        Host("a.test", robots=ALLOW_ALL, pages={
+            "/": links_to("/a1", "http://docs.a.test/", "http://b.test/b1"),
+            "/a1": links_to("/", "http://c.test/direct")}),
+        Host("docs.a.test", robots=ALLOW_ALL, pages={"/": links_to("/d1"), "/d1": links_to()}),
+        Host("b.test", robots=ALLOW_ALL, pages={
+            "/b1": links_to("/b2", "http://c.test/"), "/b2": links_to()}),
+        Host("c.test", robots=ALLOW_ALL, pages={"/": links_to(), "/direct": links_to()}),
+    ]))
+    result = crawl_realweb(web.nameserver, [web.url("a.test")], tmp_path, {
+        "DOWNLOAD_DELAY": 0.05, "ADDRESS_GUARD_ALLOW": "127.0.0.0/8",
+        "SCOPE": "domain", "SCOPE_HOPS": 1})
+    ledger = web.ledger()
+    assert sorted(ledger.targets("a.test")) == [b"/", b"/a1", b"/robots.txt"]
+    assert sorted(ledger.targets("docs.a.test")) == [b"/", b"/d1", b"/robots.txt"]
+    assert sorted(ledger.targets("b.test")) == [b"/b1", b"/robots.txt"]  # one hop
+    assert sorted(ledger.targets("c.test")) == [b"/direct", b"/robots.txt"]  # linked from a.test
+    # b.test/b2 and c.test/ were linked from b.test/b1, a page one hop off scope
+    assert int(result.stat("scope/rejected/domain")) == 2
+    assert int(result.stat("scope/hops")) == 2
+    assert "Scope: scope=domain, hops=1" in result.log
+    assert "Hosts off scope linked most (links dropped): " in result.log
+    report = result.log[result.log.index("Hosts off scope linked most"):].splitlines()[0]
+    assert "b.test (1)" in report and "c.test (1)" in report
