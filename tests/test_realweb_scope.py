@@ -50,3 +50,27 @@ def test_a_domain_scope_with_one_hop_fetches_exactly_the_pages_linked_from_it(
     assert "Hosts off scope linked most (links dropped): " in result.log
     report = result.log[result.log.index("Hosts off scope linked most"):].splitlines()[0]
     assert "b.test (1)" in report and "c.test (1)" in report
+
+
+def test_a_worker_follows_links_to_the_sites_another_worker_seeded(
+        realweb: Callable[..., RealWebProcess], redis_url: str, redis_prefix: str,
+        tmp_path: Path) -> None:
+    """Two workers of one frontier, each with its own part of the seeds: the
+    second's links to the first's site are in scope (the first shared its
+    seeds' scope in Redis), its links elsewhere are not."""
+    web = realweb(Web([
+        Host("b.test", robots=ALLOW_ALL, pages={"/": links_to(), "/new": links_to()}),
+        Host("a.test", robots=ALLOW_ALL, pages={
+            "/": links_to("http://b.test/new", "http://c.test/x")}),
+        Host("c.test", robots=ALLOW_ALL, pages={"/x": links_to()}),
+    ]))
+    settings = {"DOWNLOAD_DELAY": 0.05, "ADDRESS_GUARD_ALLOW": "127.0.0.0/8",
+                "SCOPE": "host", "REDIS_URL": redis_url,
+                "FRONTIER_NAMESPACE": f"{redis_prefix}shared"}
+    crawl_realweb(web.nameserver, [web.url("b.test")], tmp_path / "w1", settings)
+    second = crawl_realweb(web.nameserver, [web.url("a.test")], tmp_path / "w2", settings)
+    ledger = web.ledger()
+    assert sorted(ledger.targets("b.test")) == [b"/", b"/new", b"/robots.txt"]
+    assert sorted(ledger.targets("a.test")) == [b"/", b"/robots.txt"]
+    assert ledger.targets("c.test") == []
+    assert int(second.stat("scope/rejected/host")) == 1

@@ -45,7 +45,7 @@ WRITE_COMMANDS: Final = (
     "evalsha", "script|load",
     "set", "unlink", "del", "pexpire", "persist", "rename",
     "hset", "hsetnx", "hdel", "hincrby",
-    "lpush", "lpop", "ltrim",
+    "lpush", "rpush", "lpop", "ltrim",
     "sadd",
     "zadd", "zrem", "zpopmin", "zremrangebyscore", "zunionstore",
 )

@@ -114,8 +114,9 @@ Global keys (no hash tag, never touched by scripts): ``ns:workers``
 (heartbeats, :mod:`crawler.frontier.workers`), ``ns:layout``, ``ns:seen``
 (last heartbeat, epoch s), ``ns:control`` (live-control changes, newest
 first); the WARC digest index ``{ns/warc}:digests`` has a
-slot of its own, and a seed list ``LIST`` its batches in flight in
-``{LIST}:taken``.
+slot of its own, the crawl's scope ``{ns/scope}:forms`` and ``:log`` another
+(:mod:`crawler.frontier.scopestate`), and a seed list ``LIST`` its batches in
+flight in ``{LIST}:taken``.
 
 Every key, counter (:class:`Count`) and record field (:class:`Field`) the
 Python side uses is spelled here and nowhere else; the Lua scripts spell
@@ -420,6 +421,14 @@ class Keys:
         """When a worker of this crawl last beat (epoch seconds): how idle the crawl is."""
         return f"{self.namespace}:seen"
 
+    def scope_forms(self) -> str:
+        """What the crawl's seeds cover (set of forms, ``lua/scope_add.lua``)."""
+        return f"{{{self.namespace}/scope}}:forms"
+
+    def scope_log(self) -> str:
+        """The same forms in the order they came (list), read by each worker from its offset."""
+        return f"{{{self.namespace}/scope}}:log"
+
     def warc_digests(self) -> str:
         """The WARC writer's payload digest index (a slot of its own; its
         older generation is this key + ``:old``)."""
@@ -434,7 +443,8 @@ class Keys:
     def globals(self) -> list[str]:
         """The keys outside the partitions (no hash tag), and the WARC digest index."""
         return [self.workers(), self.layout(), self.seen_at(), self.warc_digests(),
-                self.warc_digests() + ":old", self.control_log()]
+                self.warc_digests() + ":old", self.control_log(), self.scope_forms(),
+                self.scope_log()]
 
     # --- patterns for SCAN MATCH (the namespace escaped)
 

@@ -1,9 +1,11 @@
 """Spider middleware: links off the crawl's scope are dropped before the frontier.
 
-The scope (:mod:`crawler.scope.rules`) is made of the seeds this worker
-starts with, its own file's and those fed through Redis (both pass
-``process_start``), with the mode, hops and rules of the settings or the
-spider's arguments:
+The scope (:mod:`crawler.scope.rules`) is made of the crawl's seeds: this
+worker's own (its file's and those fed through Redis both pass
+``process_start``) and, under the frontier scheduler, every other worker's
+(:mod:`crawler.frontier.scopestate`: this worker adds its seeds' forms and
+reads the others' once a second). The mode, hops and rules come from the
+settings or the spider's arguments:
 
     SCOPE = "any"          # domain | host | prefix | any  (-a scope=...)
     SCOPE_HOPS = 0         # links off scope fetched this far (-a hops=N)
@@ -18,13 +20,17 @@ list. A seed is always fetched, and widens the scope.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from redis.exceptions import RedisError
 from scrapy import Request, signals
 
+from crawler.frontier.scopestate import SharedScope
+from crawler.scheduling.worker import WorkerFrontier, frontier_of
 from crawler.scope.rules import Scope, ScopeError, host_name, parse_rules
 from crawler.seeds import SEED_META
 
@@ -38,6 +44,8 @@ logger = logging.getLogger(__name__)
 HOPS_META = "scope_hops"
 #: Off-scope hosts kept for the report at most (the rest are counted only).
 HOSTS_KEPT = 10_000
+#: How often (s) this worker adds its seeds' forms to the shared scope and reads the others'.
+SYNC_S = 1.0
 
 
 def scope_from_settings(settings: Any) -> Scope:
@@ -62,6 +70,9 @@ class ScopeMiddleware:
         self.report_hosts = report_hosts
         #: Off-scope hosts and how many dropped links named each.
         self.off_scope: Counter[str] = Counter()
+        #: Seed forms not yet added to the shared scope.
+        self.unshared: list[str] = []
+        self._syncing = False
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ScopeMiddleware:
@@ -72,10 +83,37 @@ class ScopeMiddleware:
         return middleware
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        frontier = frontier_of(self.crawler)
+        if frontier is not None and not self._syncing:
+            self._syncing = True
+            frontier.tasks.spawn(self._share(frontier, SharedScope(frontier.client,
+                                                                   frontier.keys)))
         async for item in start:
             if isinstance(item, Request) and item.meta.get(SEED_META):
-                self.scope.add_seed(item.url)
+                self._seed(item.url)
             yield item
+
+    def _seed(self, url: str) -> None:
+        self.unshared += self.scope.add_seed(url)
+
+    async def _share(self, frontier: WorkerFrontier, shared: SharedScope) -> None:
+        """Until the frontier closes: this worker's seed forms out, everyone's in."""
+        while True:
+            await self.sync(shared)
+            if frontier.tasks.closing:
+                return
+            await asyncio.sleep(SYNC_S)
+
+    async def sync(self, shared: SharedScope) -> None:
+        """Add the seed forms not shared yet, and widen the scope by the others'."""
+        forms, self.unshared = self.unshared, []
+        try:
+            await shared.add(forms)
+            for form in await shared.news():
+                self.scope.add_form(form)
+        except (RedisError, OSError) as exc:
+            self.unshared = forms + self.unshared  # again at the next turn
+            logger.debug("Scope: cannot reach the shared scope: %s", exc)
 
     def process_spider_output(self, response: Response, result: Iterable[Any]) -> Iterator[Any]:
         page_hops = response.meta.get(HOPS_META, 0)
@@ -93,7 +131,7 @@ class ScopeMiddleware:
     def _drops(self, request: Request, page_hops: int) -> bool:
         """Whether ``request`` is off scope (counted); else its hops are noted on it."""
         if request.meta.get(SEED_META):
-            self.scope.add_seed(request.url)
+            self._seed(request.url)
             return False
         verdict = self.scope.decide(request.url, page_hops)
         if not verdict.fetch:

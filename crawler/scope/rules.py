@@ -136,15 +136,25 @@ class Scope:
         if self.hops < 0:
             raise ScopeError(f"hops={self.hops} must not be negative")
 
-    def add_seed(self, url: str) -> None:
-        """Widen the scope by what seed ``url`` covers (all three forms are kept,
-        so a later change of mode needs no seeds again)."""
+    def add_seed(self, url: str) -> list[str]:
+        """Widen the scope by what seed ``url`` covers; returns its forms
+        (``d:DOMAIN``, ``h:HOST``, ``p:PREFIX``: all three are kept, so a later
+        change of mode needs no seeds again; other workers add them with
+        :meth:`add_form`)."""
         name = host_name(url)
         if not name:
-            return
-        self.hosts.add(name)
-        self.domains.add(registered_domain(name))
-        self.prefixes.add(surt_prefix(url))
+            return []
+        forms = [f"d:{registered_domain(name)}", f"h:{name}", f"p:{surt_prefix(url)}"]
+        for form in forms:
+            self.add_form(form)
+        return forms
+
+    def add_form(self, form: str) -> None:
+        """Widen the scope by one form :meth:`add_seed` returned (unknown kinds are skipped)."""
+        kind, _, value = form.partition(":")
+        where = {"d": self.domains, "h": self.hosts, "p": self.prefixes}.get(kind)
+        if where is not None and value:
+            where.add(value)
 
     def decide(self, url: str, page_hops: int = 0) -> Verdict:
         """Whether to fetch ``url``, linked from a page ``page_hops`` links off scope.
