@@ -23,7 +23,7 @@ PURE = frozenset({
     "crawler.warc.records", "crawler.warc.wire", "crawler.warc.cdxj", "crawler.warc.files",
     "crawler.warc.openwarc", "crawler.warc.recovery",
     "crawler.learning", "crawler.learning.variants", "crawler.learning.traps",
-    "crawler.learning.rules", "crawler.diskspace",
+    "crawler.learning.rules", "crawler.diskspace", "crawler.scope", "crawler.scope.rules",
 })
 
 

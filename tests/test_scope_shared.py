@@ -4,10 +4,14 @@ what the scope middleware makes of it, on a real Redis under a private prefix.""
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 import redis.asyncio
+from scrapy.exceptions import UsageError
+from scrapy.utils.test import get_crawler
 
 from crawler.frontier.keys import Keys
 from crawler.frontier.scopestate import SharedScope
@@ -68,3 +72,14 @@ class _Crawler:
 def _middleware(scope: Scope) -> ScopeMiddleware:
     return ScopeMiddleware(_Crawler(), scope, 20)  # type: ignore[arg-type]
 
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"SCOPE": "site"}, "scope='site' is not a scope"),
+    ({"SCOPE_HOPS": "two"}, "SCOPE_HOPS='two' is not a whole number"),
+    ({"SCOPE_EXCLUDE": ["re:("]}, "scope rule 're:(' is not a regular expression"),
+])
+def test_a_bad_scope_setting_stops_the_crawl_with_one_line(settings: dict[str, object],
+                                                           message: str) -> None:
+    with pytest.raises(UsageError, match=re.escape(message)):
+        ScopeMiddleware.from_crawler(get_crawler(settings_dict=settings))

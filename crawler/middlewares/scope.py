@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 from scrapy import Request, signals
+from scrapy.exceptions import UsageError
 
 from crawler.frontier.scopestate import SharedScope
 from crawler.scheduling.worker import WorkerFrontier, frontier_of
@@ -76,7 +77,11 @@ class ScopeMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ScopeMiddleware:
-        scope = scope_from_settings(crawler.settings)
+        try:
+            scope = scope_from_settings(crawler.settings)
+        except ScopeError as exc:
+            # The user's input: one line and exit code 1 (crawler/commands/crawl.py).
+            raise UsageError(str(exc)) from None
         middleware = cls(crawler, scope, crawler.settings.getint("SCOPE_REPORT_HOSTS", 20))
         crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
         logger.info("Scope: %s", describe(scope))
