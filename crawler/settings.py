@@ -317,6 +317,12 @@ SCOPE_INCLUDE: list[str] = []
 SCOPE_EXCLUDE: list[str] = []
 # The off-scope hosts linked most that a closing crawl logs.
 SCOPE_REPORT_HOSTS = 20
+# Under a shared frontier, links off scope are held (at most SCOPE_HELD_MAX)
+# for this long after the worker starts, and as long again after another
+# worker's seeds widen the scope: workers started together must not drop
+# the links to each other's sites.
+SCOPE_SETTLE_SECONDS = 10.0
+SCOPE_HELD_MAX = 10_000
 DOWNLOADER_MIDDLEWARES = {
     # The crawler's robots policy replaces Scrapy's middleware (same place).
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,

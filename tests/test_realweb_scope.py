@@ -12,12 +12,19 @@ the off-scope hosts reported with their link counts.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.crawl_runner import crawl_realweb
+from tests.crawl_runner import (
+    REALWEB_DEFAULTS,
+    crawl_realweb,
+    finish_crawl,
+    realweb_settings,
+    start_crawl,
+)
 from tests.realweb import Host, RealWebProcess, Web, links_to
 from tests.realweb.sites import ALLOW_ALL
 
@@ -74,3 +81,36 @@ def test_a_worker_follows_links_to_the_sites_another_worker_seeded(
     assert sorted(ledger.targets("a.test")) == [b"/", b"/robots.txt"]
     assert ledger.targets("c.test") == []
     assert int(second.stat("scope/rejected/host")) == 1
+
+
+def test_links_to_a_site_another_worker_seeds_a_little_later_are_held_not_dropped(
+        realweb: Callable[..., RealWebProcess], redis_url: str, redis_prefix: str,
+        tmp_path: Path) -> None:
+    """The first worker parses its page, which links to the second worker's
+    site, before the second has started: the link is held while the scope
+    settles, and followed once the second worker's seeds are shared."""
+    web = realweb(Web([
+        Host("a.test", robots=ALLOW_ALL, pages={
+            "/": links_to("http://b.test/new", "http://c.test/x")}),
+        Host("b.test", robots=ALLOW_ALL, pages={"/": links_to(), "/new": links_to()}),
+        Host("c.test", robots=ALLOW_ALL, pages={"/x": links_to()}),
+    ]))
+    settings = {**realweb_settings(web.nameserver), **REALWEB_DEFAULTS,
+                "DOWNLOAD_DELAY": 0.05, "ADDRESS_GUARD_ALLOW": "127.0.0.0/8",
+                "SCOPE": "host", "SCOPE_SETTLE_SECONDS": 5, "REDIS_URL": redis_url,
+                "FRONTIER_NAMESPACE": f"{redis_prefix}settle"}
+    started = time.monotonic()
+    first = start_crawl(None, [web.url("a.test")], tmp_path / "w1", settings)
+    while not web.ledger().targets("a.test").count(b"/"):  # its page is parsed
+        assert time.monotonic() - started < 60
+        time.sleep(0.1)
+    time.sleep(1.0)
+    second = start_crawl(None, [web.url("b.test")], tmp_path / "w2", settings)
+    one = finish_crawl(first, tmp_path / "w1", started, 120)
+    two = finish_crawl(second, tmp_path / "w2", started, 120)
+    assert one.returncode == 0 and two.returncode == 0, one.log[-2000:] + two.log[-2000:]
+    ledger = web.ledger()
+    assert sorted(ledger.targets("b.test")) == [b"/", b"/new", b"/robots.txt"]
+    assert ledger.targets("c.test") == []
+    assert int(one.stat("scope/held_admitted")) == 1
+    assert int(one.stat("scope/rejected/host")) == 1  # c.test, when the hold ended

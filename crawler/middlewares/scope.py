@@ -16,19 +16,29 @@ A dropped link costs no Redis call; it is counted (``scope/rejected/RULE``)
 and its host kept for the report a closing crawl logs: the off-scope hosts
 linked most, with their link counts, so that an operator can grow the seed
 list. A seed is always fetched, and widens the scope.
+
+While the shared scope may still widen (the first ``SCOPE_SETTLE_SECONDS``
+of the worker, and as long again after another worker's seeds came), a link
+off scope is held in memory rather than dropped (``SCOPE_HELD_MAX`` at
+most): workers started together share their seeds within a second or two,
+and a worker that parses a page before then must not drop the links to the
+others' sites. Each widening decides the held links again; those in scope
+go to the engine (``scope/held_admitted``), the others are dropped when the
+hold ends. The crawl stays open until then.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 from scrapy import Request, signals
-from scrapy.exceptions import UsageError
+from scrapy.exceptions import DontCloseSpider, UsageError
 
 from crawler.frontier.scopestate import SharedScope
 from crawler.scheduling.worker import WorkerFrontier, frontier_of
@@ -45,8 +55,10 @@ logger = logging.getLogger(__name__)
 HOPS_META = "scope_hops"
 #: Off-scope hosts kept for the report at most (the rest are counted only).
 HOSTS_KEPT = 10_000
-#: How often (s) this worker adds its seeds' forms to the shared scope and reads the others'.
+#: How often (s) this worker adds its seeds' forms to the shared scope and reads the
+#: others' (while the scope settles: SETTLING_SYNC_S).
 SYNC_S = 1.0
+SETTLING_SYNC_S = 0.25
 
 
 def scope_from_settings(settings: Any) -> Scope:
@@ -64,11 +76,18 @@ def scope_from_settings(settings: Any) -> Scope:
 class ScopeMiddleware:
     """Seeds widen the scope; links off it are dropped and counted."""
 
-    def __init__(self, crawler: Crawler, scope: Scope, report_hosts: int) -> None:
+    def __init__(self, crawler: Crawler, scope: Scope, report_hosts: int,
+                 settle_s: float = 0.0, held_max: int = 0) -> None:
         self.crawler = crawler
         self.stats = crawler.stats
         self.scope = scope
         self.report_hosts = report_hosts
+        self.settle_s = settle_s
+        self.held_max = held_max
+        #: Until when (monotonic) the shared scope may still widen (0: no shared scope).
+        self.settle_until = 0.0
+        #: Links off scope held while it settles, with their pages' hops.
+        self.held: list[tuple[Request, int]] = []
         #: Off-scope hosts and how many dropped links named each.
         self.off_scope: Counter[str] = Counter()
         #: Seed forms not yet added to the shared scope.
@@ -82,7 +101,11 @@ class ScopeMiddleware:
         except ScopeError as exc:
             # The user's input: one line and exit code 1 (crawler/commands/crawl.py).
             raise UsageError(str(exc)) from None
-        middleware = cls(crawler, scope, crawler.settings.getint("SCOPE_REPORT_HOSTS", 20))
+        s = crawler.settings
+        middleware = cls(crawler, scope, s.getint("SCOPE_REPORT_HOSTS", 20),
+                         s.getfloat("SCOPE_SETTLE_SECONDS", 10.0),
+                         s.getint("SCOPE_HELD_MAX", 10_000))
+        crawler.signals.connect(middleware.spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
         logger.info("Scope: %s", describe(scope))
         return middleware
@@ -91,6 +114,7 @@ class ScopeMiddleware:
         frontier = frontier_of(self.crawler)
         if frontier is not None and not self._syncing:
             self._syncing = True
+            self.settle_until = time.monotonic() + self.settle_s
             frontier.tasks.spawn(self._share(frontier, SharedScope(frontier.client,
                                                                    frontier.keys)))
         async for item in start:
@@ -107,18 +131,54 @@ class ScopeMiddleware:
             await self.sync(shared)
             if frontier.tasks.closing:
                 return
-            await asyncio.sleep(SYNC_S)
+            await asyncio.sleep(SETTLING_SYNC_S if self.settling() else SYNC_S)
 
     async def sync(self, shared: SharedScope) -> None:
-        """Add the seed forms not shared yet, and widen the scope by the others'."""
+        """Add the seed forms not shared yet, widen the scope by the others', and
+        decide the held links again."""
         forms, self.unshared = self.unshared, []
         try:
             await shared.add(forms)
-            for form in await shared.news():
-                self.scope.add_form(form)
+            widened = [form for form in await shared.news() if self.scope.add_form(form)]
         except (RedisError, OSError) as exc:
             self.unshared = forms + self.unshared  # again at the next turn
             logger.debug("Scope: cannot reach the shared scope: %s", exc)
+            widened = []
+        if widened and self.settle_until:
+            self.settle_until = max(self.settle_until, time.monotonic() + self.settle_s)
+        if widened or not self.settling():  # (a held link's verdict changes only then)
+            self.decide_held()
+
+    def settling(self) -> bool:
+        """Whether the shared scope may still widen (links off it are held)."""
+        return time.monotonic() < self.settle_until
+
+    def decide_held(self) -> None:
+        """The held links now in scope go to the engine; the others stay held
+        while the scope settles, else are dropped."""
+        if not self.held:
+            return
+        settling = self.settling()
+        kept = []
+        for request, page_hops in self.held:
+            verdict = self.scope.decide(request.url, page_hops)
+            if verdict.fetch:
+                if verdict.hops:
+                    request.meta[HOPS_META] = verdict.hops
+                self.crawler.engine.crawl(request)
+                self.stats.inc_value("scope/held_admitted")
+            elif settling:
+                kept.append((request, page_hops))
+            else:
+                self._reject(request, verdict.rule)
+        self.held = kept
+
+    def spider_idle(self) -> None:
+        """Links still held keep the crawl open until the scope has settled."""
+        if self.held:
+            self.decide_held()
+        if self.held:
+            raise DontCloseSpider
 
     def process_spider_output(self, response: Response, result: Iterable[Any]) -> Iterator[Any]:
         page_hops = response.meta.get(HOPS_META, 0)
@@ -140,17 +200,28 @@ class ScopeMiddleware:
             return False
         verdict = self.scope.decide(request.url, page_hops)
         if not verdict.fetch:
-            self.stats.inc_value(f"scope/rejected/{verdict.rule}")
-            host = host_name(request.url)
-            if host in self.off_scope or len(self.off_scope) < HOSTS_KEPT:
-                self.off_scope[host] += 1
+            if self.settling() and len(self.held) < self.held_max:
+                self.held.append((request, page_hops))
+            else:
+                self._reject(request, verdict.rule)
             return True
         if verdict.hops:
             request.meta[HOPS_META] = verdict.hops
             self.stats.inc_value("scope/hops")
         return False
 
+    def _reject(self, request: Request, rule: str) -> None:
+        self.stats.inc_value(f"scope/rejected/{rule}")
+        host = host_name(request.url)
+        if host in self.off_scope or len(self.off_scope) < HOSTS_KEPT:
+            self.off_scope[host] += 1
+
     def spider_closed(self) -> None:
+        if self.held:  # a crawl stopped while the scope settled
+            self.stats.set_value("scope/held_at_close", len(self.held))
+            logger.warning("Scope: %d link(s) off scope were still held when the crawl "
+                           "stopped, waiting for other workers' seeds; not followed",
+                           len(self.held))
         if not self.off_scope:
             return
         self.stats.set_value("scope/offsite_hosts", len(self.off_scope))

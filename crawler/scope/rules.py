@@ -149,12 +149,15 @@ class Scope:
             self.add_form(form)
         return forms
 
-    def add_form(self, form: str) -> None:
-        """Widen the scope by one form :meth:`add_seed` returned (unknown kinds are skipped)."""
+    def add_form(self, form: str) -> bool:
+        """Widen the scope by one form :meth:`add_seed` returned; whether it was
+        new here (unknown kinds are skipped)."""
         kind, _, value = form.partition(":")
         where = {"d": self.domains, "h": self.hosts, "p": self.prefixes}.get(kind)
-        if where is not None and value:
-            where.add(value)
+        if where is None or not value or value in where:
+            return False
+        where.add(value)
+        return True
 
     def decide(self, url: str, page_hops: int = 0) -> Verdict:
         """Whether to fetch ``url``, linked from a page ``page_hops`` links off scope.
