@@ -306,9 +306,7 @@ SPIDER_MIDDLEWARES = {
 # "domain" (the seeds' registered domains), "host" (their host names),
 # "prefix" (each seed's SURT prefix) or "any" (the whole web). Links off
 # scope are dropped before the frontier and counted (scope/rejected/RULE).
-# ("any" until a fleet's workers agree on the scope before their first page:
-# a worker that starts before another has shared its seeds would drop the
-# links to that worker's sites.)
+# ("any" for now; "domain" is to be the default.)
 SCOPE = "any"
 # Links off scope still fetched this many links from a page in scope.
 SCOPE_HOPS = 0
