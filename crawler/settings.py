@@ -306,8 +306,7 @@ SPIDER_MIDDLEWARES = {
 # "domain" (the seeds' registered domains), "host" (their host names),
 # "prefix" (each seed's SURT prefix) or "any" (the whole web). Links off
 # scope are dropped before the frontier and counted (scope/rejected/RULE).
-# ("any" for now; "domain" is to be the default.)
-SCOPE = "any"
+SCOPE = "domain"
 # Links off scope still fetched this many links from a page in scope.
 SCOPE_HOPS = 0
 # Rules that refine the scope: re:REGEX, a URL or a SURT prefix; exclude wins.

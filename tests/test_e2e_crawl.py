@@ -46,7 +46,8 @@ def full_crawl(sim: SimWebProcess, tmp_path_factory: pytest.TempPathFactory) -> 
         sim.proxy_url, sim.web.seed_urls(SEEDS), tmp_path_factory.mktemp("full"),
         # Crawl-delays of this web (0.2-1 s) clamped to 0.2 s: the test's time
         # goes to breadth; tests/test_robots_crawl.py checks the pacing.
-        settings={"DOWNLOAD_DELAY": DELAY, "DEPTH_LIMIT": 0,
+        # The whole web from a few seeds: every link is in scope.
+        settings={"DOWNLOAD_DELAY": DELAY, "DEPTH_LIMIT": 0, "SCOPE": "any",
                   "ADMISSION_MAX_PAGES_PER_HOST": HOST_CAP, "ROBOTS_MAX_CRAWL_DELAY": DELAY},
     )
 

@@ -211,8 +211,9 @@ def test_embedded_frontier_resumes_after_sigint(sim: SimWebProcess, tmp_path: Pa
     sim.reset()
     web = sim.web
     seeds = web.seed_urls(50)
+    # (what 50 seeds reach of the whole web: every link in scope)
     settings = {"DOWNLOAD_DELAY": 0.1, "DEPTH_LIMIT": 0, "ROBOTSTXT_OBEY": False,
-                "JOBDIR": str(tmp_path / "job")}
+                "JOBDIR": str(tmp_path / "job"), "SCOPE": "any"}
     started = time.monotonic()
     first = start_crawl(sim.proxy_url, seeds, tmp_path / "first", settings)
     deadline = time.monotonic() + 60

@@ -7,7 +7,7 @@ worker's own (its file's and those fed through Redis both pass
 reads the others' once a second). The mode, hops and rules come from the
 settings or the spider's arguments:
 
-    SCOPE = "any"          # domain | host | prefix | any  (-a scope=...)
+    SCOPE = "domain"       # domain | host | prefix | any  (-a scope=...)
     SCOPE_HOPS = 0         # links off scope fetched this far (-a hops=N)
     SCOPE_INCLUDE = []     # re:REGEX, URL or SURT prefix  (-a include=...)
     SCOPE_EXCLUDE = []     # the same, and wins           (-a exclude=...)
@@ -15,7 +15,8 @@ settings or the spider's arguments:
 A dropped link costs no Redis call; it is counted (``scope/rejected/RULE``)
 and its host kept for the report a closing crawl logs: the off-scope hosts
 linked most, with their link counts, so that an operator can grow the seed
-list. A seed is always fetched, and widens the scope.
+list. A seed (any start request of any spider, or a request marked as a
+seed) is always fetched, and widens the scope.
 
 While the shared scope may still widen (the first ``SCOPE_SETTLE_SECONDS``
 of the worker, and as long again after another worker's seeds came), a link
@@ -68,7 +69,7 @@ def scope_from_settings(settings: Any) -> Scope:
         hops = int(hops)
     except (TypeError, ValueError):
         raise ScopeError(f"SCOPE_HOPS={hops!r} is not a whole number") from None
-    return Scope(mode=str(settings.get("SCOPE", "any")).strip().lower(), hops=hops,
+    return Scope(mode=str(settings.get("SCOPE", "domain")).strip().lower(), hops=hops,
                  include=parse_rules(settings.get("SCOPE_INCLUDE")),
                  exclude=parse_rules(settings.get("SCOPE_EXCLUDE")))
 
@@ -118,7 +119,7 @@ class ScopeMiddleware:
             frontier.tasks.spawn(self._share(frontier, SharedScope(frontier.client,
                                                                    frontier.keys)))
         async for item in start:
-            if isinstance(item, Request) and item.meta.get(SEED_META):
+            if isinstance(item, Request):  # any spider's start requests are its seeds
                 self._seed(item.url)
             yield item
 

@@ -51,11 +51,14 @@ def run_demo(args: argparse.Namespace) -> int:
         seeds = out / "seeds.txt"
         seeds.write_text("".join(f"{u}\n" for u in sim.web.seed_urls(args.seeds)))
         print(f"Simulated web: {args.hosts} hosts on {sim.proxy_url} (an HTTP proxy); "
-              f"crawling from {args.seeds} seeds in {seeds}\n", flush=True)
+              f"crawling from {args.seeds} seeds in {seeds}, following links to every "
+              "host (SCOPE=any)\n", flush=True)
         # A demo should end in minutes: hosts whose robots.txt is unreachable
         # are parked after one try (not retried for ~3 h), broken hosts after
         # one breaker opening, and retries wait seconds, not minutes.
-        settings = {"DEPTH_LIMIT": args.depth, "DOWNLOAD_DELAY": args.delay,
+        # The demo crawls the whole simulated web from a few of its hosts: its
+        # scope is every link (a crawl's default is its seeds' domains).
+        settings = {"SCOPE": "any", "DEPTH_LIMIT": args.depth, "DOWNLOAD_DELAY": args.delay,
                     "DOWNLOAD_TIMEOUT": args.timeout, "LOGSTATS_INTERVAL": 10,
                     "JOBDIR": str(jobdir), "WARC_DIR": str(warc), "ROBOTS_TIMEOUT": 5,
                     "ROBOTS_UNREACHABLE_MAX_ATTEMPTS": 1, "BREAKER_COOLDOWN": 5,
