@@ -6,9 +6,9 @@ another worker's sites. So what a seed covers (its registered domain, host
 name and SURT prefix: :meth:`crawler.scope.rules.Scope.add_seed`) goes to a
 set, and each form new to the set to a log (``lua/scope_add.lua``, one slot:
 ``{ns/scope}``); every worker reads the log from its own offset, a batch a
-second, and widens its scope with what others added. A link to a site whose
-seed another worker has not added yet is dropped (and counted): that site is
-crawled from its seed all the same.
+second, and widens its scope with what others added. (A link off scope found
+before another worker's seeds came is held for a while, not dropped:
+crawler/middlewares/scope.py.)
 """
 
 from __future__ import annotations

@@ -163,9 +163,11 @@ class Scope:
         """Whether to fetch ``url``, linked from a page ``page_hops`` links off scope.
 
         Exclude rules first, then include rules, then the mode; off scope, the
-        link is fetched when it is at most ``hops`` links from the scope.
+        link is fetched when it is at most ``hops`` links from the scope. The
+        URL's SURT form is made only when a prefix needs it (a link's hot path:
+        ~25 us each).
         """
-        form = surt_of(url)
+        form = surt_of(url) if self._compares_prefixes() else ""
         for rule in self.exclude:
             if rule.matches(url, form):
                 return Verdict(False, "exclude")
@@ -175,12 +177,16 @@ class Scope:
             return Verdict(True, "hop", page_hops + 1)
         return Verdict(False, self.mode)
 
+    def _compares_prefixes(self) -> bool:
+        return self.mode == "prefix" or any(
+            rule.pattern is None for rule in (*self.exclude, *self.include))
+
     def covers(self, url: str, form: str | None = None) -> bool:
         """Whether the mode (without rules or hops) lets ``url`` in."""
         if self.mode == "any":
             return True
         if self.mode == "prefix":
-            form = surt_of(url) if form is None else form
+            form = form or surt_of(url)
             return any(form.startswith(prefix) for prefix in self.prefixes)
         name = host_name(url)
         if self.mode == "host":
