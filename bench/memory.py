@@ -207,7 +207,7 @@ def frontier_of(client: Redis) -> Frontier:
     # Hosts are created with delay 0 so that the drain to "seen only" needs no
     # waiting; the delay is one small integer in each host hash.
     return Frontier(client, Keys(NAMESPACE, PARTITIONS, SEEN_BUCKETS),
-                    Limits(concurrency=4, delay_ms=0, jitter=0.5, budget=10_000))
+                    Limits(concurrency=4, delay_ms=0, jitter=0.5, admit_max=10_000))
 
 
 def _admission(u: Url, layout: str) -> Admission:

@@ -107,6 +107,9 @@ class Ticket:
     verdict: Verdict | None = None
     #: The type name of the download error the request met, if any.
     error: str | None = None
+    #: The bytes of the bodies its answers brought, redirects included (its
+    #: site's byte budget).
+    size: int = 0
     #: The archive's promises for the answers to this request (its redirect
     #: hops included): Deferreds the WARC writer fires with where each record
     #: went, or with the exception that kept it out. A page counts as done
@@ -155,6 +158,10 @@ class Ticket:
     def archiving(self, record: Any) -> None:
         """Note a record the archive promised to write (a Deferred of its outcome)."""
         self.records.append(record)
+
+    def received(self, size: int) -> None:
+        """Note an answer's body of ``size`` bytes, as it came off the wire."""
+        self.size += size
 
     def failed(self, error: str) -> None:
         """Note a download error; without another verdict the URL dies of it."""

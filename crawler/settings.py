@@ -373,6 +373,17 @@ URLLENGTH_LIMIT = 2083
 # Distinct URLs admitted per host name (all its schemes and ports); bounds traps and huge
 # sites so one host cannot eat the crawl. 0 = no cap.
 ADMISSION_MAX_PAGES_PER_HOST = 10_000
+# Budgets (the frontier's, for every worker; 0 = no limit): what one host name
+# (every scheme and port) and one registered domain may spend in a crawl, in
+# URLs fetched, bytes received and seconds since its first request. A spent
+# host's queue ends as dead letters with reason "budget", and its new links are
+# refused (raise the budget, then `scrapy frontier requeue --reason budget`).
+BUDGET_HOST_PAGES = 0
+BUDGET_HOST_BYTES = 0
+BUDGET_HOST_SECONDS = 0
+BUDGET_DOMAIN_PAGES = 0
+BUDGET_DOMAIN_BYTES = 0
+BUDGET_DOMAIN_SECONDS = 0
 # Trap heuristics (see crawler.admission.TrapRules); 0 switches a rule off.
 ADMISSION_TRAP_MAX_SEGMENTS = 24
 ADMISSION_TRAP_MAX_SEGMENT_REPEATS = 2

@@ -96,7 +96,7 @@ def test_the_breaker_is_the_names(make_harness: Callable[..., Harness]) -> None:
 
 
 def test_the_page_budget_is_the_names(make_harness: Callable[..., Harness]) -> None:
-    h = make_harness("a", concurrency=4, delay_ms=0, budget=3)
+    h = make_harness("a", concurrency=4, delay_ms=0, admit_max=3)
     result = h.run(h.frontier.admit(
         [admission(f"http://a.test/{i}") for i in range(2)]
         + [admission(f"https://a.test/{i}") for i in range(2)]

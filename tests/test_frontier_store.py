@@ -194,7 +194,7 @@ def test_retry_dead_and_return(harness: Harness, redis_url: str) -> None:
 
 
 def test_budget_refuses_and_marks_seen(make_harness: Callable[..., Harness]) -> None:
-    h = make_harness("b", concurrency=1, delay_ms=0, budget=2)
+    h = make_harness("b", concurrency=1, delay_ms=0, admit_max=2)
     res = h.run(h.frontier.admit([admission(f"http://a.test/{i}") for i in range(4)]))
     assert (res.added, res.refused) == (2, 2)
 

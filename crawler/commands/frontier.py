@@ -12,6 +12,7 @@ without a Redis shell or knowledge of the key layout::
     scrapy frontier hosts [--top N] [--by queued|errors|latency|dead] [--json]
     scrapy frontier host NAME [--domain | --ip] [--delay S] [--concurrency N]
                               [--pause | --resume] [--reset] [--json]
+                              [--budget-pages N] [--budget-bytes N] [--budget-seconds S]
                               [--forget-param P | --forget-pattern PATTERN | --forget-learned]
     scrapy frontier crawls [--json]
     scrapy frontier delete (--crawl-id ID | --idle-days N) [--yes] [--force]
@@ -78,7 +79,8 @@ from crawler.redaction import one_line, safe_url, url_password
 SUBCOMMANDS = ("status", "hosts", "dead", "requeue", "drop-host", "revisit-now", "host", "crawls",
                "delete")
 #: The options that change a host (or domain) rather than show it.
-_CHANGES = ("delay", "concurrency", "pause", "resume", "reset")
+_BUDGETS = ("budget_pages", "budget_bytes", "budget_seconds")
+_CHANGES = ("delay", "concurrency", "pause", "resume", "reset", *_BUDGETS)
 _FORGETS = ("forget_param", "forget_pattern", "forget_learned")
 
 
@@ -169,6 +171,13 @@ class Command(ScrapyCommand):
         group.add_argument("--resume", action="store_true", help="host: undo --pause")
         group.add_argument("--reset", action="store_true",
                            help="host: every override off (back to settings and robots.txt)")
+        group.add_argument("--budget-pages", type=int, metavar="N",
+                           help="host: the site's page budget, for every worker (0: none); "
+                                "a raised budget takes its new links again")
+        group.add_argument("--budget-bytes", type=int, metavar="N",
+                           help="host: the site's byte budget (0: none)")
+        group.add_argument("--budget-seconds", type=float, metavar="S",
+                           help="host: the site's time budget, from its first request (0: none)")
         group.add_argument("--forget-param", metavar="P",
                            help="host: remove the learned rule that P is noise (and its "
                                 "evidence)")
@@ -233,9 +242,10 @@ class Command(ScrapyCommand):
             raise UsageError("drop-host takes one HOST (example.com or https://example.com:8443)")
         if sub == "host":
             _check_host_options(rest, opts)
-        elif any(getattr(opts, name) for name in (*_CHANGES, *_FORGETS, "domain", "ip")):
-            raise UsageError("--delay, --concurrency, --pause, --resume, --reset, --domain, "
-                             "--ip and --forget-* apply to host only")
+        elif any(getattr(opts, name) not in (None, False)
+                 for name in (*_CHANGES, *_FORGETS, "domain", "ip")):
+            raise UsageError("--delay, --concurrency, --pause, --resume, --reset, --budget-*, "
+                             "--domain, --ip and --forget-* apply to host only")
         if sub not in ("drop-host", "host") and rest:
             raise UsageError(f"unexpected argument(s): {' '.join(rest)}")
         if opts.watch is not None and (sub != "status" or opts.watch <= 0):
@@ -325,7 +335,9 @@ class Command(ScrapyCommand):
         change = Change(
             concurrency=opts.concurrency,
             delay_ms=None if opts.delay is None else round(opts.delay * 1000),
-            pause=True if opts.pause else False if opts.resume else None, reset=opts.reset)
+            pause=True if opts.pause else False if opts.resume else None, reset=opts.reset,
+            budget_pages=opts.budget_pages, budget_bytes=opts.budget_bytes,
+            budget_ms=None if opts.budget_seconds is None else round(opts.budget_seconds * 1000))
         scope = "domain" if opts.domain else "ip" if opts.ip else "site"
         try:
             if not change.empty():
@@ -333,6 +345,9 @@ class Command(ScrapyCommand):
                 what = {"site": "site", "domain": "domain", "ip": "server address"}[scope]
                 note(f"{what} {target}: {change.words()}, for every worker from its next "
                      "request")
+                if change.budget():
+                    note(f"its URLs ended by a budget come back with: scrapy frontier requeue "
+                         f"--reason budget --host {target}")
             self._forget(control, site, opts)
             view = control.view(site)
             address = control.address_of(site) if view is None else None
@@ -399,6 +414,12 @@ def _check_host_options(rest: list[str], opts: argparse.Namespace) -> None:
         raise UsageError("--delay must be 0 or more seconds")
     if opts.domain and opts.ip:
         raise UsageError("--domain or --ip, not both")
+    for name in _BUDGETS:
+        value = getattr(opts, name)
+        if value is not None and (value < 0 or opts.domain or opts.ip):
+            flag = "--" + name.replace("_", "-")
+            raise UsageError(f"{flag} takes 0 (no limit) or more, for a site (a domain's "
+                             "budget is the setting BUDGET_DOMAIN_*)")
     wide = opts.domain or opts.ip
     lowest = 0 if wide else 1
     if opts.concurrency is not None and opts.concurrency < lowest:

@@ -19,7 +19,7 @@ from typing import Any
 from crawler.frontier.admin import AdminError, DeadLetter, FrontierAdmin, HostMatch, parse_host
 from crawler.frontier.capacity import Capacity
 from crawler.frontier.connection import Connection
-from crawler.frontier.control import AddressView, Gate, HostView
+from crawler.frontier.control import AddressView, Gate, HostView, Spend
 from crawler.frontier.crawls import CrawlInfo
 from crawler.frontier.keys import STATES, Count
 from crawler.frontier.status import EXTRA_COUNTS, HOST_STATES, Status
@@ -269,7 +269,11 @@ def print_host(view: HostView, as_json: bool) -> None:
               "the breaker)")
     print(f"  breaker {view.breaker} ({view.breaker_openings} opening(s)); "
           f"failed DNS lookups in a row: {view.dns_failures}")
+    if view.budget is not None:
+        print(f"  budget: {_spend_line(view.budget)}")
     print(f"domain {view.domain}: {view.domain_waiting_hosts:,} host(s) waiting for it")
+    if view.domain_budget is not None:
+        print(f"  budget: {_spend_line(view.domain_budget)}")
     _print_gate("domain", view.domain_gate)
     if view.address is not None:
         _print_address(view.address)
@@ -277,6 +281,20 @@ def print_host(view: HostView, as_json: bool) -> None:
         print("server address: not known yet (learned at its robots.txt fetch, or when its "
               "server first has no room for it)")
     _print_log(view.log)
+
+
+def _spend_line(spend: Spend) -> str:
+    """``pages 5 of 5, bytes 52,100 (no limit), time 12 s of 60 s (setting
+    BUDGET_HOST_*); spent: pages``."""
+    def part(name: str, used: str, limit: str | None) -> str:
+        return f"{name} {used} of {limit}" if limit else f"{name} {used} (no limit)"
+    line = ", ".join((
+        part("pages", f"{spend.pages:,}", spend.pages_limit and f"{spend.pages_limit:,}"),
+        part("bytes", f"{spend.bytes:,}", spend.bytes_limit and f"{spend.bytes_limit:,}"),
+        part("time", f"{spend.seconds:,.0f} s",
+             spend.seconds_limit and f"{spend.seconds_limit:,g} s")))
+    spent = spend.spent
+    return f"{line} ({spend.limits_from})" + (f"; spent: {spent}" if spent else "")
 
 
 def _print_learned(learned: dict[str, Any]) -> None:

@@ -51,10 +51,18 @@ class Change:
     delay_ms: int | None = None
     pause: bool | None = None  # True pause, False resume
     reset: bool = False  # every override off first (back to automatic)
+    #: A site's budget (0: no limit for it), replacing the BUDGET_HOST_* setting.
+    budget_pages: int | None = None
+    budget_bytes: int | None = None
+    budget_ms: int | None = None
 
     def empty(self) -> bool:
         return (self.concurrency is None and self.delay_ms is None and self.pause is None
-                and not self.reset)
+                and not self.reset and not self.budget())
+
+    def budget(self) -> bool:
+        return not (self.budget_pages is None and self.budget_bytes is None
+                    and self.budget_ms is None)
 
     def words(self) -> str:
         said = ["reset"] if self.reset else []
@@ -64,6 +72,12 @@ class Change:
             said.append(f"delay {self.delay_ms / 1000:g} s")
         if self.pause is not None:
             said.append("pause" if self.pause else "resume")
+        for value, unit in ((self.budget_pages, "pages"), (self.budget_bytes, "bytes")):
+            if value is not None:
+                said.append(f"budget {value:,} {unit}" if value else f"no {unit} budget")
+        if self.budget_ms is not None:
+            said.append(f"budget {self.budget_ms / 1000:g} s" if self.budget_ms
+                        else "no time budget")
         return ", ".join(said)
 
 
@@ -97,6 +111,42 @@ class Gate:
 
 
 @dataclass(slots=True)
+class Spend:
+    """What a site or a domain spent of its budget, and its limits (0: none)."""
+
+    pages: int
+    bytes: int
+    seconds: float  # since its first URL was claimed
+    pages_limit: int
+    bytes_limit: int
+    seconds_limit: float
+    limits_from: str  # "setting BUDGET_HOST_*", "operator", ...
+
+    @property
+    def spent(self) -> str | None:
+        """Which budget is spent ("pages", "bytes", "seconds"), if any
+        (``budget_left`` in lua/common.lua)."""
+        if self.pages_limit and self.pages >= self.pages_limit:
+            return "pages"
+        if self.bytes_limit and self.bytes >= self.bytes_limit:
+            return "bytes"
+        if self.seconds_limit and self.seconds >= self.seconds_limit:
+            return "seconds"
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "spent": self.spent}
+
+
+def _spend(raw: dict[bytes, bytes], now: int, limits: tuple[int, int, int],
+           limits_from: str) -> Spend:
+    first = raw.get(b"b0")
+    return Spend(int(_num(raw, "bp")), int(_num(raw, "bb")),
+                 (now - int(first)) / 1000 if first else 0.0,
+                 limits[0], limits[1], limits[2] / 1000, limits_from)
+
+
+@dataclass(slots=True)
 class HostView:
     """Everything ``scrapy frontier host NAME`` shows."""
 
@@ -116,9 +166,15 @@ class HostView:
     dns_failures: int
     address: AddressView | None = None  # the server address, once the frontier knows it
     log: list[dict[str, Any]] = field(default_factory=list)
+    #: What the site and its domain spent of their budgets (BUDGET_*).
+    budget: Spend | None = None
+    domain_budget: Spend | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["budget"] = self.budget.as_dict() if self.budget else None
+        out["domain_budget"] = self.domain_budget.as_dict() if self.domain_budget else None
+        return out
 
 
 @dataclass(slots=True)
@@ -184,8 +240,12 @@ class HostControl:
             return "" if value is None else value
 
         pause = "" if change.pause is None else int(change.pause)
+        if change.budget() and scope != "site":
+            raise ValueError("a budget override is a site's (BUDGET_DOMAIN_* set the domains')")
         if not self._control(keys=keys, args=[prefix, scope, target, arg(change.concurrency),
-                                              arg(change.delay_ms), pause, int(change.reset)]):
+                                              arg(change.delay_ms), pause, int(change.reset),
+                                              arg(change.budget_pages), arg(change.budget_bytes),
+                                              arg(change.budget_ms)]):
             raise UnknownTarget(f"no site {target} in the frontier {self.keys.namespace}")
         if scope == "ip":
             self._wake_parked(target)
@@ -252,6 +312,7 @@ class HostControl:
             address=address,
             log=self._log(("site", site), ("domain", domain),
                           ("ip", address.address if address else "")),
+            budget=self._site_spend(raw, now), domain_budget=self._domain_spend(part, site, now),
         )
 
     def forget_learned(self, name: str, *, param: str | None = None,
@@ -304,7 +365,8 @@ class HostControl:
             robots_fetched_ago_s=(now - int(fetched)) / 1000 if fetched else None,
             robots_version=int(_num(raw, "rv")),
             blocked=("dropped" if blocked == "1" else
-                     f"parked: {_text(raw, 'pr') or '?'}" if blocked == "p" else None),
+                     f"parked: {_text(raw, 'pr') or '?'}" if blocked == "p" else
+                     "budget spent: new links refused" if blocked == "q" else None),
             learned=facts_of(self.client, self.keys, host).as_dict())
 
     def _site_gate(self, raw: dict[bytes, bytes], now: int) -> Gate:
@@ -363,6 +425,25 @@ class HostControl:
                     paused=raw.get(b"xp") is not None, in_flight=in_flight,
                     next_claim_in_s=max(0.0, _num(raw, "t") - now) / 1000,
                     next_start_in_s=max(0.0, _num(raw, "s") - now) / 1000)
+
+    def _site_spend(self, raw: dict[bytes, bytes], now: int) -> Spend:
+        b = self.limits.budgets
+        limits = (b.host_pages, b.host_bytes, b.host_ms)
+        overrides = [raw.get(name) for name in (b"qp", b"qb", b"qs")]
+        if any(value is not None for value in overrides):
+            limits = tuple(limit if value is None else int(value)  # type: ignore[assignment]
+                           for limit, value in zip(limits, overrides, strict=True))
+            return _spend(raw, now, limits, "operator")
+        return _spend(raw, now, limits, "setting BUDGET_HOST_*")
+
+    def _domain_spend(self, part: int, site: str, now: int) -> Spend | None:
+        """A domain counts what it spends only while a domain budget is on."""
+        b = self.limits.budgets
+        if not b.domain_on:
+            return None
+        raw = self.client.hgetall(self.keys.domain(part, site))
+        return _spend(raw, now, (b.domain_pages, b.domain_bytes, b.domain_ms),
+                      "setting BUDGET_DOMAIN_*")
 
     def _count_of(self, key: str, hosts: list[str]) -> int:
         """Entries of a partition hash (delayed, dead) whose value names one of ``hosts``."""

@@ -28,6 +28,7 @@ from crawler.frontier.values import (
     Admission,
     AdmitResult,
     BreakerEvent,
+    BudgetSpent,
     ClaimResult,
     Lease,
     Limits,
@@ -60,7 +61,7 @@ def claim_limits(limits: Limits) -> str:
         "ip_scope": limits.ip_concurrency > 0 or limits.ip_delay_ms > 0,
         "ip_fallback_ms": limits.ip_fallback_ms, "dns_job_ms": limits.dns_job_ms,
         "dns_job_max": limits.dns_job_max, "revisit_new_first": limits.revisit_new_first,
-        "reserve_ms": limits.reserve_ms})
+        "reserve_ms": limits.reserve_ms, "budget": limits.budgets.script_args()})
 
 
 _INCLUDE = re.compile(r"^--#include (\w+)$", re.MULTILINE)
@@ -142,18 +143,19 @@ class Frontier:
         calls: list[Call] = [
             (self._admit, [self.keys.counts(part)],
              [self.keys.prefix(part), self.limits.concurrency, self.limits.delay_ms,
-              self.limits.budget, *args]) for part, args in groups.items()]
+              self.limits.admit_max, *args]) for part, args in groups.items()]
         return calls, list(groups)
 
     def _admitted(self, replies: list[Any], parts: list[int]) -> AdmitResult:
         result = AdmitResult()
-        for part, (added, dups, refused, blocked, parked, soonest) in zip(
+        for part, (added, dups, refused, blocked, parked, spent, soonest) in zip(
                 parts, replies, strict=True):
             result.added += added
             result.duplicates += dups
             result.refused += refused
             result.blocked += blocked
             result.parked += parked
+            result.spent += spent
             self.due.told(part, int(soonest))
         return result
 
@@ -223,6 +225,9 @@ class Frontier:
                 if entry == b"D":
                     result.dns_jobs.append(host)
                     continue
+                if entry == b"B":
+                    result.budget_jobs.append((host, BudgetSpent.parse(reply[i + 2].decode())))
+                    continue
                 if entry == b"R":
                     claimed += 1
                     result.robots_jobs.append(host)
@@ -269,7 +274,7 @@ class Frontier:
             groups[self.partition(rel.host)] += [
                 self._member(worker, rel.fingerprint), rel.op, rel.arg,
                 rel.fingerprint + rel.record.encode("utf-8") if rel.record else "",
-                rel.hold_ms, rel.health, rel.fetch_ms, rel.revisit_ms,
+                rel.hold_ms, rel.health, rel.fetch_ms, rel.revisit_ms, rel.size,
             ]
         b = self.limits.breaker
         calls: list[Call] = [
@@ -277,7 +282,8 @@ class Frontier:
              [self.keys.prefix(part), worker, b.threshold, b.base_ms, b.cap_ms,
               b.max_openings, self.limits.adaptive_factor, self.limits.adaptive_max_ms,
               self.limits.jitter, self.limits.domain_concurrency, self.limits.domain_delay_ms,
-              *args]) for part, args in groups.items()]
+              "1" if self.limits.budgets.domain_on else "0", *args])
+            for part, args in groups.items()]
         return calls, list(groups)
 
     def _released(self, replies: list[Any], parts: list[int]) -> ReleaseResult:
@@ -363,13 +369,15 @@ class Frontier:
         return await self.client.hget(self.keys.robots_rules(part), host)
 
     async def park_host(self, host: str, reason: str, batch: int = 1000, *,
-                        whole_site: bool = False) -> int:
+                        whole_site: bool = False, spent: bool = False) -> int:
         """Make a host's queued URLs, and its new ones, dead letters; how many now.
 
         ``whole_site``: every host of its site (a name that does not resolve, a
         server whose breaker kept opening), not only this scheme and port (a
-        robots.txt that stays unreachable). ``scrapy frontier requeue --host``
-        (or ``--reason``) unparks a host.
+        robots.txt that stays unreachable). ``spent``: the site spent its
+        budget, so its new links are refused instead (not seen: admitted once
+        the budget is raised and the host requeued). ``scrapy frontier requeue
+        --host`` (or ``--reason``) unparks a host.
         """
         part = self.partition(host)
         hosts = [host]
@@ -381,7 +389,7 @@ class Frontier:
             while True:
                 queued, _, left = await self._drop(
                     keys=[self.keys.counts(part)],
-                    args=[self.keys.prefix(part), one, reason, batch, "p"])
+                    args=[self.keys.prefix(part), one, reason, batch, "q" if spent else "p"])
                 moved += int(queued)
                 if not queued or not left:
                     break

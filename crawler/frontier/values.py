@@ -76,6 +76,7 @@ class Release:
     health: str = ""
     fetch_ms: int = 0  # how long the answer took (adaptive pacing; 0: no answer)
     revisit_ms: int = 0  # done, and due again this long from now (0: never)
+    size: int = 0  # the bytes its answers brought (the site's byte budget)
 
 
 class BreakerEvent(NamedTuple):
@@ -125,8 +126,32 @@ class ClaimResult:
     ip_waits: list[tuple[str, str]] = field(default_factory=list)
     #: Hosts whose server address to look up before their first claim.
     dns_jobs: list[str] = field(default_factory=list)
+    #: Hosts whose site (or domain) spent a budget: (host, what was spent).
+    budget_jobs: list[tuple[str, BudgetSpent]] = field(default_factory=list)
     #: Script calls made (0: no partition had anything due).
     calls: int = 0
+
+
+class BudgetSpent(NamedTuple):
+    """Which budget a site ran out of: whose ("site" or "domain"), what
+    ("pages", "bytes" or "seconds") and its limit (ms for seconds)."""
+
+    whose: str
+    what: str
+    limit: int
+
+    @classmethod
+    def parse(cls, text: str) -> BudgetSpent:
+        whose, what, limit = text.split()
+        return cls(whose, what, int(limit))
+
+    def describe(self) -> str:
+        """For people: "the site's 100 pages", "the domain's 60 s"."""
+        if self.what == "seconds":
+            amount = f"{self.limit / 1000:g} s"
+        else:
+            amount = f"{self.limit:,} {self.what}"
+        return f"the {self.whose}'s {amount}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,9 +177,51 @@ class RobotsOutcome:
 class AdmitResult:
     added: int = 0
     duplicates: int = 0
-    refused: int = 0  # over the host's budget
+    refused: int = 0  # over the site's count of admitted URLs (ADMISSION_MAX_PAGES_PER_HOST)
     blocked: int = 0  # the host was dropped
     parked: int = 0  # the host is parked: dead letters at once
+    spent: int = 0  # its site or domain spent a budget (BUDGET_*)
+
+
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    """What each site (host name) and each registered domain may spend in a
+    crawl: URLs fetched, bytes received and ms since its first claim (0: no
+    limit). See ``budget_left`` in lua/common.lua."""
+
+    host_pages: int = 0
+    host_bytes: int = 0
+    host_ms: int = 0
+    domain_pages: int = 0
+    domain_bytes: int = 0
+    domain_ms: int = 0
+
+    @classmethod
+    def from_settings(cls, s: Any) -> Budgets:
+        """The ``BUDGET_*`` settings; a negative one is a mistake said at once."""
+        values = {}
+        for scope in ("HOST", "DOMAIN"):
+            pages = s.getint(f"BUDGET_{scope}_PAGES", 0)
+            size = s.getint(f"BUDGET_{scope}_BYTES", 0)
+            seconds = s.getfloat(f"BUDGET_{scope}_SECONDS", 0)
+            for name, value in ((f"BUDGET_{scope}_PAGES", pages), (f"BUDGET_{scope}_BYTES", size),
+                                (f"BUDGET_{scope}_SECONDS", seconds)):
+                if value < 0:
+                    raise ValueError(f"{name} must be 0 (no limit) or more, not {value}")
+            low = scope.lower()
+            values |= {f"{low}_pages": pages, f"{low}_bytes": size,
+                       f"{low}_ms": round(seconds * 1000)}
+        return cls(**values)
+
+    @property
+    def domain_on(self) -> bool:
+        return bool(self.domain_pages or self.domain_bytes or self.domain_ms)
+
+    def script_args(self) -> dict[str, int]:
+        """As ``lua/claim.lua`` reads them (its limits' ``budget``)."""
+        return {"host_pages": self.host_pages, "host_bytes": self.host_bytes,
+                "host_ms": self.host_ms, "domain_pages": self.domain_pages,
+                "domain_bytes": self.domain_bytes, "domain_ms": self.domain_ms}
 
 
 @dataclass(slots=True)
@@ -164,7 +231,8 @@ class Limits:
     concurrency: int = 4
     delay_ms: int = 1000
     jitter: float = 0.5
-    budget: int = 0
+    #: URLs a site may have admitted at most (ADMISSION_MAX_PAGES_PER_HOST; 0: no cap).
+    admit_max: int = 0
     lease_ms: int = 60_000
     move_max: int = 500
     robots_ms: int = 0  # 0: robots.txt not obeyed; else a robots fetch's lease
@@ -195,6 +263,7 @@ class Limits:
     #: How far ahead a claim reserves a site's next URLs (0: one per claim).
     reserve_ms: int = 0
     breaker: Breaker = field(default_factory=Breaker)
+    budgets: Budgets = field(default_factory=Budgets)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -204,7 +273,7 @@ class Limits:
             concurrency=s.getint("CONCURRENT_REQUESTS_PER_DOMAIN"),
             delay_ms=round(s.getfloat("DOWNLOAD_DELAY") * 1000),
             jitter=s.getfloat("DOWNLOAD_DELAY_JITTER", 0.5),
-            budget=s.getint("ADMISSION_MAX_PAGES_PER_HOST", 0),
+            admit_max=s.getint("ADMISSION_MAX_PAGES_PER_HOST", 0),
             lease_ms=round(s.getfloat("FRONTIER_LEASE_SECONDS", 60) * 1000),
             domain_concurrency=s.getint("FRONTIER_DOMAIN_CONCURRENCY", 0),
             domain_delay_ms=round(s.getfloat("FRONTIER_DOMAIN_DELAY", 0) * 1000),
@@ -220,6 +289,7 @@ class Limits:
                 cap_ms=round(s.getfloat("BREAKER_COOLDOWN_MAX", 3600.0) * 1000),
                 max_openings=s.getint("BREAKER_MAX_OPENINGS", 6),
             ),
+            budgets=Budgets.from_settings(s),
         )
 
     def adaptive_delay_ms(self, fetch_s: float | None) -> float:

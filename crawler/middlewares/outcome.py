@@ -1,20 +1,31 @@
-"""Downloader middleware that notes a request's download error for its lease.
+"""Downloader middleware that notes a request's download error, and the
+bytes its answers brought, for its lease.
 
 Placed next to the downloader, its ``process_exception`` sees every exception
 first (before retries turn it into a new request). An ``IgnoreRequest``
-(robots, limits) is a decision, not an error: the lease ends as done.
+(robots, limits) is a decision, not an error: the lease ends as done. Its
+``process_response`` sees each body as it came (before decompression), for
+the site's byte budget.
 """
 
 from __future__ import annotations
 
 from scrapy import Request
 from scrapy.exceptions import IgnoreRequest
+from scrapy.http import Response
 
 from crawler.lease import ticket_of
 
 
 class FrontierOutcomeMiddleware:
-    """Note the name of a download error on the request's ticket, for its lease."""
+    """Note the name of a download error, or the size of an answer, on the
+    request's ticket, for its lease."""
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        ticket = ticket_of(request.meta)
+        if ticket is not None:
+            ticket.received(len(response.body))
+        return response
 
     def process_exception(self, request: Request, exception: Exception) -> None:
         ticket = ticket_of(request.meta)

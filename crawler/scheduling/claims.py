@@ -186,7 +186,8 @@ class Claims:
         self.claiming = False
         if result.calls:  # (script calls; empty: claims that asked and got nothing)
             self.stats.inc_value("frontier/claims/calls", result.calls)
-            if not (result.leases or result.robots_jobs or result.ip_waits or result.dns_jobs):
+            if not (result.leases or result.robots_jobs or result.ip_waits or result.dns_jobs
+                    or result.budget_jobs):
                 self.stats.inc_value("frontier/claims/empty")
         heads: dict[str, str] = {}  # a serial reservation's first URL, by host
         chains: dict[str, tuple[list[Request], tuple[int, int]]] = {}

@@ -159,4 +159,4 @@ class LeaseTable:
         return Release(lease.host, lease.fingerprint, op, verdict.arg, record,
                        verdict.hold_ms, verdict.health,
                        round(latency * 1000) if isinstance(latency, float | int) else 0,
-                       revisit_ms)
+                       revisit_ms, ticket.size)

@@ -201,6 +201,8 @@ class Sync:
             inc("frontier/refused/dropped-host", admitted.blocked)
         if admitted.parked:
             inc("frontier/parked", admitted.parked)
+        if admitted.spent:
+            inc("frontier/refused/budget", admitted.spent)
         if released.stale:
             inc("frontier/leases/stale", released.stale)
 

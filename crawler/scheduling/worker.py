@@ -32,6 +32,7 @@ from crawler.learning.worker import SiteLearning, learning_for
 from crawler.lease import TICKET_META, Ticket, ticket_of
 from crawler.proxies import ProxyRoutes
 from crawler.robots.policy import RobotsPolicy
+from crawler.scheduling.budgetjobs import BudgetJobs
 from crawler.scheduling.claims import ClaimHooks, Claims
 from crawler.scheduling.controlwatch import ControlWatch
 from crawler.scheduling.counts import FrontierCounts
@@ -115,6 +116,7 @@ class WorkerFrontier:
         proxies = ProxyRoutes.from_settings(s)
         #: Hosts whose names do not resolve: held or parked (pages, robots and DNS jobs).
         self.dns = DnsOutcomes(store, DNSRetry.from_settings(s), proxies, stats)
+        self.budgets = BudgetJobs(store, stats, health, tasks)
         self.claims = Claims(store, worker, self.concurrency, leases, stats, health, tasks,
                              ClaimHooks(
                                  to_request=self._request_of, canonical=self._canonical,
@@ -398,6 +400,8 @@ class WorkerFrontier:
         if self.robots_jobs is not None:
             for host in result.robots_jobs:
                 self.robots_jobs.start(host)
+        if result.budget_jobs:
+            self.budgets.start(result.budget_jobs)
         if self.ips is not None:
             if result.ip_waits:
                 self.ips.joined(result.ip_waits, result.server_ms)

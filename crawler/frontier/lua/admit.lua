@@ -11,21 +11,24 @@
 --   entry (16-byte fingerprint .. JSON record), host config ("" or "conc:delay_ms"),
 --   the host's registered domain
 -- A URL of a dropped host (field b = 1, set by drop_host.lua) is refused
--- before the seen set is touched, so requeueing the host admits it later.
+-- before the seen set is touched, so requeueing the host admits it later;
+-- so is one of a host whose site or domain spent its budget (b = "q",
+-- claim.lua's budget job), counted apart.
 -- A new URL of a parked host (b = "p": its robots.txt stayed unreachable, or
 -- its breaker opened too often; pr holds the reason) is
 -- a dead letter at once, next to the host's others, so that links to it do
 -- not keep a finite crawl open; requeueing the host brings them all back.
--- Returns {added, duplicates, refused (budget), blocked, parked, the soonest
--- time it made anything due (ms, -1: none; common.lua note_due)}.
+-- Returns {added, duplicates, refused (budget of admitted URLs), blocked,
+-- parked, over a spent budget, the soonest time it made anything due (ms,
+-- -1: none; common.lua note_due)}.
 local p = ARGV[1]
 local conc0, delay0, budget = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local added, dups, refused, hosts, blocked, parked = 0, 0, 0, 0, 0, 0
+local added, dups, refused, hosts, blocked, parked, spent = 0, 0, 0, 0, 0, 0, 0
 local parked_reason = '{"reason": "robots-unreachable", "error": "host parked"}'
 -- The partition's queue sequence, its last time mark (seconds; see the end)
 -- and the counts this script changes: read once, when the first URL is
 -- added, and written once at the end.
-local COUNTED = {'seq', 'em', 'queued', 'dup', 'refused', 'hosts', 'blocked', 'dead'}
+local COUNTED = {'seq', 'em', 'queued', 'dup', 'refused', 'hosts', 'blocked', 'dead', 'budget'}
 local counted = nil
 local seq, mark = nil, nil
 
@@ -46,6 +49,8 @@ for i = 5, #ARGV, 7 do
   end
   if b == '1' then
     blocked = blocked + 1
+  elseif b == 'q' then
+    spent = spent + 1
   elseif redis.call('SADD', p .. ':s:' .. bucket, member) == 0 then
     dups = dups + 1
   elseif b == 'p' then
@@ -130,7 +135,7 @@ end
 -- (counts read with the sequence are written with it; without it, a count
 -- or two move by themselves)
 for name, n in pairs({queued = added, dup = dups, refused = refused, hosts = hosts,
-                      blocked = blocked, dead = parked}) do
+                      blocked = blocked, dead = parked, budget = spent}) do
   if n > 0 and counted then
     w[name] = num(counted[name], 0) + n
   elseif n > 0 then
@@ -138,4 +143,4 @@ for name, n in pairs({queued = added, dup = dups, refused = refused, hosts = hos
   end
 end
 hset_fields(KEYS[1], w)
-return {added, dups, refused, blocked, parked, due_reply()}
+return {added, dups, refused, blocked, parked, spent, due_reply()}

@@ -32,7 +32,9 @@
 --          before the host is handed out again; dns_job_max, DNS jobs handed
 --          out at most; revisit_new_first (true: a host's new URLs go before
 --          its revisits); reserve_ms, how far ahead a claim reserves a site's
---          next URLs (0: one URL per host and claim)
+--          next URLs (0: one URL per host and claim); budget, the
+--          BUDGET_* settings (host_pages, host_bytes, host_ms, domain_pages,
+--          domain_bytes, domain_ms; 0: off)
 -- Returns {now_ms, next_ready_ms or -1, then per claim: host, entry, robots
 -- version, then for a URL "SITE_TURN DOMAIN_TURN OFFSET LATEST DELAY FLOOR SCORE"
 -- (turns 0: none; offset -1: see reservation below; latest: when it must
@@ -63,8 +65,11 @@
 -- the IP scope's first look at a site whose server address is not known
 -- (or no longer): the caller resolves its name and joins the address
 -- (ipjoin.lua, ipnote.lua) before any of its URLs is claimed, so a name on a
--- busy server waits parked instead of being claimed and refused. Neither
--- counts against N.
+-- busy server waits parked instead of being claimed and refused. An entry
+-- "B" (third value: "site|domain pages|bytes|seconds LIMIT") is a budget
+-- job: the host's site, or its domain, spent a budget (claim_turns.lua
+-- budget_room), so its worker ends the site's queue (drop_host.lua). None of
+-- them counts against N.
 local p = ARGV[1]
 local want, worker, rnd = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
 local start_window, extras = num(ARGV[5], 0), num(ARGV[6], 0)
@@ -273,7 +278,7 @@ local function domain_reservation(dom, ddelay, room, taken_host, next_turn)
     local g, h = record(sk, SITE), record(hk, HOST)
     local at = ready_at(h.n, h.rw, g)
     local clear = at and at <= now + off + step and not robots_due(h)
-      and g.bs ~= 'o' and g.bs ~= 'h'
+      and g.bs ~= 'o' and g.bs ~= 'h' and not budget_room(g)
       and (not ipscope or g.ip == '-' or (g.ip and now < num(g.ipx, 0)
         and not ip_has_parked(p, g.ip)))
     if clear then
@@ -358,8 +363,18 @@ while got < want and dns_jobs < dns_job_max do
   -- placed: the host is placed where it stands now, and not claimed early.
   local at = ready_at(h.n, h.rw, g)
   local dom, dom_delay, droom, dturns = false, nil, nil, nil
+  local spent, limit, whose = nil, nil, nil
+  if at and at <= now then spent, limit, whose = budget_room(g) end
   if not at or at > now then
     place_host(p, host, at)
+  elseif spent and num(g.i, 0) > 0 then
+    -- Its URLs in flight may yet come back unstarted (a page budget would
+    -- then have room again): the job waits for their releases, which place
+    -- the host again.
+    place_host(p, host, nil)
+  elseif spent then
+    -- (no turn taken: ending a queue costs its server nothing)
+    budget_job(host, sk, spent, limit, whose)
   else
     -- The domain first: a host whose domain is busy waits for it without
     -- queueing at its server's address (where it would hold a place it

@@ -54,8 +54,52 @@ end
 -- (READY_SITE and na among them: the step places the host in the ready set
 -- without reading them again, refresh_site_known.)
 local SITE = {'ip', 'ipx', 'd', 'dl', 'fl', 'bs', 'xd', 'i', 'c', 'xc', 'ad', 'lt', 't', 'w',
-              'rj', 'xp', 'dj', 's', 'na', 'd1'}
+              'rj', 'xp', 'dj', 's', 'na', 'd1', 'bj', 'bp', 'bb', 'b0', 'qp', 'qb', 'qs'}
 local HOST = {'rs', 'rx', 'iwk', 'rv', 'n', 'rw'}
+
+-- Budgets (common.lua budget_left): the crawl's, from its settings, for
+-- each site and for each registered domain. A domain's spend is read once a
+-- claim, and counted on as it leases.
+local budget = limits.budget or {}
+local site_budget = {num(budget.host_pages, 0), num(budget.host_bytes, 0), num(budget.host_ms, 0)}
+local dom_budget = {num(budget.domain_pages, 0), num(budget.domain_bytes, 0),
+                    num(budget.domain_ms, 0)}
+local dom_budgets = dom_budget[1] > 0 or dom_budget[2] > 0 or dom_budget[3] > 0
+local dom_spend = {}
+local function domain_spend(dom)
+  local st = dom_spend[dom]
+  if not st then
+    st = record(p .. ':d:' .. dom, {'bp', 'bb', 'b0'})
+    dom_spend[dom] = st
+  end
+  return st
+end
+
+-- What a site (its record g as read) may still spend, and its domain while
+-- a domain budget is on: the spent budget's name, its limit and whose it is
+-- ("site" or "domain"), or nil; then how many more URLs it may be handed.
+local function budget_room(g)
+  local why, limit, left = budget_left(g, num(g.qp, site_budget[1]), num(g.qb, site_budget[2]),
+                                       num(g.qs, site_budget[3]), now)
+  if why or not dom_budgets or not g.d then return why, limit, 'site', left end
+  local dwhy, dlimit, dleft = budget_left(domain_spend(g.d), dom_budget[1], dom_budget[2],
+                                          dom_budget[3], now)
+  return dwhy, dlimit, 'domain', math.min(left, dleft)
+end
+
+-- A site whose budget is spent: its worker ends its queue as dead letters
+-- and refuses its new links (drop_host.lua, marked "q"); meanwhile (bj) the
+-- site is out of the ready set, and back when that time runs out, for the
+-- next claim to hand the job out again, if its worker vanished.
+local BUDGET_JOB_MS = 10000
+local function budget_job(host, sk, why, limit, whose)
+  redis.call('HSET', sk, 'bj', now + BUDGET_JOB_MS)
+  refresh_site(p, host)
+  out[#out + 1] = host
+  out[#out + 1] = 'B'
+  out[#out + 1] = whose .. ' ' .. why .. ' ' .. limit
+  out[#out + 1] = ''
+end
 
 -- The domain of a host just taken from the ready set, the domain's delay
 -- and how many more leases the host may take (1 once the domain's sites
@@ -197,6 +241,8 @@ end
 local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced, turns)
   local delay, floor = delay_in_force(g.dl, g.xd), num(g.fl, 0)
   local offs = forced or reservation(g, h, delay, floor, dom, ddelay, droom)
+  local _, _, _, room = budget_room(g)
+  for j = #offs, math.max(room, 1) + 1, -1 do offs[j] = nil end  -- (callers check room > 0)
   local popped = redis.call('ZPOPMIN', p .. ':q:' .. host, #offs)
   if #popped == 0 then
     redis.call('HSET', hk, 'n', 0)  -- repair: a host without a queue is not ready
@@ -226,7 +272,16 @@ local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced, turns)
   local next_claim = now + offs[carrier] + jittered(delay, floor)
   local turn = start_turn(floor, delay, offs[carrier])
   if turn > 0 and floor == 0 then turn = math.max(turn, next_claim) end
-  local w = {i = num(g.i, 0) + k, t = next_claim, s = turn > 0 and turn or nil}
+  local w = {i = num(g.i, 0) + k, t = next_claim, s = turn > 0 and turn or nil,
+             bp = num(g.bp, 0) + k, b0 = g.b0 or now}
+  if dom_budgets and g.d then
+    local spend = domain_spend(g.d)
+    spend.bp = hincr(p .. ':d:' .. g.d, 'bp', k)
+    if not spend.b0 then
+      spend.b0 = now
+      redis.call('HSETNX', p .. ':d:' .. g.d, 'b0', now)
+    end
+  end
   if g.bs == 'o' or g.bs == 'h' then
     -- Breaker cool-down over: this URL is the one probe (half-open); the
     -- site is held until its release says how it went (or the lease ends).

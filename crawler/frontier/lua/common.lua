@@ -134,6 +134,36 @@ local function delay_in_force(dl, xd)
   return num(xd or dl, 0)
 end
 
+-- Budgets (BUDGET_*, off at 0): what a site (every scheme and port of a
+-- name) and its registered domain may spend. A record counts bp, the URLs
+-- handed out (claim.lua; one given back unstarted is taken off again,
+-- release.lua), so a page budget is never overrun, however many workers
+-- claim; bb, the bytes its answers brought (release.lua); b0, when its
+-- first URL was claimed (ms). A domain record counts them only while a
+-- domain budget is on. An operator's override of a site's budget
+-- (control.lua: qp pages, qb bytes, qs ms) replaces the setting.
+-- Returns the budget spent ("pages", "bytes" or "seconds") and its limit, or
+-- nil, nil and how many more URLs may be handed out (math.huge: no limit).
+-- Under a byte or time budget that is one a claim: what a URL will cost is
+-- known only once it is fetched, and a reservation's URLs are fetched
+-- whatever the budget says by then.
+local function budget_left(rec, pages, bytes, ms, now)
+  local left = math.huge
+  if pages > 0 then
+    left = pages - num(rec.bp, 0)
+    if left <= 0 then return 'pages', pages, 0 end
+  end
+  if bytes > 0 then
+    if num(rec.bb, 0) >= bytes then return 'bytes', bytes, 0 end
+    left = 1
+  end
+  if ms > 0 then
+    if rec.b0 and now - num(rec.b0, now) >= ms then return 'seconds', ms, 0 end
+    left = 1
+  end
+  return nil, nil, left
+end
+
 -- Some fields of a hash, by name, in one HMGET (a missing field: false).
 local function record(key, names)
   local vals = redis.call('HMGET', key, unpack(names))
@@ -147,10 +177,10 @@ end
 -- in flight. The next-allowed time is the latest of the site's t (pacing),
 -- s (its next start: a claim is a start, see claim.lua), w (a hold:
 -- backoff, a breaker), rj (a robots.txt of one of its hosts being fetched)
--- and dj (its name being resolved: the IP scope's DNS job), and the host's
--- own rw (its robots.txt being fetched, or unreachable). READY_SITE: the
--- site fields that rule reads.
-local READY_SITE = {'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl', 'dl', 'ad', 'dj', 's'}
+-- dj (its name being resolved: the IP scope's DNS job) and bj (its spent
+-- budget being ended: a budget job), and the host's own rw (its robots.txt
+-- being fetched, or unreachable). READY_SITE: the site fields that rule reads.
+local READY_SITE = {'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl', 'dl', 'ad', 'dj', 's', 'bj'}
 
 -- When a host is ready (nil: it is not) by that rule, from its queue length
 -- n, its own robots wait rw and its site's fields g (by name, as they stand).
@@ -158,7 +188,7 @@ local function ready_at(n, rw, g)
   if num(n, 0) > 0 and not g.xp
       and num(g.i, 0) < site_concurrency(g.c, g.xc, g.fl, g.dl, g.ad) then
     return math.max(num(g.t, 0), num(g.w, 0), num(g.rj, 0), num(rw, 0), num(g.dj, 0),
-                    num(g.s, 0))
+                    num(g.s, 0), num(g.bj, 0))
   end
   return nil
 end

@@ -12,6 +12,10 @@
 --          the domain or the address
 -- ARGV[4]  concurrency, ARGV[5] delay ms: '' leaves it, '-' returns it to automatic
 -- ARGV[6]  '1' pause, '0' resume, '' leaves it; ARGV[7] '1': every override off first
+-- ARGV[8..10] a site's budget of pages, bytes and ms (qp, qb, qs: common.lua
+--          budget_left; 0: no limit), each '' to leave it. A site whose
+--          budget this changes takes new links again (its hosts' "q" mark
+--          goes: admit.lua); its dead letters wait for a requeue.
 -- Returns 1, or 0 when the frontier has no such site.
 local p, scope, name = ARGV[1], ARGV[2], ARGV[3]
 local key = p .. (scope == 'site' and ':g:' or ':d:') .. name
@@ -19,7 +23,7 @@ if scope == 'ip' then key = KEYS[1] end
 if scope == 'site' and redis.call('EXISTS', key) == 0 then return 0 end
 local now = now_ms()
 
-if ARGV[7] == '1' then redis.call('HDEL', key, 'xc', 'xd', 'xp') end
+if ARGV[7] == '1' then redis.call('HDEL', key, 'xc', 'xd', 'xp', 'qp', 'qb', 'qs') end
 local function set(field, value)
   if value == '-' then
     redis.call('HDEL', key, field)
@@ -29,6 +33,19 @@ local function set(field, value)
 end
 set('xc', ARGV[4])
 set('xd', ARGV[5])
+local budget = false
+for j, field in ipairs({'qp', 'qb', 'qs'}) do
+  local value = ARGV[7 + j] or ''
+  set(field, value)
+  budget = budget or value ~= ''
+end
+if scope == 'site' and (budget or ARGV[7] == '1') then
+  redis.call('HDEL', key, 'bj')
+  for _, host in ipairs(redis.call('SMEMBERS', p .. ':ga:' .. name)) do
+    local hk = p .. ':h:' .. host
+    if redis.call('HGET', hk, 'b') == 'q' then redis.call('HDEL', hk, 'b', 'pr') end
+  end
+end
 if ARGV[6] == '1' then
   redis.call('HSET', key, 'xp', 1)
 elseif ARGV[6] == '0' then

@@ -14,7 +14,8 @@
 -- ARGV[4]  how many queued URLs to move at most in this call,
 -- ARGV[5]  what to set the host's b field to: "1" blocks it (an operator's
 --          drop: new links refused), "p" parks it (robots.txt unreachable: new
---          links become dead letters too), "" leaves it
+--          links become dead letters too), "q" ends a spent budget (new
+--          links refused, as for "1", but counted apart), "" leaves it
 -- then fingerprints of the host's delayed URLs to drop too (the client finds
 -- them; each is checked here to be still delayed and of this host)
 -- Returns {queued moved, delayed moved, still queued}.
@@ -55,6 +56,8 @@ end
 -- The queue length is the truth for n; a host with nothing queued is not ready.
 local left = redis.call('ZCARD', qk)
 redis.call('HSET', hk, 'n', left)
+-- (a budget job is over once its queue is: claim.lua's bj)
+if mark == 'q' and left == 0 then redis.call('HDEL', site_key(p, host), 'bj') end
 refresh_host(p, host)
 
 if queued > 0 then hincr(KEYS[1], 'queued', -queued) end

@@ -13,7 +13,7 @@
 local p = ARGV[1]
 local now = now_ms()
 local parked = 0
-local SITE_READ = {'na', 'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl', 'dl', 'ad', 's'}
+local SITE_READ = {'na', 'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl', 'dl', 'ad', 's', 'bj'}
 for i = 2, #ARGV, 5 do
   local host, addr, known_ms, go = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), ARGV[i + 3]
   local hk, sk = p .. ':h:' .. host, site_key(p, host)

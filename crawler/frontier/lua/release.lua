@@ -22,12 +22,15 @@
 -- ARGV[7]  adaptive factor (0: off), ARGV[8] adaptive delay cap ms,
 -- ARGV[9]  jitter (0..1), ARGV[10] domain concurrency, ARGV[11] domain delay
 --          ms (the settings: common.lua alone_in_domain)
--- then 8 values per lease: its member of PP:leased ("HOST\nSCORE\nWORKER\n"
+-- ARGV[12] "1" while a domain budget is on: the domain record counts its
+--          sites' bytes and URLs given back (common.lua budget_left)
+-- then 9 values per lease: its member of PP:leased ("HOST\nSCORE\nWORKER\n"
 -- then its entry, which starts with its 16-byte fingerprint: what the
 -- claim wrote; its score is the check that this worker holds it still), op,
 -- arg, entry, hold ms,
 -- health ("fail", "ok" or "" for neither), how long the answer took (ms, 0:
--- no answer), revisit ms (0: none)
+-- no answer), revisit ms (0: none), the bytes its answers brought (the
+-- site's budget: common.lua budget_left)
 --   op "done":   the URL is finished (arg "robots": robots.txt disallowed it);
 --                with a revisit, it is due again that many ms from now
 --                (PP:v:HOST, PP:vdue: claim.lua queues it then)
@@ -45,6 +48,8 @@ local max_openings = tonumber(ARGV[6])
 local factor, adapt_cap = num(ARGV[7], 0), num(ARGV[8], 0)
 local jitter = num(ARGV[9], 0)
 local dconc, ddelay = num(ARGV[10], 0), num(ARGV[11], 0)
+local dom_budgets = ARGV[12] == '1'
+local FIRST, EACH = 13, 9  -- where the leases start in ARGV, and values per lease
 local now = now_ms()
 local released, stale = 0, 0
 local counts = {done = 0, queued = 0, delayed = 0, dead = 0, robots_denied = 0,
@@ -137,7 +142,7 @@ end
 -- (READY_SITE and na among them: the group's end places the host in the
 -- ready set without reading them again, refresh_site_known.)
 local SITE = {'i', 'd', 't', 's', 'fl', 'lt', 'cf', 'bs', 'da', 'dl', 'xd', 'c', 'w', 'rj', 'xc',
-              'xp', 'ad', 'dj', 'na', 'd1'}
+              'xp', 'ad', 'dj', 'na', 'd1', 'bj', 'bp', 'bb'}
 
 -- A done URL due again in revisit_ms: kept by its host until then. Its
 -- score is in whole seconds, rounded up (a 32-bit integer in the listpack
@@ -174,6 +179,11 @@ local domains, domain_ended, domain_order = {}, {}, {}
 local function close_group()
   if not group then return end
   hset_fields(group.sk, group.w)
+  if dom_budgets and group.g.d and (group.bytes > 0 or group.unspent > 0) then
+    local dk = p .. ':d:' .. group.g.d
+    if group.bytes > 0 then hincr(dk, 'bb', group.bytes) end
+    if group.unspent > 0 then hincr(dk, 'bp', -group.unspent) end
+  end
   local domain_at, turns_dom
   if group.g.d and not alone_in_domain(group.g, dconc, ddelay) and #group.ended > 0 then
     local dom = group.g.d
@@ -207,14 +217,14 @@ local function group_of(host)
   close_group()
   local sk = site_key(p, host)
   group = {host = host, hk = p .. ':h:' .. host, sk = sk, g = record(sk, SITE), w = {},
-           ended = {}}
+           ended = {}, bytes = 0, unspent = 0}
   return group
 end
 
 -- Which of the leases named are still this worker's: one ZMSCORE for the
 -- call, one ZREM at its end (a lease named twice counts once).
 local mine = {}
-for i = 12, #ARGV, 8 do
+for i = FIRST, #ARGV, EACH do
   local _, _, holder = lease_fields(ARGV[i])
   if holder == worker then mine[#mine + 1] = ARGV[i] end
 end
@@ -226,11 +236,11 @@ for j = 1, #mine, 500 do
   end
 end
 
-for i = 12, #ARGV, 8 do
+for i = FIRST, #ARGV, EACH do
   local member = ARGV[i]
   local op, arg, new_entry = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local hold_ms, health, fetch_ms = tonumber(ARGV[i + 4]), ARGV[i + 5], tonumber(ARGV[i + 6])
-  local revisit_ms = tonumber(ARGV[i + 7])
+  local revisit_ms, bytes = tonumber(ARGV[i + 7]), num(ARGV[i + 8], 0)
   local host, score, holder, entry, fp = lease_fields(member)
   -- (the member names its worker: it is there only while this worker holds it)
   if holder == worker and held[member] then
@@ -241,6 +251,14 @@ for i = 12, #ARGV, 8 do
     local hk, sk, g, w = gr.hk, gr.sk, gr.g, gr.w
     w.i = num(w.i or g.i, 1) - 1
     gr.ended[#gr.ended + 1] = fp
+    if bytes > 0 then
+      w.bb = num(w.bb or g.bb, 0) + bytes
+      gr.bytes = gr.bytes + bytes
+    end
+    if op == 'return' or op == 'ipwait' then  -- never started: it spent nothing
+      w.bp = math.max(num(w.bp or g.bp, 1) - 1, 0)
+      gr.unspent = gr.unspent + 1
+    end
     if op == 'done' then
       counts.done = counts.done + 1
       if arg == 'robots' then counts.robots_denied = counts.robots_denied + 1 end

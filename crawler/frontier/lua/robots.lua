@@ -31,7 +31,7 @@ local now = now_ms()
 local hs = redis.call('HMGET', hk, 'n', 'rv', 'ra', 'rt')
 if not hs[1] then return {'gone', 0, 0} end
 local sk = site_key(p, host)
-local SITE_READ = {'d', 'na', 'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl', 'dl', 'ad', 'dj', 's'}
+local SITE_READ = {'d', 'na', 'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl', 'dl', 'ad', 'dj', 's', 'bj'}
 local g = record(sk, SITE_READ)
 -- The fetch no longer counts against the host's domain.
 domain_lease_ended(p, sk, 'R' .. host, now, g.d or false)

@@ -1,0 +1,91 @@
+"""Budgets on the real-socket web: what the servers received.
+
+Two workers of one frontier crawl sites whose home pages link to twenty pages
+each: under ``BUDGET_HOST_PAGES`` each site's server sees exactly that many
+page requests (its robots.txt aside), however the two workers share the
+work; the rest of each queue is a dead letter with reason ``budget``, and a
+small site under its budget is crawled whole. Under ``BUDGET_DOMAIN_PAGES``
+the sites of one registered domain share one budget; under
+``BUDGET_HOST_BYTES`` a site ends after the answer that spent it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import redis
+
+from crawler.frontier.admin import FrontierAdmin
+from crawler.frontier.keys import Keys
+from tests.crawl_runner import (
+    REALWEB_DEFAULTS,
+    crawl_realweb,
+    finish_crawl,
+    realweb_settings,
+    start_crawl,
+)
+from tests.realweb import Host, RealWebProcess, Web, links_to
+from tests.realweb.sites import ALLOW_ALL
+
+pytestmark = pytest.mark.crawl
+
+
+def _site(name: str, pages: int, size: int | None = None) -> Host:
+    paths = [f"/p{i}" for i in range(pages)]
+    return Host(name, robots=ALLOW_ALL, pages={
+        "/": links_to(*paths), **{path: links_to("/", size=size) for path in paths}})
+
+
+def _pages(web: RealWebProcess, name: str) -> list[bytes]:
+    return [t for t in web.ledger().targets(name) if t != b"/robots.txt"]
+
+
+def test_a_page_budget_holds_for_two_workers_and_ends_the_rest_as_dead_letters(
+        realweb: Callable[..., RealWebProcess], redis_url: str, redis_prefix: str,
+        tmp_path: Path) -> None:
+    web = realweb(Web([_site("a.test", 20), _site("b.test", 20), _site("small.test", 2)]))
+    namespace = f"{redis_prefix}budget"
+    settings = {**realweb_settings(web.nameserver), **REALWEB_DEFAULTS,
+                "DOWNLOAD_DELAY": 0.05, "ADDRESS_GUARD_ALLOW": "127.0.0.0/8",
+                "BUDGET_HOST_PAGES": 5, "REDIS_URL": redis_url,
+                "FRONTIER_NAMESPACE": namespace, "SCOPE_SETTLE_SECONDS": 0}
+    seeds = [web.url(name) for name in ("a.test", "b.test", "small.test")]
+    started = time.monotonic()
+    workers = [start_crawl(None, seeds, tmp_path / f"w{i}", settings) for i in (1, 2)]
+    results = [finish_crawl(proc, tmp_path / f"w{i}", started, 120)
+               for i, proc in zip((1, 2), workers, strict=True)]
+    for result in results:
+        assert result.returncode == 0 and "Traceback" not in result.log, result.log[-3000:]
+    for name in ("a.test", "b.test"):
+        pages = _pages(web, name)
+        assert len(pages) == 5 and len(set(pages)) == 5, pages
+        assert pages[0] == b"/"
+    assert sorted(_pages(web, "small.test")) == [b"/", b"/p0", b"/p1"]  # under its budget
+    admin = FrontierAdmin(redis.Redis.from_url(redis_url), Keys(namespace, partitions=16))
+    letters = admin.dead(reason="budget")
+    assert len(letters) == 2 * 16  # 21 URLs a site, 5 fetched
+    assert {letter.host for letter in letters} == {"http://a.test:80", "http://b.test:80"}
+    assert all("spent the site's 5 pages" in letter.error for letter in letters)
+    log = "".join(result.log for result in results)
+    assert "Budget: a.test spent the site's 5 pages; 16 queued URL(s) are dead letters" in log
+    assert sum(int(result.stat("budget/ended") or 0) for result in results) == 32
+
+
+def test_a_domain_budget_is_shared_by_its_sites_and_a_byte_budget_ends_a_site(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
+    web = realweb(Web([_site("www.d.test", 6), _site("docs.d.test", 6),
+                       _site("big.test", 10, size=10_000)]))
+    seeds = [web.url(name) for name in ("www.d.test", "docs.d.test", "big.test")]
+    result = crawl_realweb(web.nameserver, seeds, tmp_path, {
+        "DOWNLOAD_DELAY": 0.05, "ADDRESS_GUARD_ALLOW": "127.0.0.0/8",
+        "BUDGET_DOMAIN_PAGES": 8, "BUDGET_HOST_BYTES": 25_000})
+    in_domain = _pages(web, "www.d.test") + _pages(web, "docs.d.test")
+    assert len(in_domain) == 8
+    assert b"/" in _pages(web, "www.d.test") and b"/" in _pages(web, "docs.d.test")
+    # the home page (small), then 10 kB pages: the third brings it past 25 kB
+    assert len(_pages(web, "big.test")) == 4
+    assert "spent the domain's 8 pages" in result.log
+    assert "Budget: big.test spent the site's 25,000 bytes" in result.log
