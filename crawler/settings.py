@@ -324,6 +324,9 @@ DOWNLOADER_MIDDLEWARES = {
     # The crawler's robots policy replaces Scrapy's middleware (same place).
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "crawler.middlewares.robots.RobotsPolicyMiddleware": 100,
+    # A redirect off the crawl's scope, before its robots.txt is asked for
+    # (under Scrapy's scheduler; the frontier's intake decides it first).
+    "crawler.middlewares.scoperedirect.ScopeRedirectMiddleware": 50,
     # Learned rules (a URL that is another spelling, a trap pattern) before
     # the robots check; the pages' evidence after decompression (590).
     "crawler.middlewares.learning.SiteLearningMiddleware": 90,

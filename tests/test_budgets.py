@@ -3,6 +3,7 @@ seconds; what ends when one is spent, and how it comes back."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import pytest
@@ -10,7 +11,7 @@ import redis
 
 from crawler.deadletter import DeadReason
 from crawler.frontier.admin import FrontierAdmin, parse_host_match
-from crawler.frontier.values import Budgets, BudgetSpent, Release
+from crawler.frontier.values import Admission, Budgets, BudgetSpent, Limits, Release
 from tests.frontier_harness import Harness, admission, frontier_command
 
 
@@ -70,14 +71,18 @@ def test_a_page_budget_is_never_overrun_and_ends_the_rest(
     assert len(letters) == 17
 
 
-def test_a_url_given_back_unstarted_spends_nothing(make_harness: Callable[..., Harness]) -> None:
+def test_a_url_given_back_unstarted_or_refused_unfetched_spends_nothing(
+        make_harness: Callable[..., Harness]) -> None:
     h = make_harness("bg", concurrency=4, delay_ms=0, budgets=Budgets(host_pages=2))
     f = h.frontier
-    h.run(f.admit([admission(f"http://a.test/{i}") for i in range(5)]))
+    h.run(f.admit([admission(f"http://a.test/{i}") for i in range(6)]))
     first = h.run(f.claim(10, "w")).leases
     assert len(first) == 2
     h.run(f.release([Release(x.host, x.fingerprint, "return") for x in first], "w"))
-    assert len(_drain(h)) == 2  # the two given back did not count
+    second = h.run(f.claim(10, "w")).leases
+    assert len(second) == 2  # the two given back did not count
+    h.run(f.release([Release(x.host, x.fingerprint, "done", "robots") for x in second], "w"))
+    assert len(_drain(h)) == 2  # nor the two robots.txt refused
 
 
 def test_a_byte_budget_ends_the_site_after_the_answer_that_spent_it(
@@ -191,3 +196,49 @@ def test_the_host_command_shows_the_spend_and_raises_a_sites_budget_live(
     code, _, err = frontier_command(monkeypatch, capsys, "host", "a.test", "--domain",
                                     "--budget-pages", "5", **opts)
     assert code == 2 and "BUDGET_DOMAIN_*" in err
+
+
+def test_inlinks_raise_a_queued_url_and_never_bring_back_a_claimed_one(
+        make_harness: Callable[..., Harness], redis_url: str) -> None:
+    h = make_harness("bi", concurrency=1, delay_ms=0, inlink_boost=1)
+    f = h.frontier
+    h.run(f.admit([admission("http://a.test/deep", priority=-3),
+                   admission("http://a.test/near", priority=-1),
+                   admission("http://a.test/first", priority=0)]))
+    # three more links to /deep: two offers the seen set knows, one bare inlink
+    deep = admission("http://a.test/deep", priority=-3)
+    bare = Admission(deep.url, deep.host, deep.fingerprint, "")
+    result = h.run(f.admit([deep, deep, bare]))
+    assert (result.added, result.duplicates) == (0, 2)
+    order = [json.loads(x.record)["u"] for x in _drain(h, rounds=10)]
+    # /deep: -3 and three links, as high as /first (0), and admitted before it
+    assert order == ["http://a.test/deep", "http://a.test/first", "http://a.test/near"]
+    # a link to a URL claimed already raises nothing, and adds nothing back
+    h.run(f.admit([deep, bare]))
+    assert h.run(f.counts())["queued"] == 0
+    client = redis.Redis.from_url(redis_url)
+    assert not client.exists(h.keys.prefix(f.partition(deep.host)) + ":qm:" + deep.host)
+
+
+def test_without_inlink_priority_the_order_is_the_admissions(
+        make_harness: Callable[..., Harness]) -> None:
+    h = make_harness("bn", concurrency=1, delay_ms=0)
+    f = h.frontier
+    h.run(f.admit([admission("http://a.test/deep", priority=-3),
+                   admission("http://a.test/near", priority=-1)]))
+    h.run(f.admit([admission("http://a.test/deep", priority=-3)] * 3))
+    order = [json.loads(x.record)["u"] for x in _drain(h, rounds=10)]
+    assert order == ["http://a.test/near", "http://a.test/deep"]
+
+
+@pytest.mark.parametrize(("value", "budgets", "boost"), [
+    ("auto", Budgets(), 0), ("auto", Budgets(host_pages=100), 1),
+    ("auto", Budgets(domain_pages=5), 1), ("auto", Budgets(host_bytes=5), 0),
+    (True, Budgets(), 1), ("false", Budgets(host_pages=1), 0), ("3", Budgets(), 3)])
+def test_inlink_priority_is_on_under_a_page_budget_unless_told(
+        value: object, budgets: Budgets, boost: int) -> None:
+    from scrapy.settings import Settings
+    settings = {"FRONTIER_INLINK_PRIORITY": value, **{
+        f"BUDGET_{scope.upper()}_{what.upper()}": getattr(budgets, f"{scope}_{what}")
+        for scope in ("host", "domain") for what in ("pages", "bytes")}}
+    assert Limits.from_settings(Settings(settings)).inlink_boost == boost

@@ -182,7 +182,7 @@ def test_the_command(make_harness: Callable[..., Harness], redis_url: str,
                              "--pause", **opts)
     assert code == 2 and "--domain or --ip, not both" in out + err
     code, out, err = frontier_command(monkeypatch, capsys, "status", "--pause", **opts)
-    assert code == 2 and "apply to host only" in out + err
+    assert code == 2 and "apply to host" in out + err
 
 
 def test_a_domain_of_one_site_paused(make_harness: Callable[..., Harness],

@@ -6,6 +6,7 @@ import pytest
 
 from crawler.scope.rules import (
     Rule,
+    Rules,
     Scope,
     ScopeError,
     Verdict,
@@ -115,3 +116,27 @@ def test_rules_come_from_text_or_lists() -> None:
 def test_host_names_drop_www_and_ports() -> None:
     assert host_name("https://WWW.Example.com:8443/x") == "example.com"
     assert host_name("mailto:someone@example.com") == ""
+
+
+def test_a_rule_that_is_a_host_name_is_that_host_and_a_surt_comma_its_subdomains() -> None:
+    (host,) = parse_rules("www.Partner.test")
+    assert host.prefix == "test,partner)/"
+    assert host.matches("https://partner.test/a", surt_of("https://partner.test/a"))
+    assert not host.matches("https://img.partner.test/", surt_of("https://img.partner.test/"))
+    (subs,) = parse_rules("test,partner,")
+    assert subs.matches("https://img.partner.test/", surt_of("https://img.partner.test/"))
+
+
+def test_rules_round_trip_and_are_put_in_force_whole() -> None:
+    rules = Rules("host", 1, ("re:/keep/",), ("example.com",))
+    assert Rules.parse(rules.json()) == rules
+    assert rules.describe() == "scope=host, hops=1, include=re:/keep/, exclude=example.com"
+    scope = _scope("domain", "https://example.com/")
+    scope.use(Rules("any", 0, (), ("re:\\.pdf$",)))
+    assert scope.decide("https://other.test/") == Verdict(True, "in-scope")
+    assert scope.decide("https://other.test/a.pdf") == Verdict(False, "exclude")
+    with pytest.raises(ScopeError):
+        scope.use(Rules("nowhere"))
+    assert scope.rules() == Rules("any", 0, (), ("re:\\.pdf$",))  # unchanged by the bad one
+    with pytest.raises(ScopeError, match="not readable"):
+        Rules.parse('{"mode": "host"}')

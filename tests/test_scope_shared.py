@@ -9,15 +9,17 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import redis
 import redis.asyncio
 from scrapy.exceptions import UsageError
 from scrapy.utils.test import get_crawler
 
+from crawler.frontier.admin import FrontierAdmin
 from crawler.frontier.keys import Keys
-from crawler.frontier.scopestate import SharedScope
+from crawler.frontier.scopestate import SharedScope, read_rules, write_rules
 from crawler.middlewares.scope import ScopeMiddleware
-from crawler.scope.rules import Scope
-from tests.frontier_harness import Harness
+from crawler.scope.rules import Rules, Scope
+from tests.frontier_harness import Harness, admission, frontier_command
 
 
 def test_each_form_is_logged_once_and_every_worker_reads_it_once(
@@ -83,3 +85,73 @@ def test_a_bad_scope_setting_stops_the_crawl_with_one_line(settings: dict[str, o
                                                            message: str) -> None:
     with pytest.raises(UsageError, match=re.escape(message)):
         ScopeMiddleware.from_crawler(get_crawler(settings_dict=settings))
+
+
+def test_an_operators_change_reaches_every_worker_and_its_reset_gives_back_their_settings(
+        make_harness: Callable[..., Harness], redis_url: str) -> None:
+    h = make_harness("scope-x")
+    sync_client = redis.Redis.from_url(redis_url)
+    one, two = _middleware(Scope("host")), _middleware(Scope("domain", hops=1))
+    one._seed("http://a.test/")
+    h.run(one.sync(SharedScope(h.client, h.keys)))
+    write_rules(sync_client, h.keys, Rules("host", 0, exclude=("re:/private/",)))
+    assert read_rules(sync_client, h.keys) == Rules("host", 0, exclude=("re:/private/",))
+    shared_one, shared_two = SharedScope(h.client, h.keys), SharedScope(h.client, h.keys)
+    for mine, shared in ((one, shared_one), (two, shared_two)):
+        h.run(mine.sync(shared))
+        assert mine.scope.rules() == Rules("host", 0, exclude=("re:/private/",))
+        assert mine.scope.decide("http://a.test/x").fetch
+        assert not mine.scope.decide("http://a.test/private/x").fetch
+        assert not mine.scope.decide("http://docs.a.test/").fetch  # host, no hops
+    # a worker started later reads the change from the log's start
+    late = _middleware(Scope("any"))
+    h.run(late.sync(SharedScope(h.client, h.keys)))
+    assert late.scope.rules().mode == "host" and late.scope.decide("http://a.test/").fetch
+    write_rules(sync_client, h.keys, None)
+    assert read_rules(sync_client, h.keys) is None
+    h.run(two.sync(shared_two))
+    assert two.scope.rules() == Rules("domain", 1)
+    assert two.scope.decide("http://docs.a.test/").fetch
+
+
+def test_the_scope_command_changes_the_scope_and_ends_what_it_put_out(
+        make_harness: Callable[..., Harness], redis_url: str,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    h = make_harness("scope-cmd", concurrency=4, delay_ms=0)
+    seeds = Scope("domain")
+    h.run(SharedScope(h.client, h.keys).add(
+        seeds.add_seed("http://a.test/") + seeds.add_seed("http://b.test/")))
+    h.run(h.frontier.admit([admission(f"http://a.test/{i}") for i in range(3)]
+                           + [admission(f"http://b.test/{i}") for i in range(4)]
+                           + [admission("http://b.test/keep/1")]))
+    opts = {"REDIS_URL": redis_url, "FRONTIER_NAMESPACE": h.keys.namespace,
+            "FRONTIER_PARTITIONS": h.keys.partitions}
+    code, out, err = frontier_command(monkeypatch, capsys, "scope", **opts)
+    assert code == 0, err
+    assert "scope: scope=domain  [each worker's settings" in out
+    assert "seeds cover 2 registered domain(s), 2 host name(s), 2 prefix(es)" in out
+    code, out, err = frontier_command(monkeypatch, capsys, "scope", "--exclude", "b.test",
+                                      "--include", "re:/keep/", **opts)
+    assert code == 0, err
+    assert "5 queued URL(s) now out of scope are dead letters" in err  # exclude wins
+    assert "requeue --reason out-of-scope" in err
+    code, out, err = frontier_command(monkeypatch, capsys, "scope", "--remove", "b.test",
+                                      "--exclude", "re://b\\.test/[0-9]", **opts)
+    assert code == 0, err
+    assert "0 queued URL(s) now out of scope" in err
+    assert "scope: scope=domain, include=re:/keep/, exclude=re://b\\.test/[0-9]  [the operator's" \
+        in out
+    counts = h.run(h.frontier.counts())
+    assert (counts["queued"], counts["dead"]) == (3, 5)
+    letters = FrontierAdmin(redis.Redis.from_url(redis_url), h.keys).dead(reason="out-of-scope")
+    assert sorted(x.url for x in letters) == [
+        *(f"http://b.test/{i}" for i in range(4)), "http://b.test/keep/1"]
+    code, _, err = frontier_command(monkeypatch, capsys, "scope", "--remove", "nothing", **opts)
+    assert code == 2 and "--remove nothing: no such rule" in err
+    code, _, err = frontier_command(monkeypatch, capsys, "scope", "--mode", "site", **opts)
+    assert code == 2 and "scope='site' is not a scope" in err
+    code, _, err = frontier_command(monkeypatch, capsys, "scope", "--delay", "1", **opts)
+    assert code == 2 and "apply to host" in err
+    code, out, err = frontier_command(monkeypatch, capsys, "scope", "--reset", **opts)
+    assert code == 0 and "each worker's own settings" in err
+    assert read_rules(redis.Redis.from_url(redis_url), h.keys) is None

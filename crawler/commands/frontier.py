@@ -14,6 +14,8 @@ without a Redis shell or knowledge of the key layout::
                               [--pause | --resume] [--reset] [--json]
                               [--budget-pages N] [--budget-bytes N] [--budget-seconds S]
                               [--forget-param P | --forget-pattern PATTERN | --forget-learned]
+    scrapy frontier scope [--mode M] [--hops N] [--include RULE] [--exclude RULE]
+                          [--remove RULE] [--reset] [--json]
     scrapy frontier crawls [--json]
     scrapy frontier delete (--crawl-id ID | --idle-days N) [--yes] [--force]
 
@@ -38,6 +40,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.utils.project import data_path
 
+from crawler.commands import frontier_scope
 from crawler.commands.frontier_output import (
     MAX_WORKER_ROWS,
     ago,
@@ -76,8 +79,8 @@ from crawler.frontier.values import Limits
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.redaction import one_line, safe_url, url_password
 
-SUBCOMMANDS = ("status", "hosts", "dead", "requeue", "drop-host", "revisit-now", "host", "crawls",
-               "delete")
+SUBCOMMANDS = ("status", "hosts", "dead", "requeue", "drop-host", "revisit-now", "host", "scope",
+               "crawls", "delete")
 #: The options that change a host (or domain) rather than show it.
 _BUDGETS = ("budget_pages", "budget_bytes", "budget_seconds")
 _CHANGES = ("delay", "concurrency", "pause", "resume", "reset", *_BUDGETS)
@@ -92,7 +95,7 @@ class Command(ScrapyCommand):
     requires_crawler_process = False
 
     def syntax(self) -> str:
-        return "status|hosts|dead|requeue|drop-host HOST|host NAME|crawls|delete [options]"
+        return "status|hosts|dead|requeue|drop-host HOST|host NAME|scope|crawls|delete [options]"
 
     def short_desc(self) -> str:
         return "Show and repair the crawl frontier (status, dead letters, requeue, drop a host)"
@@ -119,6 +122,10 @@ class Command(ScrapyCommand):
             "--concurrency N, --pause, --resume change them for every worker at once and "
             "until --reset (--domain: NAME's registered domain instead); a robots.txt "
             "Crawl-delay and Retry-After holds stay in force. "
+            "scope: the crawl's scope (mode, hops, rules) and what its seeds cover; --mode, "
+            "--hops, --include RULE, --exclude RULE, --remove RULE change it for every worker "
+            "within a second (--reset: each worker's settings again), and queued URLs the new "
+            "scope does not take become dead letters (reason out-of-scope). "
             "crawls: the spider's crawls (one per crawl id) and how long each has been idle. "
             "delete: remove a crawl's frontier (--crawl-id ID, or every crawl idle for "
             "--idle-days N); shows what it would remove unless --yes; refuses a crawl with "
@@ -185,6 +192,7 @@ class Command(ScrapyCommand):
                            help="host: accept URLs of a refused trap pattern again")
         group.add_argument("--forget-learned", action="store_true",
                            help="host: remove everything the host's pages taught")
+        frontier_scope.add_options(group)
         group.add_argument("--idle-days", type=float, metavar="N",
                            help="delete: every crawl of the spider idle for N days or more")
         group.add_argument("--yes", action="store_true", help="delete: really delete")
@@ -242,10 +250,17 @@ class Command(ScrapyCommand):
             raise UsageError("drop-host takes one HOST (example.com or https://example.com:8443)")
         if sub == "host":
             _check_host_options(rest, opts)
-        elif any(getattr(opts, name) not in (None, False)
-                 for name in (*_CHANGES, *_FORGETS, "domain", "ip")):
+        if sub != "scope" and frontier_scope.changes_asked(opts):
+            raise UsageError("--mode, --hops, --include, --exclude and --remove apply to scope "
+                             "only")
+        if sub == "scope" and opts.reset and frontier_scope.changes_asked(opts):
+            raise UsageError("--reset or a change, not both")
+        host_only = [name for name in (*_CHANGES, *_FORGETS, "domain", "ip")
+                     if not (sub == "scope" and name == "reset")]
+        if sub != "host" and any(getattr(opts, name) not in (None, False) for name in host_only):
             raise UsageError("--delay, --concurrency, --pause, --resume, --reset, --budget-*, "
-                             "--domain, --ip and --forget-* apply to host only")
+                             "--domain, --ip and --forget-* apply to host (--reset to scope "
+                             "too)")
         if sub not in ("drop-host", "host") and rest:
             raise UsageError(f"unexpected argument(s): {' '.join(rest)}")
         if opts.watch is not None and (sub != "status" or opts.watch <= 0):
@@ -322,6 +337,9 @@ class Command(ScrapyCommand):
             self._delete(admin, conn, opts)
         elif sub == "host":
             self._host(admin, rest[0], opts)
+        elif sub == "scope":
+            assert self.settings is not None
+            frontier_scope.run(admin, self.settings, opts)
         else:
             drop_host(admin, rest[0])
 

@@ -64,14 +64,20 @@ key                 type       holds
                                mean time ms; na how many hosts PP:ga:SITE
                                holds (a site of one is placed in the ready
                                set without reading it again); d1 1 while it
-                               is alone in its domain (not gated by it)
+                               is alone in its domain (not gated by it);
+                               budgets (common.lua budget_left): bp URLs
+                               handed out, bb bytes received, b0 first
+                               claim ms, qp qb qs an operator's budget, bj a
+                               budget job under way until ms
 ``PP:ga:SITE``      set        the site's hosts
 ``PP:d:DOMAIN``     hash       domain: t next claim ms, s next start ms;
                                live control: xc, xd, xp as for a site;
                                rh the site of its last claim, re when that
                                claim's reservation ends ms, m 1 once another
                                site claimed (one URL per claim from then);
-                               ns its sites, fs its first (alone while ns 1)
+                               ns its sites, fs its first (alone while ns 1);
+                               bp, bb, b0 as a site's, while a domain
+                               budget is on
 ``PP:di:DOMAIN``    zset       the domain's leases in flight (fingerprints, and
                                ``R`` + host for a robots job) by expiry ms
 ``PP:dw:DOMAIN``    zset       hosts waiting for the domain (taken out of the
@@ -98,6 +104,8 @@ key                 type       holds
 ``PP:v:HOST``       zset       the host's done URLs to fetch again (entries,
                                as in its queue, by when each is due, s)
 ``PP:vdue``         zset       hosts with revisits, by the earliest one's ms
+``PP:qm:HOST``      hash       while inlinks raise URLs (FRONTIER_INLINK_PRIORITY):
+                               fingerprint -> its entry in PP:q:HOST
 ``PP:k:HOST``       hash       what the host's pages taught: noise parameters,
                                trap patterns, the evidence (``lua/learn.lua``)
 ==================  =========  ===============================================
@@ -114,7 +122,7 @@ Global keys (no hash tag, never touched by scripts): ``ns:workers``
 (heartbeats, :mod:`crawler.frontier.workers`), ``ns:layout``, ``ns:seen``
 (last heartbeat, epoch s), ``ns:control`` (live-control changes, newest
 first); the WARC digest index ``{ns/warc}:digests`` has a
-slot of its own, the crawl's scope ``{ns/scope}:forms`` and ``:log`` another
+slot of its own, the crawl's scope ``{ns/scope}:forms``, ``:log`` and ``:rules`` another
 (:mod:`crawler.frontier.scopestate`), and a seed list ``LIST`` its batches in
 flight in ``{LIST}:taken``.
 
@@ -426,8 +434,14 @@ class Keys:
         return f"{{{self.namespace}/scope}}:forms"
 
     def scope_log(self) -> str:
-        """The same forms in the order they came (list), read by each worker from its offset."""
+        """The same forms in the order they came (list), read by each worker from
+        its offset; an operator's change of the rules comes in it too."""
         return f"{{{self.namespace}/scope}}:log"
+
+    def scope_rules(self) -> str:
+        """The operator's scope rules in force for every worker (JSON; none: each
+        worker's settings)."""
+        return f"{{{self.namespace}/scope}}:rules"
 
     def warc_digests(self) -> str:
         """The WARC writer's payload digest index (a slot of its own; its
@@ -444,7 +458,7 @@ class Keys:
         """The keys outside the partitions (no hash tag), and the WARC digest index."""
         return [self.workers(), self.layout(), self.seen_at(), self.warc_digests(),
                 self.warc_digests() + ":old", self.control_log(), self.scope_forms(),
-                self.scope_log()]
+                self.scope_log(), self.scope_rules()]
 
     # --- patterns for SCAN MATCH (the namespace escaped)
 

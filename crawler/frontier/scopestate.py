@@ -9,6 +9,13 @@ set, and each form new to the set to a log (``lua/scope_add.lua``, one slot:
 second, and widens its scope with what others added. (A link off scope found
 before another worker's seeds came is held for a while, not dropped:
 crawler/middlewares/scope.py.)
+
+An operator's change of the mode, hops or rules (``scrapy frontier scope``)
+goes in the same log, as ``x:`` and the rules' JSON (``x:`` alone: back to
+each worker's settings), and in ``{ns/scope}:rules`` to be shown: every
+worker puts it in force at its next read, within a second, and a worker
+started later finds it in the log too. Log and rules change in one
+transaction, in the scope's slot.
 """
 
 from __future__ import annotations
@@ -17,6 +24,10 @@ from typing import Any
 
 from crawler.frontier.keys import Keys
 from crawler.frontier.store import script_source
+from crawler.scope.rules import Rules
+
+#: A log entry that is an operator's rules (``x:`` + JSON), not a seed's form.
+RULES_ENTRY = "x:"
 
 #: Forms read from the log at most per call.
 READ_MAX = 10_000
@@ -44,3 +55,40 @@ class SharedScope:
                                            self.offset + READ_MAX - 1)
         self.offset += len(entries)
         return [e.decode() if isinstance(e, bytes) else e for e in entries]
+
+
+def rules_in(entries: list[str]) -> tuple[list[str], list[Rules | None]]:
+    """The log's entries apart: the seeds' forms, and the operator's rules in
+    the order they came (None: back to the settings). Rules that cannot be
+    read are skipped (:class:`crawler.scope.rules.ScopeError` is the caller's
+    to log, from :func:`read_rules`)."""
+    forms: list[str] = []
+    rules: list[Rules | None] = []
+    for entry in entries:
+        if not entry.startswith(RULES_ENTRY):
+            forms.append(entry)
+            continue
+        body = entry[len(RULES_ENTRY):]
+        try:
+            rules.append(Rules.parse(body) if body else None)
+        except ValueError:
+            continue
+    return forms, rules
+
+
+def read_rules(client: Any, keys: Keys) -> Rules | None:
+    """The operator's rules in force (None: each worker's settings)."""
+    raw = client.get(keys.scope_rules())
+    return Rules.parse(raw.decode()) if raw else None
+
+
+def write_rules(client: Any, keys: Keys, rules: Rules | None) -> None:
+    """Put ``rules`` in force for every worker (None: back to their settings)."""
+    pipe = client.pipeline(transaction=True)
+    if rules is None:
+        pipe.delete(keys.scope_rules())
+        pipe.rpush(keys.scope_log(), RULES_ENTRY)
+    else:
+        pipe.set(keys.scope_rules(), rules.json())
+        pipe.rpush(keys.scope_log(), RULES_ENTRY + rules.json())
+    pipe.execute()

@@ -61,7 +61,8 @@ def claim_limits(limits: Limits) -> str:
         "ip_scope": limits.ip_concurrency > 0 or limits.ip_delay_ms > 0,
         "ip_fallback_ms": limits.ip_fallback_ms, "dns_job_ms": limits.dns_job_ms,
         "dns_job_max": limits.dns_job_max, "revisit_new_first": limits.revisit_new_first,
-        "reserve_ms": limits.reserve_ms, "budget": limits.budgets.script_args()})
+        "reserve_ms": limits.reserve_ms, "budget": limits.budgets.script_args(),
+        "inlinks": limits.inlink_boost > 0})
 
 
 _INCLUDE = re.compile(r"^--#include (\w+)$", re.MULTILINE)
@@ -143,7 +144,8 @@ class Frontier:
         calls: list[Call] = [
             (self._admit, [self.keys.counts(part)],
              [self.keys.prefix(part), self.limits.concurrency, self.limits.delay_ms,
-              self.limits.admit_max, *args]) for part, args in groups.items()]
+              self.limits.admit_max, self.limits.inlink_boost, *args])
+            for part, args in groups.items()]
         return calls, list(groups)
 
     def _admitted(self, replies: list[Any], parts: list[int]) -> AdmitResult:

@@ -22,7 +22,9 @@ SERIAL = -1
 
 @dataclass(frozen=True, slots=True)
 class Admission:
-    """One URL to admit: canonical URL, its host key, fingerprint and record."""
+    """One URL to admit: canonical URL, its host key, fingerprint and record
+    (an empty record: a link to a URL its worker offered already, counted as
+    an inlink only: ``lua/admit.lua``)."""
 
     url: str
     host: str
@@ -130,6 +132,29 @@ class ClaimResult:
     budget_jobs: list[tuple[str, BudgetSpent]] = field(default_factory=list)
     #: Script calls made (0: no partition had anything due).
     calls: int = 0
+
+
+def _inlink_boost(value: Any, budgets: Budgets) -> int:
+    """FRONTIER_INLINK_PRIORITY: "auto" (on under a page budget, where the
+    order decides which pages are fetched at all), a boolean, or the priority
+    one inlink is worth."""
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return int(bool(budgets.host_pages or budgets.domain_pages))
+    if isinstance(value, bool):
+        return int(value)
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on"):
+        return 1
+    if text in ("false", "no", "off", "", "none"):
+        return 0
+    try:
+        boost = int(text)
+    except ValueError:
+        raise ValueError(f"FRONTIER_INLINK_PRIORITY={value!r}: use auto, true, false or a "
+                         "whole number (the priority one inlink adds)") from None
+    if boost < 0:
+        raise ValueError(f"FRONTIER_INLINK_PRIORITY={value!r} must not be negative")
+    return boost
 
 
 class BudgetSpent(NamedTuple):
@@ -264,6 +289,9 @@ class Limits:
     reserve_ms: int = 0
     breaker: Breaker = field(default_factory=Breaker)
     budgets: Budgets = field(default_factory=Budgets)
+    #: Each inlink found raises a queued URL by this much priority (0: off;
+    #: FRONTIER_INLINK_PRIORITY, on by default under a page budget).
+    inlink_boost: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -289,7 +317,8 @@ class Limits:
                 cap_ms=round(s.getfloat("BREAKER_COOLDOWN_MAX", 3600.0) * 1000),
                 max_openings=s.getint("BREAKER_MAX_OPENINGS", 6),
             ),
-            budgets=Budgets.from_settings(s),
+            budgets=(budgets := Budgets.from_settings(s)),
+            inlink_boost=_inlink_boost(s.get("FRONTIER_INLINK_PRIORITY", "auto"), budgets),
         )
 
     def adaptive_delay_ms(self, fetch_s: float | None) -> float:

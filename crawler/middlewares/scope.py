@@ -26,6 +26,14 @@ and a worker that parses a page before then must not drop the links to the
 others' sites. Each widening decides the held links again; those in scope
 go to the engine (``scope/held_admitted``), the others are dropped when the
 hold ends. The crawl stays open until then.
+
+A redirect is decided as a link of the page that answered with it (it
+passes no spider middleware: the frontier's intake asks :meth:`redirected`,
+and under another scheduler :mod:`crawler.middlewares.scoperedirect` does),
+with two exceptions an operator expects: a redirect to the same host name
+(``http`` to ``https``, a trailing slash) is followed wherever the page was,
+and a redirect of a seed makes its target a seed too (``example.com`` to
+``www.example.com``: ``scope/seed_redirects``), unless an exclude rule says no.
 """
 
 from __future__ import annotations
@@ -36,14 +44,15 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from redis.exceptions import RedisError
 from scrapy import Request, signals
 from scrapy.exceptions import DontCloseSpider, UsageError
 
-from crawler.frontier.scopestate import SharedScope
+from crawler.frontier.scopestate import SharedScope, rules_in
 from crawler.scheduling.worker import WorkerFrontier, frontier_of
-from crawler.scope.rules import Scope, ScopeError, host_name, parse_rules
+from crawler.scope.rules import Rules, Scope, ScopeError, host_name, parse_rules
 from crawler.seeds import SEED_META
 
 if TYPE_CHECKING:
@@ -60,6 +69,16 @@ HOSTS_KEPT = 10_000
 #: others' (while the scope settles: SETTLING_SYNC_S).
 SYNC_S = 1.0
 SETTLING_SYNC_S = 0.25
+
+
+#: Each crawl's scope middleware, for the parts that see what passes no spider
+#: middleware (redirects): :func:`scope_of`.
+_SCOPES: WeakKeyDictionary[Crawler, ScopeMiddleware] = WeakKeyDictionary()
+
+
+def scope_of(crawler: Crawler) -> ScopeMiddleware | None:
+    """The crawl's scope middleware (None: not enabled, or not made yet)."""
+    return _SCOPES.get(crawler)
 
 
 def scope_from_settings(settings: Any) -> Scope:
@@ -82,6 +101,9 @@ class ScopeMiddleware:
         self.crawler = crawler
         self.stats = crawler.stats
         self.scope = scope
+        #: What this worker's settings and arguments say (an operator's change
+        #: replaces it, and its reset brings it back).
+        self.settings_rules = scope.rules()
         self.report_hosts = report_hosts
         self.settle_s = settle_s
         self.held_max = held_max
@@ -108,12 +130,14 @@ class ScopeMiddleware:
                          s.getint("SCOPE_HELD_MAX", 10_000))
         crawler.signals.connect(middleware.spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
-        logger.info("Scope: %s", describe(scope))
+        logger.info("Scope: %s", scope.rules().describe())
+        _SCOPES[crawler] = middleware
         return middleware
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
         frontier = frontier_of(self.crawler)
         if frontier is not None and not self._syncing:
+            frontier.intake.redirect_scope = self.redirected
             self._syncing = True
             self.settle_until = time.monotonic() + self.settle_s
             frontier.tasks.spawn(self._share(frontier, SharedScope(frontier.client,
@@ -140,15 +164,29 @@ class ScopeMiddleware:
         forms, self.unshared = self.unshared, []
         try:
             await shared.add(forms)
-            widened = [form for form in await shared.news() if self.scope.add_form(form)]
+            news, changes = rules_in(await shared.news())
         except (RedisError, OSError) as exc:
             self.unshared = forms + self.unshared  # again at the next turn
             logger.debug("Scope: cannot reach the shared scope: %s", exc)
-            widened = []
+            news, changes = [], []
+        widened = [form for form in news if self.scope.add_form(form)]
+        if changes:
+            self._use(changes[-1])
+            widened.append("rules")
         if widened and self.settle_until:
             self.settle_until = max(self.settle_until, time.monotonic() + self.settle_s)
         if widened or not self.settling():  # (a held link's verdict changes only then)
             self.decide_held()
+
+    def _use(self, rules: Rules | None) -> None:
+        """An operator's rules in force (None: this worker's settings again)."""
+        rules = rules or self.settings_rules
+        if rules == self.scope.rules():
+            return
+        self.scope.use(rules)
+        self.stats.inc_value("scope/changes")
+        logger.info("Scope: %s (changed for every worker by scrapy frontier scope)",
+                    rules.describe())
 
     def settling(self) -> bool:
         """Whether the shared scope may still widen (links off it are held)."""
@@ -211,6 +249,37 @@ class ScopeMiddleware:
             self.stats.inc_value("scope/hops")
         return False
 
+    def redirected(self, request: Request) -> str | None:
+        """Whether to follow a redirect (``request``, made by a redirect
+        middleware): None to follow it (its hops noted on it), else the rule
+        that drops it (counted)."""
+        chain = request.meta.get("redirect_urls") or ()
+        source = chain[-1] if chain else ""
+        if host_name(source) == host_name(request.url):
+            return None  # the same host: it stays where the page was
+        verdict = self.scope.decide(request.url, request.meta.get(HOPS_META, 0))
+        # (a seed's depth is 0, and so is its redirects': the depth crosses the
+        # frontier, SEED_META does not)
+        if not verdict.fetch and verdict.rule != "exclude" and not request.meta.get("depth"):
+            self._seed(request.url)  # a seed's redirect: its target is a seed too
+            self.stats.inc_value("scope/seed_redirects")
+            logger.info("Scope: seed %s redirects to %s, a seed too", chain[0], request.url,
+                        extra={"host": host_name(request.url)})
+            request.meta.pop(HOPS_META, None)
+            return None
+        if not verdict.fetch:
+            self._reject(request, verdict.rule)
+            self.stats.inc_value("scope/redirects_dropped")
+            logger.debug("Scope: redirect from %s to %s not followed (%s)", source,
+                         request.url, verdict.rule)
+            return verdict.rule
+        if verdict.hops:
+            request.meta[HOPS_META] = verdict.hops
+            self.stats.inc_value("scope/hops")
+        else:
+            request.meta.pop(HOPS_META, None)
+        return None
+
     def _reject(self, request: Request, rule: str) -> None:
         self.stats.inc_value(f"scope/rejected/{rule}")
         host = host_name(request.url)
@@ -229,15 +298,3 @@ class ScopeMiddleware:
         top = self.off_scope.most_common(self.report_hosts)
         logger.info("Hosts off scope linked most (links dropped): %s",
                     ", ".join(f"{host} ({n})" for host, n in top))
-
-
-def describe(scope: Scope) -> str:
-    """The scope's mode, hops and rules, for the log line a crawl starts with."""
-    parts = [f"scope={scope.mode}"]
-    if scope.hops:
-        parts.append(f"hops={scope.hops}")
-    if scope.include:
-        parts.append("include=" + " ".join(rule.text for rule in scope.include))
-    if scope.exclude:
-        parts.append("exclude=" + " ".join(rule.text for rule in scope.exclude))
-    return ", ".join(parts)

@@ -10,6 +10,7 @@ counts in ``frontier/refused/<reason>``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from scrapy import Request, Spider
@@ -47,6 +48,9 @@ class Intake:
         self.slot_settings: dict[str, dict[str, Any]] = s.getdict("DOWNLOAD_SLOTS")
         #: The hosts' learned rules, once the frontier is open (None: off).
         self.learning: SiteLearning | None = None
+        #: The crawl's scope for a redirect (which passes no spider middleware):
+        #: the rule that drops it, or None to follow it (None: no scope).
+        self.redirect_scope: Callable[[Request], str | None] | None = None
         self._dont_filter_said = False
         #: Seeds refused, said once per host (the address guard middleware's too).
         self.seed_refusals = SeedRefusals(crawler.stats)
@@ -59,6 +63,9 @@ class Intake:
             return self.refuse(request, "not-http-url")
         if self._redirect_loop(request, canon):
             return self.refuse(request, "redirect-loop")
+        if (self.redirect_scope is not None and request.meta.get("redirect_urls")
+                and self.redirect_scope(request) is not None):
+            return self.refuse(request, "off-scope-redirect")
         trap = self.traps.check(canon)
         if trap is not None:
             return self.refuse(request, trap)

@@ -27,7 +27,7 @@ from crawler.frontier.leftover import Leftover, LeftoverReader
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, from_record, to_record
 from crawler.frontier.seedfeed import SeedFeed
 from crawler.frontier.store import Frontier
-from crawler.frontier.values import ClaimResult, Lease, Limits, Release
+from crawler.frontier.values import Admission, ClaimResult, Lease, Limits, Release
 from crawler.learning.worker import SiteLearning, learning_for
 from crawler.lease import TICKET_META, Ticket, ticket_of
 from crawler.proxies import ProxyRoutes
@@ -48,7 +48,13 @@ from crawler.scheduling.robotsjobs import RobotsJobs
 from crawler.scheduling.sync import Sync, SyncHooks
 from crawler.scheduling.tasks import Tasks
 from crawler.scheduling.watchdog import Watchdog
-from crawler.urls import canonical_url, stripper_from_settings, url_forms
+from crawler.urls import (
+    canonical_host_key,
+    canonical_url,
+    stripper_from_settings,
+    url_fingerprint,
+    url_forms,
+)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -220,6 +226,9 @@ class WorkerFrontier:
         if token is None and canon is not None and self.recent.known(canon):
             self.stats.inc_value("frontier/offered")
             self.sync.count_duplicates(1, local=True)
+            if self.limits.inlink_boost:  # a link all the same: it raises the URL
+                host = canonical_host_key(canon)
+                self.sync.admit(Admission(canon, host, url_fingerprint(canon), ""))
             return False
         admission = self.intake.admission(request, sent, canon, self.spider)
         if admission is None:

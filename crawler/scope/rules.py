@@ -13,8 +13,9 @@ A seed list usually means "these sites", so a scope is made of the seeds:
 ``any``     the whole web.
 
 Include and exclude rules refine any scope. A rule is ``re:REGEX`` (searched
-in the whole URL), a URL (its SURT prefix, as for a seed) or a SURT prefix as
-written (``com,example)/private/``). An exclude rule wins over everything; an
+in the whole URL), a URL (its SURT prefix, as for a seed), a host name (that
+host: ``example.com``) or a SURT prefix as written (``com,example)/private/``;
+``com,example,`` for every subdomain). An exclude rule wins over everything; an
 include rule lets in what the scope would not.
 
 ``hops=N``: a link off scope is still fetched when its page is reached in at
@@ -29,6 +30,7 @@ trailing slash kept, so ``/docs/`` does not cover ``/docsearch``).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -101,6 +103,8 @@ class Rule(NamedTuple):
             raise ScopeError("a scope rule is empty")
         if "://" in text:
             return cls(text, None, surt_prefix(text))
+        if not any(c in text for c in ",)/"):  # a host name: that host
+            return cls(text, None, surt_prefix(f"http://{text}/"))
         return cls(text, None, text)
 
     def matches(self, url: str, form: str) -> bool:
@@ -108,6 +112,50 @@ class Rule(NamedTuple):
         if self.pattern is not None:
             return self.pattern.search(url) is not None
         return form.startswith(self.prefix)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """A scope's mode, hops and rules: what settings, arguments or an operator
+    (``scrapy frontier scope``, for every worker) say; seeds are apart."""
+
+    mode: str = "domain"
+    hops: int = 0
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def check(self) -> Rules:
+        """These rules, or :class:`ScopeError` saying what is wrong."""
+        Scope(mode=self.mode, hops=self.hops, include=parse_rules(self.include),
+              exclude=parse_rules(self.exclude))
+        return self
+
+    def json(self) -> str:
+        return json.dumps({"mode": self.mode, "hops": self.hops,
+                           "include": list(self.include), "exclude": list(self.exclude)})
+
+    @classmethod
+    def parse(cls, text: str) -> Rules:
+        """Rules as :meth:`json` wrote them (:class:`ScopeError` if they are not)."""
+        try:
+            body = json.loads(text)
+            rules = cls(str(body["mode"]), int(body["hops"]),
+                        tuple(str(r) for r in body.get("include", ())),
+                        tuple(str(r) for r in body.get("exclude", ())))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ScopeError(f"scope rules {text[:200]!r} are not readable: {exc}") from None
+        return rules.check()
+
+    def describe(self) -> str:
+        """``scope=domain, hops=1, include=..., exclude=...`` (what a crawl logs)."""
+        parts = [f"scope={self.mode}"]
+        if self.hops:
+            parts.append(f"hops={self.hops}")
+        if self.include:
+            parts.append("include=" + " ".join(self.include))
+        if self.exclude:
+            parts.append("exclude=" + " ".join(self.exclude))
+        return ", ".join(parts)
 
 
 class Verdict(NamedTuple):
@@ -135,6 +183,19 @@ class Scope:
             raise ScopeError(f"scope={self.mode!r} is not a scope (use one of {', '.join(MODES)})")
         if self.hops < 0:
             raise ScopeError(f"hops={self.hops} must not be negative")
+
+    def rules(self) -> Rules:
+        """The mode, hops and rules in force."""
+        return Rules(self.mode, self.hops, tuple(r.text for r in self.include),
+                     tuple(r.text for r in self.exclude))
+
+    def use(self, rules: Rules) -> None:
+        """Put ``rules`` in force (the seeds' forms stay; :class:`ScopeError`
+        if they are bad, and nothing changes)."""
+        include, exclude = parse_rules(rules.include), parse_rules(rules.exclude)
+        Scope(mode=rules.mode, hops=rules.hops)  # (checks them)
+        self.mode, self.hops, self.include, self.exclude = (rules.mode, rules.hops, include,
+                                                           exclude)
 
     def add_seed(self, url: str) -> list[str]:
         """Widen the scope by what seed ``url`` covers; returns its forms

@@ -6,6 +6,7 @@
 -- ARGV[3]  default per-host delay, ms
 -- ARGV[4]  per-site budget of admitted URLs (0: none): one for all schemes
 --          and ports of a name
+-- ARGV[5]  priority an inlink adds to a queued URL (0: off; see below)
 -- then 7 values per URL:
 --   seen bucket, seen member (int64 as text), host key, priority,
 --   entry (16-byte fingerprint .. JSON record), host config ("" or "conc:delay_ms"),
@@ -18,11 +19,20 @@
 -- its breaker opened too often; pr holds the reason) is
 -- a dead letter at once, next to the host's others, so that links to it do
 -- not keep a finite crawl open; requeueing the host brings them all back.
+-- Inlinks (FRONTIER_INLINK_PRIORITY): while on, a queued URL is raised in
+-- its host's queue by ARGV[5] for each link to it found after its own
+-- admission (a duplicate here, or an entry of its bare fingerprint: a link
+-- its worker knew it had offered, counted without asking the seen set), so
+-- that under a budget a host's most linked pages go first. The host's
+-- PP:qm:HOST hash finds the queue member of a fingerprint; a claim, or the
+-- end of the queue, forgets it.
 -- Returns {added, duplicates, refused (budget of admitted URLs), blocked,
 -- parked, over a spent budget, the soonest time it made anything due (ms,
 -- -1: none; common.lua note_due)}.
 local p = ARGV[1]
 local conc0, delay0, budget = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local boost = num(ARGV[5], 0)
+local inlinks, inlink_hosts = {}, {}  -- host -> {fingerprint -> links found}
 local added, dups, refused, hosts, blocked, parked, spent = 0, 0, 0, 0, 0, 0, 0
 local parked_reason = '{"reason": "robots-unreachable", "error": "host parked"}'
 -- The partition's queue sequence, its last time mark (seconds; see the end)
@@ -37,9 +47,21 @@ local seq, mark = nil, nil
 -- in the order they came. Then each host's at once: its record, its budget,
 -- one ZADD, its counts and its place in the ready set.
 local flags, known, order, groups = {}, {}, {}, {}
-for i = 5, #ARGV, 7 do
+local function inlink(host, fp)
+  local links = inlinks[host]
+  if not links then
+    links = {}
+    inlinks[host] = links
+    inlink_hosts[#inlink_hosts + 1] = host
+  end
+  links[fp] = (links[fp] or 0) + 1
+end
+for i = 6, #ARGV, 7 do
   local bucket, member, host, prio, entry, conf, domain =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
+  if #entry == 16 then  -- an inlink, nothing to admit
+    if boost > 0 then inlink(host, entry) end
+  else
   local hk = p .. ':h:' .. host
   local b = flags[host]
   if b == nil then
@@ -53,6 +75,7 @@ for i = 5, #ARGV, 7 do
     spent = spent + 1
   elseif redis.call('SADD', p .. ':s:' .. bucket, member) == 0 then
     dups = dups + 1
+    if boost > 0 then inlink(host, string.sub(entry, 1, 16)) end
   elseif b == 'p' then
     local reason = redis.call('HGET', hk, 'pr') or parked_reason
     redis.call('HSET', p .. ':dead', string.sub(entry, 1, 16), host .. '\n' .. reason .. '\n' .. entry)
@@ -67,6 +90,7 @@ for i = 5, #ARGV, 7 do
     g.n = g.n + 1
     g[g.n] = {prio, entry}
   end
+  end  -- (an inlink)
 end
 
 local ZADD_CHUNK = 500  -- members per ZADD (Lua's unpack has a limit)
@@ -95,13 +119,19 @@ for _, host in ipairs(order) do
       counted = record(KEYS[1], COUNTED)
       seq, mark = num(counted.seq, 0), num(counted.em, nil)
     end
+    local found = {}  -- fingerprint -> entry, for the inlinks to come
     for j = 1, n do
       seq = seq + 1
       args[#args + 1] = queue_score(g[j][1], seq)
       args[#args + 1] = g[j][2]
+      if boost > 0 then
+        found[#found + 1] = string.sub(g[j][2], 1, 16)
+        found[#found + 1] = g[j][2]
+      end
       if #args >= 2 * ZADD_CHUNK or j == n then
         redis.call('ZADD', q, unpack(args))
-        args = {}
+        if #found > 0 then redis.call('HSET', p .. ':qm:' .. host, unpack(found)) end
+        args, found = {}, {}
       end
     end
     if budget <= 0 then hincr(sk, 'a', n) end
@@ -110,6 +140,36 @@ for _, host in ipairs(order) do
     -- more of them change nothing there.
     if hincr(p .. ':h:' .. host, 'n', n) <= n then refresh_host(p, host) end
     added = added + n
+  end
+end
+
+-- The inlinks found, host by host: which of the URLs are queued (PP:qm), their
+-- scores, and one ZADD XX raising them (a URL claimed or ended meanwhile is
+-- left alone). (after the admissions: a URL and a link to it in one batch)
+for _, host in ipairs(inlink_hosts) do
+  local fps, counts_of = {}, inlinks[host]
+  for fp in pairs(counts_of) do fps[#fps + 1] = fp end
+  for j = 1, #fps, ZADD_CHUNK do
+    local part = {unpack(fps, j, math.min(j + ZADD_CHUNK - 1, #fps))}
+    local members = redis.call('HMGET', p .. ':qm:' .. host, unpack(part))
+    local queued, whose = {}, {}
+    for k, entry in ipairs(members) do
+      if entry then
+        queued[#queued + 1] = entry
+        whose[#whose + 1] = part[k]
+      end
+    end
+    if #queued > 0 then
+      local scores = redis.call('ZMSCORE', p .. ':q:' .. host, unpack(queued))
+      local args = {'XX'}
+      for k, score in ipairs(scores) do
+        if score then
+          args[#args + 1] = tonumber(score) - boost * counts_of[whose[k]] * 4294967296
+          args[#args + 1] = queued[k]
+        end
+      end
+      if #args > 1 then redis.call('ZADD', p .. ':q:' .. host, unpack(args)) end
+    end
   end
 end
 

@@ -34,7 +34,8 @@
 --          its revisits); reserve_ms, how far ahead a claim reserves a site's
 --          next URLs (0: one URL per host and claim); budget, the
 --          BUDGET_* settings (host_pages, host_bytes, host_ms, domain_pages,
---          domain_bytes, domain_ms; 0: off)
+--          domain_bytes, domain_ms; 0: off); inlinks (true: queued URLs are
+--          raised by their inlinks, admit.lua)
 -- Returns {now_ms, next_ready_ms or -1, then per claim: host, entry, robots
 -- version, then for a URL "SITE_TURN DOMAIN_TURN OFFSET LATEST DELAY FLOOR SCORE"
 -- (turns 0: none; offset -1: see reservation below; latest: when it must

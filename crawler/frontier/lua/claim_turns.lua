@@ -65,6 +65,8 @@ local site_budget = {num(budget.host_pages, 0), num(budget.host_bytes, 0), num(b
 local dom_budget = {num(budget.domain_pages, 0), num(budget.domain_bytes, 0),
                     num(budget.domain_ms, 0)}
 local dom_budgets = dom_budget[1] > 0 or dom_budget[2] > 0 or dom_budget[3] > 0
+-- Inlinks raise queued URLs (admit.lua, PP:qm:HOST): a claimed one is forgotten there.
+local inlinks_on = limits.inlinks == true
 local dom_spend = {}
 local function domain_spend(dom)
   local st = dom_spend[dom]
@@ -252,6 +254,15 @@ local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced, turns)
   end
   if h.iwk then redis.call('HDEL', hk, 'iwk') end  -- its place at the address is taken now
   local k = #popped / 2
+  if inlinks_on then
+    if num(h.n, 0) <= k then
+      redis.call('DEL', p .. ':qm:' .. host)
+    else
+      local fps = {}
+      for j = 1, k do fps[j] = string.sub(popped[2 * j - 1], 1, 16) end
+      redis.call('HDEL', p .. ':qm:' .. host, unpack(fps))
+    end
+  end
   -- the URL that carries the turns: the last one spaced by offsets, or the
   -- first of a serial reservation (the others are paced by its worker); the
   -- domain is held for the whole reservation

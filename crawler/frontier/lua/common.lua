@@ -136,8 +136,9 @@ end
 
 -- Budgets (BUDGET_*, off at 0): what a site (every scheme and port of a
 -- name) and its registered domain may spend. A record counts bp, the URLs
--- handed out (claim.lua; one given back unstarted is taken off again,
--- release.lua), so a page budget is never overrun, however many workers
+-- handed out (claim.lua; one given back unstarted, or refused before its
+-- download, is taken off again: release.lua), so a page budget is never
+-- overrun, however many workers
 -- claim; bb, the bytes its answers brought (release.lua); b0, when its
 -- first URL was claimed (ms). A domain record counts them only while a
 -- domain budget is on. An operator's override of a site's budget

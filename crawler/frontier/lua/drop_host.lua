@@ -58,6 +58,7 @@ local left = redis.call('ZCARD', qk)
 redis.call('HSET', hk, 'n', left)
 -- (a budget job is over once its queue is: claim.lua's bj)
 if mark == 'q' and left == 0 then redis.call('HDEL', site_key(p, host), 'bj') end
+if left == 0 then redis.call('DEL', p .. ':qm:' .. host) end  -- (admit.lua's inlinks)
 refresh_host(p, host)
 
 if queued > 0 then hincr(KEYS[1], 'queued', -queued) end

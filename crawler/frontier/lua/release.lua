@@ -255,7 +255,9 @@ for i = FIRST, #ARGV, EACH do
       w.bb = num(w.bb or g.bb, 0) + bytes
       gr.bytes = gr.bytes + bytes
     end
-    if op == 'return' or op == 'ipwait' then  -- never started: it spent nothing
+    if op == 'return' or op == 'ipwait' or (op == 'done' and arg ~= '') then
+      -- never started, or refused before its download (robots.txt, a learned
+      -- rule, the guard): it cost its server nothing, nor its budget
       w.bp = math.max(num(w.bp or g.bp, 1) - 1, 0)
       gr.unspent = gr.unspent + 1
     end

@@ -1,0 +1,31 @@
+-- End queued URLs of one host that a change of the crawl's scope put out of
+-- it (crawler/frontier/scopeend.py): each becomes a dead letter, requeue-able
+-- with `scrapy frontier requeue --reason out-of-scope`. (common.lua is
+-- prepended: refresh_host, hincr.)
+--
+-- The client reads the queue and decides; this call moves the entries it
+-- names that are still queued (one claimed or ended meanwhile is skipped),
+-- so it is atomic and may be repeated.
+--
+-- KEYS[1]  the partition's counts hash
+-- ARGV[1]  prefix, ARGV[2] host key, ARGV[3] the dead reason (JSON)
+-- then the queue entries to end (16-byte fingerprint .. record)
+-- Returns how many ended.
+local p, host, reason = ARGV[1], ARGV[2], ARGV[3]
+local qk = p .. ':q:' .. host
+local ended = 0
+for i = 4, #ARGV do
+  local entry = ARGV[i]
+  if redis.call('ZREM', qk, entry) == 1 then
+    redis.call('HDEL', p .. ':qm:' .. host, string.sub(entry, 1, 16))  -- (admit.lua's inlinks)
+    redis.call('HSET', p .. ':dead', string.sub(entry, 1, 16), host .. '\n' .. reason .. '\n' .. entry)
+    ended = ended + 1
+  end
+end
+if ended > 0 then
+  redis.call('HSET', p .. ':h:' .. host, 'n', redis.call('ZCARD', qk))
+  refresh_host(p, host)
+  hincr(KEYS[1], 'queued', -ended)
+  hincr(KEYS[1], 'dead', ended)
+end
+return ended
