@@ -387,6 +387,11 @@ BUDGET_HOST_SECONDS = 0
 BUDGET_DOMAIN_PAGES = 0
 BUDGET_DOMAIN_BYTES = 0
 BUDGET_DOMAIN_SECONDS = 0
+# Each link found to a queued URL raises it by one priority (one depth level),
+# so that a budget buys a host's most linked pages: "auto" is on under a page
+# budget (BUDGET_HOST_PAGES or BUDGET_DOMAIN_PAGES), True/False, or the
+# priority one inlink adds. It keeps an index as large again as the queues.
+FRONTIER_INLINK_PRIORITY = "auto"
 # Trap heuristics (see crawler.admission.TrapRules); 0 switches a rule off.
 ADMISSION_TRAP_MAX_SEGMENTS = 24
 ADMISSION_TRAP_MAX_SEGMENT_REPEATS = 2

@@ -11,6 +11,7 @@ the sites of one registered domain share one budget; under
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +28,7 @@ from tests.crawl_runner import (
     realweb_settings,
     start_crawl,
 )
-from tests.realweb import Host, RealWebProcess, Web, links_to
+from tests.realweb import Host, RealWebProcess, Web, links_to, page
 from tests.realweb.sites import ALLOW_ALL
 
 pytestmark = pytest.mark.crawl
@@ -89,3 +90,69 @@ def test_a_domain_budget_is_shared_by_its_sites_and_a_byte_budget_ends_a_site(
     assert len(_pages(web, "big.test")) == 4
     assert "spent the domain's 8 pages" in result.log
     assert "Budget: big.test spent the site's 25,000 bytes" in result.log
+
+
+def test_under_a_page_budget_the_most_linked_pages_go_first(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
+    """A site whose most linked pages sit three links deep (bench/priorities.py,
+    smaller): under a 20-page budget breadth-first fetches none of them, and
+    inlink priority (on by default under a page budget) fetches them before
+    the lists that link to them are all fetched."""
+    rng = random.Random(3)
+    pages = {"/": links_to(*(f"/s{i}" for i in range(3)))}
+    for i in range(3):
+        pages[f"/s{i}"] = links_to(*(f"/s{i}/l{j}" for j in range(6)))
+        for j in range(6):
+            tops = [f"/top/{t}" for t in rng.sample(range(20), 10)]
+            leaves = [f"/s{i}/l{j}/p{k}" for k in range(5)]
+            pages[f"/s{i}/l{j}"] = links_to(*tops, *leaves)
+            pages |= {leaf: links_to() for leaf in leaves}
+    pages |= {f"/top/{t}": links_to() for t in range(20)}
+    web = realweb(Web([Host("a.test", robots=ALLOW_ALL, pages=pages)]))
+    shares = {}
+    for inlinks in (False, True):
+        web.reset()
+        crawl_realweb(web.nameserver, [web.url("a.test")], tmp_path / str(inlinks), {
+            "DOWNLOAD_DELAY": 0.02, "ADDRESS_GUARD_ALLOW": "127.0.0.0/8",
+            "BUDGET_HOST_PAGES": 20, "LEARN_ENABLED": False,
+            **({} if inlinks else {"FRONTIER_INLINK_PRIORITY": False})})
+        fetched = _pages(web, "a.test")
+        assert len(fetched) == 20
+        shares[inlinks] = sum(1 for t in fetched if t.startswith(b"/top/"))
+    assert shares[False] == 0  # breadth-first: the home, 3 sections and 16 of 18 lists
+    assert shares[True] >= 4, shares
+
+
+def _urlset(*entries: tuple[str, str, str]) -> str:
+    urls = "".join(f"<url><loc>{loc}</loc><priority>{prio}</priority>"
+                   + (f"<lastmod>{mod}</lastmod>" if mod else "") + "</url>"
+                   for loc, prio, mod in entries)
+    return ('<?xml version="1.0" encoding="UTF-8"?>'
+            f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{urls}</urlset>')
+
+
+def test_a_sitemap_seed_line_seeds_the_crawl_and_its_priorities_spend_the_budget(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
+    """A seed line that is a sitemap index: its sitemap's pages are crawled,
+    the site's most important and freshest first, so a budget of five URLs
+    (the two sitemaps and three pages) buys the three it ranks highest."""
+    fresh = time.strftime("%Y-%m-%d", time.gmtime())
+    index = ('<?xml version="1.0" encoding="UTF-8"?>'
+             '<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+             '<sitemap><loc>http://a.test/sm1.xml</loc></sitemap></sitemapindex>')
+    urlset = _urlset(("http://a.test/low", "0.1", ""), ("http://a.test/mid", "0.5", ""),
+                     ("http://a.test/old", "0.9", "2001-01-01"),
+                     ("http://a.test/high", "0.9", fresh), ("http://a.test/top", "1.0", ""))
+    web = realweb(Web([Host("a.test", robots=ALLOW_ALL, pages={
+        "/sitemap.xml": page(index, content_type="application/xml"),
+        "/sm1.xml": page(urlset, content_type="application/xml"),
+        **{f"/{name}": links_to() for name in ("low", "mid", "old", "high", "top")}})]))
+    result = crawl_realweb(web.nameserver, ["http://a.test/sitemap.xml"], tmp_path, {
+        "DOWNLOAD_DELAY": 0.05, "ADDRESS_GUARD_ALLOW": "127.0.0.0/8",
+        "BUDGET_HOST_PAGES": 5, "CONCURRENT_REQUESTS_PER_DOMAIN": 1})
+    fetched = _pages(web, "a.test")
+    assert fetched[:2] == [b"/sitemap.xml", b"/sm1.xml"]
+    # high: 0.9 and fresh (+3); top: 1.0 (+2); old: 0.9 but unchanged for years (+1)
+    assert fetched[2:] == [b"/high", b"/top", b"/old"]
+    assert int(result.stat("broad/sitemaps/seeded")) == 1
+    assert int(result.stat("broad/sitemaps/read")) == 2

@@ -295,3 +295,14 @@ def test_other_start_failures_keep_their_traceback(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "Traceback" in proc.stderr and "NotConfigured: the broad spider needs seeds" \
         in proc.stderr
+
+
+def test_sitemaps_takes_yes_no_or_the_urls_of_sitemaps() -> None:
+    from crawler.spiders.args import BroadArgs, SpiderArgumentError, describe
+    assert BroadArgs.parse(sitemaps="yes").sitemaps is True
+    urls = BroadArgs.parse(sitemaps="https://a.test/sitemap.xml http://b.test/s.xml.gz")
+    assert urls.sitemaps is None
+    assert urls.sitemap_urls == ("https://a.test/sitemap.xml", "http://b.test/s.xml.gz")
+    assert "sitemaps=https://a.test/sitemap.xml http://b.test/s.xml.gz" in describe(urls)
+    with pytest.raises(SpiderArgumentError, match=r"'ftp://x/s\.xml' is not an http"):
+        BroadArgs.parse(sitemaps="https://a.test/s.xml ftp://x/s.xml")

@@ -16,7 +16,8 @@ argument                    meaning
                             non-negative integer, a label for logs and metrics
 ``sitemaps``                ``1/0``, ``true/false``, ``yes/no``, ``on/off``:
                             follow the sitemaps listed in robots.txt (without
-                            it, ``ROBOTS_SITEMAPS`` decides)
+                            it, ``ROBOTS_SITEMAPS`` decides); or sitemap URLs
+                            (space-separated) that seed the crawl
 ``depth_limit``             ``DEPTH_LIMIT`` for this job (``0``: no limit)
 ``max_pages_per_host``      ``ADMISSION_MAX_PAGES_PER_HOST`` for this job
                             (``0``: no cap)
@@ -56,6 +57,7 @@ from scrapy.settings import SETTINGS_PRIORITIES, BaseSettings
 from crawler.frontier.keys import crawl_namespace
 from crawler.revisit import parse_duration
 from crawler.scope.rules import MODES, ScopeError, parse_rules
+from crawler.urls import request_url
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
@@ -104,6 +106,22 @@ def to_bool(name: str, value: object) -> bool:
     raise SpiderArgumentError(
         f"spider argument {name}={value!r} is not a yes/no value "
         "(use 1/0, true/false, yes/no or on/off)")
+
+
+def to_sitemaps(name: str, value: object) -> bool | tuple[str, ...]:
+    """A yes/no value (:func:`to_bool`), or sitemap URLs separated by spaces."""
+    text = value if isinstance(value, str) else None
+    if text is None or "://" not in text:
+        return to_bool(name, value)
+    urls = []
+    for word in text.split():
+        url = request_url(word)
+        if url is None:
+            raise SpiderArgumentError(
+                f"spider argument {name}={value!r}: {word!r} is not an http(s) URL "
+                "(give yes/no, or the URLs of sitemaps)")
+        urls.append(url)
+    return tuple(urls)
 
 
 def to_count(name: str, value: object) -> int:
@@ -194,6 +212,8 @@ class BroadArgs:
     hops: int | None = None
     include: str | None = None
     exclude: str | None = None
+    #: Sitemaps (or sitemap indexes) that seed the crawl (``sitemaps=URL ...``).
+    sitemap_urls: tuple[str, ...] = ()
 
     @classmethod
     def parse(
@@ -212,10 +232,12 @@ class BroadArgs:
         exclude: object = None,
     ) -> BroadArgs:
         """Convert and check the arguments (:class:`SpiderArgumentError` on the first bad one)."""
+        maps = None if sitemaps is None else to_sitemaps("sitemaps", sitemaps)
         return cls(
             seeds=None if seeds is None else to_seed_source("seeds", seeds),
             part=None if part is None else to_count("part", part),
-            sitemaps=None if sitemaps is None else to_bool("sitemaps", sitemaps),
+            sitemaps=maps if isinstance(maps, bool) else None,
+            sitemap_urls=maps if isinstance(maps, tuple) else (),
             depth_limit=None if depth_limit is None else to_count("depth_limit", depth_limit),
             max_pages_per_host=None if max_pages_per_host is None
             else to_count("max_pages_per_host", max_pages_per_host),
@@ -302,5 +324,7 @@ def describe(args: BroadArgs, extra: Mapping[str, Any] | None = None) -> str:
              for name in ("seeds", "part", "sitemaps", "crawl_id", "revisit", "revisit_seeds",
                           *SETTING_OF)}
     shown = [f"{k}={v}" for k, v in given.items() if v is not None]
+    if args.sitemap_urls:
+        shown.append("sitemaps=" + " ".join(args.sitemap_urls))
     shown += [f"{k}={v!r}" for k, v in sorted((extra or {}).items())]
     return ", ".join(shown) or "none"

@@ -31,8 +31,9 @@ from crawler.items import PageItem
 from crawler.middlewares.warc import WARC_META
 from crawler.revisit import NOT_MODIFIED
 from crawler.scheduling.scheduler import uses_frontier
-from crawler.seeds import Seed, SeedError, read_seeds, seed_request
+from crawler.seeds import SEED_META, Seed, SeedError, read_seeds, seed_request
 from crawler.signals import robots_sitemaps_found
+from crawler.sitemaps import entry_priority, is_sitemap_url
 from crawler.spiders.args import (
     PASSED_THROUGH,
     BroadArgs,
@@ -75,7 +76,11 @@ class BroadSpider(Spider):
     ``<meta name=robots content=nofollow>``). Limits are the ``DEPTH_LIMIT``,
     ``URLLENGTH_LIMIT`` and ``ADMISSION_*`` settings. With ``-a sitemaps=1``
     (or ``ROBOTS_SITEMAPS`` and no ``sitemaps`` argument) the sitemaps listed
-    in each host's robots.txt seed the crawl too (:meth:`parse_sitemap`).
+    in each host's robots.txt seed the crawl too (:meth:`parse_sitemap`);
+    ``-a sitemaps=URL`` (or a seed line whose path ends in ``.xml`` or
+    ``.xml.gz``) seeds it from that sitemap or sitemap index. A sitemap's
+    pages are queued by what it says of them (``priority``, ``lastmod``:
+    :mod:`crawler.sitemaps`).
     """
 
     name = "broad"
@@ -173,10 +178,18 @@ class BroadSpider(Spider):
         Seed lines pushed onto the shared Redis list follow these, from the
         seed feed middleware (:mod:`crawler.middlewares.seedfeed`).
         """
+        for url in self.args.sitemap_urls:
+            self.crawler.stats.inc_value("broad/sitemaps/seeded")
+            yield Request(url, callback=self.parse_sitemap, errback=self.on_error,
+                          meta={SEED_META: True})
         for parsed in self._read_seeds():
-            request = seed_request(parsed, self.crawler.stats, callback=self.parse,
+            sitemap = isinstance(parsed, Seed) and is_sitemap_url(parsed.url)
+            request = seed_request(parsed, self.crawler.stats,
+                                   callback=self.parse_sitemap if sitemap else self.parse,
                                    errback=self.on_error)
             if request is not None:
+                if sitemap:
+                    self.crawler.stats.inc_value("broad/sitemaps/seeded")
                 yield request
 
     def _read_seeds(self) -> Iterator[Seed | SeedError]:
@@ -221,14 +234,16 @@ class BroadSpider(Spider):
             return
         nested = sitemap.type == "sitemapindex"
         self.crawler.stats.inc_value("broad/sitemaps/read")
+        now = dt.datetime.now(dt.UTC)
         for entry in sitemap:
             url = request_url(str(entry.get("loc", "")), self.stripper)
             if url is None:
                 continue
             if nested:
                 yield Request(url, callback=self.parse_sitemap, errback=self.on_error)
-            else:
-                yield Request(url, callback=self.parse, errback=self.on_error)
+            else:  # the site's word on each page: important and fresh ones first
+                yield Request(url, callback=self.parse, errback=self.on_error,
+                              priority=entry_priority(entry, now))
 
     def _sitemap_body(self, response: Response) -> bytes | None:
         if gzip_magic_number(response):
