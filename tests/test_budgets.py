@@ -12,6 +12,7 @@ import redis
 from crawler.deadletter import DeadReason
 from crawler.frontier.admin import FrontierAdmin, parse_host_match
 from crawler.frontier.values import Admission, Budgets, BudgetSpent, Limits, Release
+from crawler.scheduling.budgetwatch import BudgetWatch
 from tests.frontier_harness import Harness, admission, frontier_command
 
 
@@ -242,3 +243,41 @@ def test_inlink_priority_is_on_under_a_page_budget_unless_told(
         f"BUDGET_{scope.upper()}_{what.upper()}": getattr(budgets, f"{scope}_{what}")
         for scope in ("host", "domain") for what in ("pages", "bytes")}}
     assert Limits.from_settings(Settings(settings)).inlink_boost == boost
+
+
+def test_the_crawls_budgets_change_live_for_every_worker_and_reset_to_their_settings(
+        make_harness: Callable[..., Harness], redis_url: str,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    h = make_harness("bw", concurrency=4, delay_ms=0, budgets=Budgets(host_pages=2))
+    f = h.frontier
+    watch = BudgetWatch(h.client, h.keys.budgets(), f.limits)
+    h.run(f.admit([admission(f"http://a.test/{i}") for i in range(6)]))
+    h.run(watch.look())
+    assert f.limits.budgets == Budgets(host_pages=2)  # nothing set: the settings
+    jobs: list = []
+    assert len(_drain(h, jobs=jobs)) == 2
+    assert _end(h, *jobs[0]) == 4
+    opts = {"REDIS_URL": redis_url, "FRONTIER_NAMESPACE": h.keys.namespace,
+            "FRONTIER_PARTITIONS": h.keys.partitions, "BUDGET_HOST_PAGES": 2}
+    code, out, err = frontier_command(monkeypatch, capsys, "budget", **opts)
+    assert code == 0, err
+    assert "budgets: each host 2 pages; each domain no limit  [each worker's settings" in out
+    code, out, err = frontier_command(monkeypatch, capsys, "budget", "--pages", "5", **opts)
+    assert code == 0 and "budgets: each host 5 pages; each domain no limit, for every worker" \
+        in err, err
+    code, out, err = frontier_command(monkeypatch, capsys, "budget", "--domain", "--seconds",
+                                      "60", **opts)
+    assert "each host 5 pages; each domain 60 s  [the operator's" in out
+    h.run(watch.look())  # what every worker does once a second
+    assert f.limits.budgets == Budgets(host_pages=5, domain_ms=60_000)
+    admin = FrontierAdmin(redis.Redis.from_url(redis_url), h.keys)
+    assert admin.requeue(reason="budget") == 4
+    assert len(_drain(h)) == 3  # 5 in all
+    code, _, err = frontier_command(monkeypatch, capsys, "budget", "--reset", **opts)
+    assert code == 0 and "each worker's own settings" in err
+    h.run(watch.look())
+    assert f.limits.budgets == Budgets(host_pages=2)
+    code, _, err = frontier_command(monkeypatch, capsys, "budget", "--pages", "-1", **opts)
+    assert code == 2 and "--pages takes 0 (no limit) or more" in err
+    code, _, err = frontier_command(monkeypatch, capsys, "status", "--pages", "3", **opts)
+    assert code == 2 and "apply to budget only" in err

@@ -16,6 +16,7 @@ without a Redis shell or knowledge of the key layout::
                               [--forget-param P | --forget-pattern PATTERN | --forget-learned]
     scrapy frontier scope [--mode M] [--hops N] [--include RULE] [--exclude RULE]
                           [--remove RULE] [--reset] [--json]
+    scrapy frontier budget [--domain] [--pages N] [--bytes N] [--seconds S] [--reset] [--json]
     scrapy frontier crawls [--json]
     scrapy frontier delete (--crawl-id ID | --idle-days N) [--yes] [--force]
 
@@ -40,7 +41,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.utils.project import data_path
 
-from crawler.commands import frontier_scope
+from crawler.commands import frontier_budget, frontier_scope
 from crawler.commands.frontier_output import (
     MAX_WORKER_ROWS,
     ago,
@@ -80,7 +81,7 @@ from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.redaction import one_line, safe_url, url_password
 
 SUBCOMMANDS = ("status", "hosts", "dead", "requeue", "drop-host", "revisit-now", "host", "scope",
-               "crawls", "delete")
+               "budget", "crawls", "delete")
 #: The options that change a host (or domain) rather than show it.
 _BUDGETS = ("budget_pages", "budget_bytes", "budget_seconds")
 _CHANGES = ("delay", "concurrency", "pause", "resume", "reset", *_BUDGETS)
@@ -95,7 +96,8 @@ class Command(ScrapyCommand):
     requires_crawler_process = False
 
     def syntax(self) -> str:
-        return "status|hosts|dead|requeue|drop-host HOST|host NAME|scope|crawls|delete [options]"
+        return ("status|hosts|dead|requeue|drop-host HOST|host NAME|scope|budget|crawls|delete "
+                "[options]")
 
     def short_desc(self) -> str:
         return "Show and repair the crawl frontier (status, dead letters, requeue, drop a host)"
@@ -126,6 +128,9 @@ class Command(ScrapyCommand):
             "--hops, --include RULE, --exclude RULE, --remove RULE change it for every worker "
             "within a second (--reset: each worker's settings again), and queued URLs the new "
             "scope does not take become dead letters (reason out-of-scope). "
+            "budget: the crawl's budgets (BUDGET_*); --pages N, --bytes N, --seconds S set "
+            "each host's (--domain: each registered domain's) for every worker within a "
+            "second, --reset gives back the workers' settings. "
             "crawls: the spider's crawls (one per crawl id) and how long each has been idle. "
             "delete: remove a crawl's frontier (--crawl-id ID, or every crawl idle for "
             "--idle-days N); shows what it would remove unless --yes; refuses a crawl with "
@@ -193,6 +198,7 @@ class Command(ScrapyCommand):
         group.add_argument("--forget-learned", action="store_true",
                            help="host: remove everything the host's pages taught")
         frontier_scope.add_options(group)
+        frontier_budget.add_options(group)
         group.add_argument("--idle-days", type=float, metavar="N",
                            help="delete: every crawl of the spider idle for N days or more")
         group.add_argument("--yes", action="store_true", help="delete: really delete")
@@ -253,14 +259,19 @@ class Command(ScrapyCommand):
         if sub != "scope" and frontier_scope.changes_asked(opts):
             raise UsageError("--mode, --hops, --include, --exclude and --remove apply to scope "
                              "only")
-        if sub == "scope" and opts.reset and frontier_scope.changes_asked(opts):
+        if sub != "budget" and frontier_budget.changes_asked(opts):
+            raise UsageError("--pages, --bytes and --seconds apply to budget only (a host's "
+                             "own: host NAME --budget-pages N)")
+        if sub in ("scope", "budget") and opts.reset and (
+                frontier_scope.changes_asked(opts) or frontier_budget.changes_asked(opts)):
             raise UsageError("--reset or a change, not both")
+        shared = {"scope": ("reset",), "budget": ("reset", "domain")}.get(sub, ())
         host_only = [name for name in (*_CHANGES, *_FORGETS, "domain", "ip")
-                     if not (sub == "scope" and name == "reset")]
+                     if name not in shared]
         if sub != "host" and any(getattr(opts, name) not in (None, False) for name in host_only):
             raise UsageError("--delay, --concurrency, --pause, --resume, --reset, --budget-*, "
                              "--domain, --ip and --forget-* apply to host (--reset to scope "
-                             "too)")
+                             "and budget, --domain to budget too)")
         if sub not in ("drop-host", "host") and rest:
             raise UsageError(f"unexpected argument(s): {' '.join(rest)}")
         if opts.watch is not None and (sub != "status" or opts.watch <= 0):
@@ -340,6 +351,9 @@ class Command(ScrapyCommand):
         elif sub == "scope":
             assert self.settings is not None
             frontier_scope.run(admin, self.settings, opts)
+        elif sub == "budget":
+            assert self.settings is not None
+            frontier_budget.run(admin, self.settings, opts)
         else:
             drop_host(admin, rest[0])
 

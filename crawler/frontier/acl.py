@@ -35,7 +35,7 @@ CONNECTION: Final = ("hello", "ping", "select")
 READ_COMMANDS: Final = (
     "get", "exists", "time", "scan",
     "hexists", "hget", "hgetall", "hkeys", "hlen", "hmget", "hscan", "hvals",
-    "lrange", "llen", "smembers", "scard",
+    "lrange", "llen", "smembers", "scard", "sscan",
     "zcard", "zcount", "zrange", "zrangebyscore", "zrevrangebyscore", "zscore", "zmscore",
 )
 

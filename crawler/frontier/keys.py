@@ -121,8 +121,9 @@ scripts ``lua/ip*.lua`` touch one address's keys, or one partition's.
 Global keys (no hash tag, never touched by scripts): ``ns:workers``
 (heartbeats, :mod:`crawler.frontier.workers`), ``ns:layout``, ``ns:seen``
 (last heartbeat, epoch s), ``ns:control`` (live-control changes, newest
-first); the WARC digest index ``{ns/warc}:digests`` has a
-slot of its own, the crawl's scope ``{ns/scope}:forms``, ``:log`` and ``:rules`` another
+first), ``ns:budgets`` (the budgets an operator set for every worker);
+the WARC digest index ``{ns/warc}:digests`` has a slot of its own, the
+crawl's scope ``{ns/scope}:forms``, ``:log`` and ``:rules`` another
 (:mod:`crawler.frontier.scopestate`), and a seed list ``LIST`` its batches in
 flight in ``{LIST}:taken``.
 
@@ -421,6 +422,11 @@ class Keys:
         """The operators' live-control changes, newest first (JSON lines, capped)."""
         return f"{self.namespace}:control"
 
+    def budgets(self) -> str:
+        """The crawl's budgets an operator set for every worker (JSON;
+        :mod:`crawler.frontier.budgetstate`)."""
+        return f"{self.namespace}:budgets"
+
     def layout(self) -> str:
         """The partitioning every worker must agree on (:func:`layout_json`)."""
         return self.namespace + _LAYOUT
@@ -458,7 +464,7 @@ class Keys:
         """The keys outside the partitions (no hash tag), and the WARC digest index."""
         return [self.workers(), self.layout(), self.seen_at(), self.warc_digests(),
                 self.warc_digests() + ":old", self.control_log(), self.scope_forms(),
-                self.scope_log(), self.scope_rules()]
+                self.scope_log(), self.scope_rules(), self.budgets()]
 
     # --- patterns for SCAN MATCH (the namespace escaped)
 

@@ -14,8 +14,8 @@ An operator's change of the mode, hops or rules (``scrapy frontier scope``)
 goes in the same log, as ``x:`` and the rules' JSON (``x:`` alone: back to
 each worker's settings), and in ``{ns/scope}:rules`` to be shown: every
 worker puts it in force at its next read, within a second, and a worker
-started later finds it in the log too. Log and rules change in one
-transaction, in the scope's slot.
+started later finds it in the log too (the key is only what the command
+shows).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def read_rules(client: Any, keys: Keys) -> Rules | None:
 
 def write_rules(client: Any, keys: Keys, rules: Rules | None) -> None:
     """Put ``rules`` in force for every worker (None: back to their settings)."""
-    pipe = client.pipeline(transaction=True)
+    pipe = client.pipeline(transaction=False)  # (workers read the log's copy, not the key)
     if rules is None:
         pipe.delete(keys.scope_rules())
         pipe.rpush(keys.scope_log(), RULES_ENTRY)

@@ -33,6 +33,7 @@ from crawler.lease import TICKET_META, Ticket, ticket_of
 from crawler.proxies import ProxyRoutes
 from crawler.robots.policy import RobotsPolicy
 from crawler.scheduling.budgetjobs import BudgetJobs
+from crawler.scheduling.budgetwatch import BudgetWatch
 from crawler.scheduling.claims import ClaimHooks, Claims
 from crawler.scheduling.controlwatch import ControlWatch
 from crawler.scheduling.counts import FrontierCounts
@@ -169,6 +170,8 @@ class WorkerFrontier:
                                                   self.client)
         counts = await self.store.counts()  # (before any task: a failure here leaves none)
         self.tasks.spawn(self.beats.run(lambda: self.tasks.closing))
+        watch = BudgetWatch(self.client, self.keys.budgets(), self.limits)
+        self.tasks.spawn(watch.run(lambda: self.tasks.closing))
         if self.limits.reserve_ms > 0:
             control = ControlWatch(self.client, self.keys.control_log(),
                                    holds=lambda: bool(self.claims.reserved),

@@ -138,16 +138,17 @@ end
 -- name) and its registered domain may spend. A record counts bp, the URLs
 -- handed out (claim.lua; one given back unstarted, or refused before its
 -- download, is taken off again: release.lua), so a page budget is never
--- overrun, however many workers
--- claim; bb, the bytes its answers brought (release.lua); b0, when its
--- first URL was claimed (ms). A domain record counts them only while a
--- domain budget is on. An operator's override of a site's budget
+-- overrun, however many workers claim; bb, the bytes its answers brought
+-- (release.lua); b0, when its first URL was claimed (ms). A domain record
+-- counts them only while a domain budget is on. An operator's override of a site's budget
 -- (control.lua: qp pages, qb bytes, qs ms) replaces the setting.
 -- Returns the budget spent ("pages", "bytes" or "seconds") and its limit, or
--- nil, nil and how many more URLs may be handed out (math.huge: no limit).
--- Under a byte or time budget that is one a claim: what a URL will cost is
--- known only once it is fetched, and a reservation's URLs are fetched
--- whatever the budget says by then.
+-- nil, nil and how many more URLs one lease_head may hand out (math.huge: no
+-- limit). Under a byte or time budget that is one (no URLs reserved ahead):
+-- what a URL will cost is known only once it is fetched, and a
+-- reservation's URLs are fetched whatever the budget says by then; such a
+-- budget is overrun by what is in flight when it is spent, the site's
+-- concurrency at most.
 local function budget_left(rec, pages, bytes, ms, now)
   local left = math.huge
   if pages > 0 then
