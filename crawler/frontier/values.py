@@ -7,7 +7,7 @@ scripts and makes them of the answers.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 #: A claim is a claimed URL's pass of the start gate when the worker starts
@@ -244,9 +244,7 @@ class Budgets:
 
     def script_args(self) -> dict[str, int]:
         """As ``lua/claim.lua`` reads them (its limits' ``budget``)."""
-        return {"host_pages": self.host_pages, "host_bytes": self.host_bytes,
-                "host_ms": self.host_ms, "domain_pages": self.domain_pages,
-                "domain_bytes": self.domain_bytes, "domain_ms": self.domain_ms}
+        return asdict(self)
 
 
 @dataclass(slots=True)
