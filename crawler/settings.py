@@ -387,6 +387,11 @@ BUDGET_HOST_SECONDS = 0
 BUDGET_DOMAIN_PAGES = 0
 BUDGET_DOMAIN_BYTES = 0
 BUDGET_DOMAIN_SECONDS = 0
+# Per-site settings (crawler/siterules.py): a file of JSON lines keyed by SURT
+# prefix, e.g. {"site": "example.com", "delay": 2, "concurrency": 1,
+# "budget_pages": 500, "scope": "include"}; `scrapy frontier rules FILE` loads
+# one into a running crawl. "" = none.
+SITE_RULES = ""
 # Each link found to a queued URL raises it by one priority (one depth level),
 # so that a budget buys a host's most linked pages: "auto" is on under a page
 # budget (BUDGET_HOST_PAGES or BUDGET_DOMAIN_PAGES), True/False, or the

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import redis
 
 from crawler.deadletter import DeadReason
 from crawler.frontier.admin import FrontierAdmin, parse_host_match
+from crawler.frontier.scopestate import SharedScope
 from crawler.frontier.values import Admission, Budgets, BudgetSpent, Limits, Release
 from crawler.scheduling.budgetwatch import BudgetWatch
+from crawler.scope.rules import Scope
 from tests.frontier_harness import Harness, admission, frontier_command
 
 
@@ -281,3 +284,50 @@ def test_the_crawls_budgets_change_live_for_every_worker_and_reset_to_their_sett
     assert code == 2 and "--pages takes 0 (no limit) or more" in err
     code, _, err = frontier_command(monkeypatch, capsys, "status", "--pages", "3", **opts)
     assert code == 2 and "apply to budget only" in err
+
+
+def test_a_site_rules_budget_comes_with_the_sites_first_admission(
+        make_harness: Callable[..., Harness]) -> None:
+    h = make_harness("br1", concurrency=4, delay_ms=0, budgets=Budgets(host_pages=5))
+    f = h.frontier
+    own = [Admission(a.url, a.host, a.fingerprint, a.record, 0, "2:0:2::")
+           for a in (admission(f"http://ruled.test/{i}") for i in range(6))]
+    h.run(f.admit([*own, *(admission(f"http://other.test/{i}") for i in range(6))]))
+    taken = _drain(h)
+    assert sum(1 for x in taken if "ruled" in x.host) == 2  # its own budget
+    assert sum(1 for x in taken if "other" in x.host) == 5  # the setting's
+
+
+def test_loading_site_rules_changes_the_sites_there_and_the_scope_for_every_worker(
+        make_harness: Callable[..., Harness], redis_url: str, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    h = make_harness("brc", concurrency=4, delay_ms=0)
+    f = h.frontier
+    h.run(f.admit([admission(f"http://{site}/{i}") for site in ("forum.a.test", "b.test")
+                   for i in range(3)]))
+    seeds = Scope("domain")  # (the workers' seeds: a.test and b.test)
+    h.run(SharedScope(h.client, h.keys).add(
+        seeds.add_seed("http://forum.a.test/") + seeds.add_seed("http://b.test/")))
+    rules = tmp_path / "rules.jsonl"
+    rules.write_text('{"site": "test,a,", "delay": 2.5, "budget_pages": 1}\n'
+                     'oops\n'
+                     '{"site": "b.test", "scope": "exclude"}\n')
+    opts = {"REDIS_URL": redis_url, "FRONTIER_NAMESPACE": h.keys.namespace,
+            "FRONTIER_PARTITIONS": h.keys.partitions}
+    code, out, err = frontier_command(monkeypatch, capsys, "rules", str(rules), **opts)
+    assert code == 0, err
+    assert f"skipping site rule {rules}:2: not a JSON object" in err
+    assert "site rules: 2 loaded for every worker" in err
+    assert "1 site(s) already in the frontier changed" in err
+    assert "3 queued URL(s) now out of scope are dead letters" in err
+    code, out, err = frontier_command(monkeypatch, capsys, "host", "forum.a.test", **opts)
+    assert "delay 2.5 s (operator)" in out and "pages 0 of 1" in out and "(operator)" in out
+    assert [x.host for x in _drain(h)] == ["http://forum.a.test:80"]  # its budget of 1
+    code, out, _ = frontier_command(monkeypatch, capsys, "rules", **opts)
+    assert '"delay": 2.5' in out
+    code, _, err = frontier_command(monkeypatch, capsys, "rules", "--reset", **opts)
+    assert code == 0 and "forgotten" in err
+    assert not redis.Redis.from_url(redis_url).exists(h.keys.site_rules())
+    code, _, err = frontier_command(monkeypatch, capsys, "rules", str(tmp_path / "none"),
+                                    **opts)
+    assert code == 2 and "cannot be read" in err

@@ -11,6 +11,7 @@ the sites of one registered domain share one budget; under
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from collections.abc import Callable
@@ -156,3 +157,31 @@ def test_a_sitemap_seed_line_seeds_the_crawl_and_its_priorities_spend_the_budget
     assert fetched[2:] == [b"/high", b"/top", b"/old"]
     assert int(result.stat("broad/sitemaps/seeded")) == 1
     assert int(result.stat("broad/sitemaps/read")) == 2
+
+
+def test_site_rules_give_a_site_its_own_pace_budget_and_scope(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
+    """SITE_RULES: slow.test gets a 0.4 s delay, one request at a time and a
+    3-page budget; partner.test, off the seeds' domains, is let in by its
+    rule; other.test, also linked, is not."""
+    web = realweb(Web([
+        Host("slow.test", robots=ALLOW_ALL, pages={
+            "/": links_to(*(f"/p{i}" for i in range(6)), "http://partner.test/x",
+                          "http://other.test/y"),
+            **{f"/p{i}": links_to() for i in range(6)}}),
+        Host("partner.test", robots=ALLOW_ALL, pages={"/x": links_to()}),
+        Host("other.test", robots=ALLOW_ALL, pages={"/y": links_to()}),
+    ]))
+    rules = tmp_path / "sites.jsonl"
+    rules.write_text('{"site": "slow.test", "delay": 0.4, "concurrency": 1, "budget_pages": 3}\n'
+                     '{"site": "partner.test", "scope": "include"}\n')
+    result = crawl_realweb(web.nameserver, [web.url("slow.test")], tmp_path / "crawl", {
+        "DOWNLOAD_DELAY": 0.05, "DOWNLOAD_DELAY_JITTER": 0, "ADDRESS_GUARD_ALLOW": "127.0.0.0/8",
+        "SITE_RULES": str(rules)})
+    slow = [r for r in web.ledger().for_host("slow.test") if r.target != b"/robots.txt"]
+    assert len(slow) == 3
+    gaps = [b.arrival - a.arrival for a, b in itertools.pairwise(slow)]
+    assert min(gaps) >= 0.4 - 0.02, gaps  # its own delay, not DOWNLOAD_DELAY
+    assert _pages(web, "partner.test") == [b"/x"]
+    assert _pages(web, "other.test") == []
+    assert "Budget: slow.test spent the site's 3 pages" in result.log

@@ -17,6 +17,7 @@ without a Redis shell or knowledge of the key layout::
     scrapy frontier scope [--mode M] [--hops N] [--include RULE] [--exclude RULE]
                           [--remove RULE] [--reset] [--json]
     scrapy frontier budget [--domain] [--pages N] [--bytes N] [--seconds S] [--reset] [--json]
+    scrapy frontier rules [FILE | --reset]
     scrapy frontier crawls [--json]
     scrapy frontier delete (--crawl-id ID | --idle-days N) [--yes] [--force]
 
@@ -41,7 +42,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.utils.project import data_path
 
-from crawler.commands import frontier_budget, frontier_scope
+from crawler.commands import frontier_budget, frontier_rules, frontier_scope
 from crawler.commands.frontier_output import (
     MAX_WORKER_ROWS,
     ago,
@@ -81,7 +82,7 @@ from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.redaction import one_line, safe_url, url_password
 
 SUBCOMMANDS = ("status", "hosts", "dead", "requeue", "drop-host", "revisit-now", "host", "scope",
-               "budget", "crawls", "delete")
+               "budget", "rules", "crawls", "delete")
 #: The options that change a host (or domain) rather than show it.
 _BUDGETS = ("budget_pages", "budget_bytes", "budget_seconds")
 _CHANGES = ("delay", "concurrency", "pause", "resume", "reset", *_BUDGETS)
@@ -96,8 +97,8 @@ class Command(ScrapyCommand):
     requires_crawler_process = False
 
     def syntax(self) -> str:
-        return ("status|hosts|dead|requeue|drop-host HOST|host NAME|scope|budget|crawls|delete "
-                "[options]")
+        return ("status|hosts|dead|requeue|drop-host HOST|host NAME|scope|budget|rules [FILE]|"
+                "crawls|delete [options]")
 
     def short_desc(self) -> str:
         return "Show and repair the crawl frontier (status, dead letters, requeue, drop a host)"
@@ -131,6 +132,9 @@ class Command(ScrapyCommand):
             "budget: the crawl's budgets (BUDGET_*); --pages N, --bytes N, --seconds S set "
             "each host's (--domain: each registered domain's) for every worker within a "
             "second, --reset gives back the workers' settings. "
+            "rules FILE: load per-site rules (SITE_RULES: JSON lines keyed by SURT prefix; "
+            "delay, concurrency, budgets, scope) for every worker, applied at once to the "
+            "sites already in the frontier. "
             "crawls: the spider's crawls (one per crawl id) and how long each has been idle. "
             "delete: remove a crawl's frontier (--crawl-id ID, or every crawl idle for "
             "--idle-days N); shows what it would remove unless --yes; refuses a crawl with "
@@ -265,14 +269,17 @@ class Command(ScrapyCommand):
         if sub in ("scope", "budget") and opts.reset and (
                 frontier_scope.changes_asked(opts) or frontier_budget.changes_asked(opts)):
             raise UsageError("--reset or a change, not both")
-        shared = {"scope": ("reset",), "budget": ("reset", "domain")}.get(sub, ())
+        shared = {"scope": ("reset",), "budget": ("reset", "domain"),
+                  "rules": ("reset",)}.get(sub, ())
         host_only = [name for name in (*_CHANGES, *_FORGETS, "domain", "ip")
                      if name not in shared]
         if sub != "host" and any(getattr(opts, name) not in (None, False) for name in host_only):
             raise UsageError("--delay, --concurrency, --pause, --resume, --reset, --budget-*, "
                              "--domain, --ip and --forget-* apply to host (--reset to scope "
                              "and budget, --domain to budget too)")
-        if sub not in ("drop-host", "host") and rest:
+        if sub == "rules" and (len(rest) > 1 or (rest and opts.reset)):
+            raise UsageError("rules takes one FILE, or --reset, or nothing (to show them)")
+        if sub not in ("drop-host", "host", "rules") and rest:
             raise UsageError(f"unexpected argument(s): {' '.join(rest)}")
         if opts.watch is not None and (sub != "status" or opts.watch <= 0):
             raise UsageError("--watch SECONDS (> 0) applies to status only")
@@ -354,6 +361,9 @@ class Command(ScrapyCommand):
         elif sub == "budget":
             assert self.settings is not None
             frontier_budget.run(admin, self.settings, opts)
+        elif sub == "rules":
+            assert self.settings is not None
+            frontier_rules.run(admin, self.settings, rest, opts.reset)
         else:
             drop_host(admin, rest[0])
 

@@ -66,7 +66,7 @@ def run(admin: FrontierAdmin, settings: BaseSettings, opts: argparse.Namespace) 
         rules = None if opts.reset else _changed(current or own, opts)
         write_rules(client, keys, rules)
         in_force = rules or own
-        ended = end_out_of_scope(client, keys, _keeper(client, keys, in_force),
+        ended = end_out_of_scope(client, keys, keeper(client, keys, in_force),
                                  f"scrapy frontier scope: {in_force.describe()}")
         said = "each worker's own settings" if rules is None else in_force.describe()
         note(f"scope: {said}, for every worker within a second; {ended:,} queued URL(s) "
@@ -95,7 +95,7 @@ def _changed(rules: Rules, opts: argparse.Namespace) -> Rules:
         raise UsageError(str(exc)) from None
 
 
-def _keeper(client: object, keys: object, rules: Rules):  # type: ignore[no-untyped-def]
+def keeper(client: object, keys: object, rules: Rules):  # type: ignore[no-untyped-def]
     """Whether a queued URL stays: the new rules with every seed's forms; a
     URL fetched as a hop (``hops``) is judged from the page that linked it."""
     scope = Scope(mode=rules.mode, hops=rules.hops, include=parse_rules(rules.include),

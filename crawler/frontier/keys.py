@@ -121,7 +121,8 @@ scripts ``lua/ip*.lua`` touch one address's keys, or one partition's.
 Global keys (no hash tag, never touched by scripts): ``ns:workers``
 (heartbeats, :mod:`crawler.frontier.workers`), ``ns:layout``, ``ns:seen``
 (last heartbeat, epoch s), ``ns:control`` (live-control changes, newest
-first), ``ns:budgets`` (the budgets an operator set for every worker);
+first), ``ns:budgets`` (the budgets an operator set for every worker),
+``ns:siterules`` (the site rules an operator loaded);
 the WARC digest index ``{ns/warc}:digests`` has a slot of its own, the
 crawl's scope ``{ns/scope}:forms``, ``:log`` and ``:rules`` another
 (:mod:`crawler.frontier.scopestate`), and a seed list ``LIST`` its batches in
@@ -427,6 +428,11 @@ class Keys:
         :mod:`crawler.frontier.budgetstate`)."""
         return f"{self.namespace}:budgets"
 
+    def site_rules(self) -> str:
+        """The site rules an operator loaded for every worker (the file's text;
+        :mod:`crawler.siterules`)."""
+        return f"{self.namespace}:siterules"
+
     def layout(self) -> str:
         """The partitioning every worker must agree on (:func:`layout_json`)."""
         return self.namespace + _LAYOUT
@@ -464,7 +470,7 @@ class Keys:
         """The keys outside the partitions (no hash tag), and the WARC digest index."""
         return [self.workers(), self.layout(), self.seen_at(), self.warc_digests(),
                 self.warc_digests() + ":old", self.control_log(), self.scope_forms(),
-                self.scope_log(), self.scope_rules(), self.budgets()]
+                self.scope_log(), self.scope_rules(), self.budgets(), self.site_rules()]
 
     # --- patterns for SCAN MATCH (the namespace escaped)
 

@@ -54,6 +54,7 @@ from crawler.frontier.scopestate import SharedScope, rules_in
 from crawler.scheduling.worker import WorkerFrontier, frontier_of
 from crawler.scope.rules import Rules, Scope, ScopeError, host_name, parse_rules
 from crawler.seeds import SEED_META
+from crawler.siterules import load_site_rules
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -88,9 +89,12 @@ def scope_from_settings(settings: Any) -> Scope:
         hops = int(hops)
     except (TypeError, ValueError):
         raise ScopeError(f"SCOPE_HOPS={hops!r} is not a whole number") from None
+    sites = load_site_rules(settings.get("SITE_RULES"))  # (their scope: include / exclude)
     return Scope(mode=str(settings.get("SCOPE", "domain")).strip().lower(), hops=hops,
-                 include=parse_rules(settings.get("SCOPE_INCLUDE")),
-                 exclude=parse_rules(settings.get("SCOPE_EXCLUDE")))
+                 include=parse_rules(settings.get("SCOPE_INCLUDE"))
+                 + parse_rules(sites.scope_rules("include")),
+                 exclude=parse_rules(settings.get("SCOPE_EXCLUDE"))
+                 + parse_rules(sites.scope_rules("exclude")))
 
 
 class ScopeMiddleware:

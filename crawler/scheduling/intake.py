@@ -23,6 +23,7 @@ from crawler.frontier.values import Admission, Limits
 from crawler.learning.rules import TRAP, VARIANT
 from crawler.learning.variants import without
 from crawler.seedrefusals import SeedRefusals, is_seed
+from crawler.siterules import SiteRules, SiteSettings, load_site_rules
 from crawler.urls import canonical_host_key, canonical_url, url_fingerprint
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ class Intake:
         #: the rule that drops it, or None to follow it (None: no scope).
         self.redirect_scope: Callable[[Request], str | None] | None = None
         self._dont_filter_said = False
+        #: Per-site settings (SITE_RULES, or the file an operator loaded since).
+        self.site_rules: SiteRules = load_site_rules(s.get("SITE_RULES"))
         #: Seeds refused, said once per host (the address guard middleware's too).
         self.seed_refusals = SeedRefusals(crawler.stats)
 
@@ -123,10 +126,28 @@ class Intake:
         return bool(chain) and canon in {canonical_url(u, self.stripper) for u in chain}
 
     def _host_config(self, request: Request) -> str:
-        """"conc:delay_ms" for a host with its own DOWNLOAD_SLOTS entry, else ""."""
-        slot = request.meta.get("download_slot") or urlparse_cached(request).hostname or ""
-        limits = self.slot_limits(slot)
-        return f"{limits[0]}:{limits[1]}" if limits else ""
+        """"conc:delay_ms" for a host with its own DOWNLOAD_SLOTS entry or site rule,
+        and ":pages:bytes:ms" after it for a site rule's budget; else "" (written
+        when its site is new: lua/admit.lua)."""
+        name = urlparse_cached(request).hostname or ""
+        limits = self.slot_limits(request.meta.get("download_slot") or name)
+        own = self.site_rules.for_host(name) if self.site_rules and name else None
+        if not own:
+            return f"{limits[0]}:{limits[1]}" if limits else ""
+        conc, delay = self._ruled(own, limits)
+        seconds = own.budget_seconds
+        budget = ":".join("" if value is None else str(value) for value in (
+            own.budget_pages, own.budget_bytes, None if seconds is None else round(seconds * 1000)))
+        return f"{conc}:{delay}" + ("" if budget == "::" else f":{budget}")
+
+    def _ruled(self, own: SiteSettings, limits: tuple[int, int] | None) -> tuple[int, int]:
+        """A site rule's concurrency and delay (ms) over DOWNLOAD_SLOTS' or the settings'."""
+        conc, delay = limits or (self.limits.concurrency, self.limits.delay_ms)
+        if own.concurrency is not None:
+            conc = own.concurrency
+        if own.delay is not None:
+            delay = round(own.delay * 1000)
+        return conc, delay
 
     def slot_limits(self, slot_name: str) -> tuple[int, int] | None:
         """A ``DOWNLOAD_SLOTS`` entry's (concurrency, delay ms), if it has one."""
@@ -137,7 +158,11 @@ class Intake:
                 round(float(slot.get("delay", self.limits.delay_ms / 1000)) * 1000))
 
     def host_limits(self, host: str) -> tuple[int, int]:
-        """The project's concurrency and delay (ms) for a host key (DOWNLOAD_SLOTS first)."""
-        netloc = host.partition("://")[2]
-        return self.slot_limits(netloc.rsplit(":", 1)[0].strip("[]")) or (
-            self.limits.concurrency, self.limits.delay_ms)
+        """The project's concurrency and delay (ms) for a host key (a site rule
+        first, then DOWNLOAD_SLOTS)."""
+        name = host.partition("://")[2].rsplit(":", 1)[0].strip("[]")
+        limits = self.slot_limits(name)
+        own = self.site_rules.for_host(name) if self.site_rules and name else None
+        if own:
+            return self._ruled(own, limits)
+        return limits or (self.limits.concurrency, self.limits.delay_ms)

@@ -46,9 +46,11 @@ from crawler.scheduling.leases import LeaseTable
 from crawler.scheduling.recent import RecentOffers
 from crawler.scheduling.revisits import keep_state, revisits_for
 from crawler.scheduling.robotsjobs import RobotsJobs
+from crawler.scheduling.siteruleswatch import SiteRulesWatch
 from crawler.scheduling.sync import Sync, SyncHooks
 from crawler.scheduling.tasks import Tasks
 from crawler.scheduling.watchdog import Watchdog
+from crawler.siterules import SiteRules
 from crawler.urls import (
     canonical_host_key,
     canonical_url,
@@ -172,6 +174,9 @@ class WorkerFrontier:
         self.tasks.spawn(self.beats.run(lambda: self.tasks.closing))
         watch = BudgetWatch(self.client, self.keys.budgets(), self.limits)
         self.tasks.spawn(watch.run(lambda: self.tasks.closing))
+        rules = SiteRulesWatch(self.client, self.keys.site_rules(), self.intake.site_rules,
+                               self._use_site_rules)
+        self.tasks.spawn(rules.run(lambda: self.tasks.closing))
         if self.limits.reserve_ms > 0:
             control = ControlWatch(self.client, self.keys.control_log(),
                                    holds=lambda: bool(self.claims.reserved),
@@ -421,6 +426,9 @@ class WorkerFrontier:
                 self.ips.look_up(result.dns_jobs)
         if result.leases or result.robots_jobs:
             self.idle_since = None  # work came: FRONTIER_IDLE_WAIT counts from its end
+
+    def _use_site_rules(self, rules: SiteRules) -> None:
+        self.intake.site_rules = rules
 
     def _job_ended(self) -> None:
         self.claims.now()

@@ -9,7 +9,9 @@
 -- ARGV[5]  priority an inlink adds to a queued URL (0: off; see below)
 -- then 7 values per URL:
 --   seen bucket, seen member (int64 as text), host key, priority,
---   entry (16-byte fingerprint .. JSON record), host config ("" or "conc:delay_ms"),
+--   entry (16-byte fingerprint .. JSON record), host config ("" or
+--   "conc:delay_ms", or "conc:delay_ms:pages:bytes:ms", the site's own
+--   budget, each "" for none: SITE_RULES), written when the site is new,
 --   the host's registered domain
 -- A URL of a dropped host (field b = 1, set by drop_host.lua) is refused
 -- before the seen set is touched, so requeueing the host admits it later;
@@ -96,12 +98,13 @@ end
 local ZADD_CHUNK = 500  -- members per ZADD (Lua's unpack has a limit)
 for _, host in ipairs(order) do
   local g = groups[host]
-  local c, d = conc0, delay0
+  local c, d, own = conc0, delay0, nil
   if g.conf ~= '' then
-    local a, b = string.match(g.conf, '^(%d+):(%d+)$')
-    c, d = tonumber(a), tonumber(b)
+    local a, b, rest = string.match(g.conf, '^(%d+):(%d+):?(.*)$')
+    c, d = tonumber(a) or conc0, tonumber(b) or delay0
+    if rest and rest ~= '' then own = rest end
   end
-  hosts = hosts + ensure_host(p, host, c, d, g.domain, known[host])
+  hosts = hosts + ensure_host(p, host, c, d, g.domain, known[host], own)
   local sk = site_key(p, host)
   -- The site's count of admitted URLs moves first; what goes past the
   -- budget is taken back off it (one command while the budget holds).

@@ -269,8 +269,10 @@ local function alone_in_domain(g, dconc, ddelay)
 end
 
 -- The site record of a new host (n URLs queued: 0), with the given limits and
--- its registered domain if the site is new too. Returns 1 when the host is new.
-local function ensure_host(p, host, conc, delay_ms, domain, exists)
+-- its registered domain if the site is new too, and its own budget (budget:
+-- "pages:bytes:ms", each "" for none: qp, qb, qs, as an operator's; nil:
+-- none). Returns 1 when the host is new.
+local function ensure_host(p, host, conc, delay_ms, domain, exists, budget)
   local hk = p .. ':h:' .. host
   if exists == nil then exists = redis.call('EXISTS', hk) == 1 end
   if exists then return 0 end
@@ -286,6 +288,13 @@ local function ensure_host(p, host, conc, delay_ms, domain, exists)
     local first = tonumber(string.sub(redis.sha1hex(site_of(host)), 1, 4), 16) % 1000
     redis.call('HSET', sk, 'i', 0, 't', first, 'a', 0, 'c', conc, 'dl', delay_ms,
                'na', redis.call('SCARD', ga))
+    if budget then
+      local q = {}
+      for value in string.gmatch(budget .. ':', '([^:]*):') do q[#q + 1] = value end
+      for j, field in ipairs({'qp', 'qb', 'qs'}) do
+        if q[j] and q[j] ~= '' then redis.call('HSET', sk, field, q[j]) end
+      end
+    end
     -- (requeue.lua knows no domain: a site without one is gated alone)
     if domain then
       redis.call('HSET', sk, 'd', domain)
