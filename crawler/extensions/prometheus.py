@@ -184,7 +184,7 @@ class PrometheusExtension:
             client, frontier.keys, worker, interval=self.frontier_interval,
             lease_seconds=self.crawler.settings.getfloat("FRONTIER_LEASE_SECONDS",
                                                          DEFAULT_LEASE_SECONDS),
-            limits=frontier.limits)
+            limits=frontier.limits, active=lambda: not frontier.tasks.closing)
         self.registry.register(self._frontier)
 
     def spider_closed(self, spider: Spider) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -47,9 +47,14 @@ class FrontierCollector(Collector):
     def __init__(self, client: redis.Redis, keys: Keys, worker: str, *,
                  interval: float = 5.0, oldest_interval: float = 60.0,
                  lease_seconds: float = DEFAULT_LEASE_SECONDS,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None,
+                 active: Callable[[], bool] = lambda: True) -> None:
         self.reader = FrontierStatus(client, keys, lease_seconds=lease_seconds, limits=limits)
         self.worker = worker
+        #: False once this worker's frontier closes: it has left the workers
+        #: (or is about to), so it no longer reports, whatever its cached
+        #: status says; the next worker takes over at its next read.
+        self.active = active
         self.interval = interval
         self.oldest_interval = oldest_interval
         self._lock = threading.Lock()
@@ -103,7 +108,7 @@ class FrontierCollector(Collector):
 
     def is_reporter(self, status: Status) -> bool:
         alive = sorted(w.id for w in status.workers if w.state == "alive")
-        return bool(alive) and alive[0] == self.worker
+        return bool(alive) and alive[0] == self.worker and self.active()
 
     def _families(self, status: Status, frontier: str) -> Iterator[Metric]:
         counts = status.counts
