@@ -233,3 +233,21 @@ def test_no_proxy_is_honoured(sim: SimWebProcess, tmp_path: Path) -> None:
     assert "h00001.test" not in hosts
     assert "robots.txt of http://h00001.test:80 unreachable (DownloadConnectionRefusedError)" \
         in result.log
+
+
+def test_a_page_budget_holds_on_the_simulated_web(sim: SimWebProcess, tmp_path: Path) -> None:
+    """Forty seeds of the simulated web under a budget of four URLs a host: no
+    server sees a fifth page request (a redirect's target is a URL of its
+    own), the hosts with more pages stop at four, and what each left queued
+    is a dead letter with reason budget."""
+    sim.reset()
+    result = run_crawl(sim.proxy_url, sim.web.seed_urls(40), tmp_path,
+                       settings={"DOWNLOAD_DELAY": DELAY, "BUDGET_HOST_PAGES": 4,
+                                 "FRONTIER_INLINK_PRIORITY": False})
+    assert result.returncode == 0, result.log[-3000:]
+    per_host = Counter(e["host"] for e in _page_entries(sim.ledger()))
+    assert per_host and max(per_host.values()) <= 4, per_host.most_common(5)
+    assert sum(1 for n in per_host.values() if n == 4) >= 10
+    assert int(result.stat("budget/ended")) > 0
+    assert int(result.stat("budget/sites_spent/site/pages")) >= 10
+    assert "Budget: " in result.log
