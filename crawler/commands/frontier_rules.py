@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+import redis
 from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 
@@ -66,11 +67,11 @@ def run(admin: FrontierAdmin, settings: BaseSettings, rest: list[str], reset: bo
     _apply_to_scope(admin, settings, rules)
 
 
-def _apply_to_sites(client: object, keys: Keys, limits: Limits, rules: SiteRules) -> int:
+def _apply_to_sites(client: redis.Redis, keys: Keys, limits: Limits, rules: SiteRules) -> int:
     """Every site record a rule matches gets its settings as an operator's override."""
-    control = HostControl(client, keys, limits)  # type: ignore[arg-type]
+    control = HostControl(client, keys, limits)
     changed = 0
-    for key in client.scan_iter(match=keys.sites_pattern(), count=1000):  # type: ignore[attr-defined]
+    for key in client.scan_iter(match=keys.sites_pattern(), count=1000):
         site = Keys.site_of_key(key)
         own = rules.for_host(site.strip("[]"))
         change = _change(own)

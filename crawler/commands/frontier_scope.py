@@ -16,14 +16,17 @@ import argparse
 import json
 from dataclasses import replace
 
+import redis
 from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 
 from crawler.commands.frontier_output import note
 from crawler.frontier.admin import FrontierAdmin
-from crawler.frontier.scopeend import end_out_of_scope
+from crawler.frontier.keys import Keys
+from crawler.frontier.scopeend import Keep, end_out_of_scope
 from crawler.frontier.scopestate import read_rules, write_rules
-from crawler.scope.rules import Rules, Scope, ScopeError, parse_rules
+from crawler.middlewares.scope import scope_from_settings
+from crawler.scope.rules import Rules, Scope, ScopeError
 
 #: The options that change the scope.
 CHANGES = ("mode", "hops", "include", "exclude", "remove")
@@ -47,11 +50,9 @@ def changes_asked(opts: argparse.Namespace) -> bool:
 
 
 def settings_rules(settings: BaseSettings) -> Rules:
-    """The rules this command's settings describe (a worker's, started with them)."""
-    return Rules(str(settings.get("SCOPE", "domain")).strip().lower(),
-                 settings.getint("SCOPE_HOPS", 0),
-                 tuple(r.text for r in parse_rules(settings.get("SCOPE_INCLUDE"))),
-                 tuple(r.text for r in parse_rules(settings.get("SCOPE_EXCLUDE"))))
+    """The rules this command's settings describe (a worker's, started with them:
+    ``SCOPE*`` and the scope of ``SITE_RULES``)."""
+    return scope_from_settings(settings).rules()
 
 
 def run(admin: FrontierAdmin, settings: BaseSettings, opts: argparse.Namespace) -> None:
@@ -59,7 +60,7 @@ def run(admin: FrontierAdmin, settings: BaseSettings, opts: argparse.Namespace) 
     client, keys = admin.client, admin.keys
     try:
         current = read_rules(client, keys)
-        own = settings_rules(settings).check()
+        own = settings_rules(settings)
     except ScopeError as exc:
         raise UsageError(str(exc)) from None
     if opts.reset or changes_asked(opts):
@@ -95,20 +96,20 @@ def _changed(rules: Rules, opts: argparse.Namespace) -> Rules:
         raise UsageError(str(exc)) from None
 
 
-def keeper(client: object, keys: object, rules: Rules):  # type: ignore[no-untyped-def]
+def keeper(client: redis.Redis, keys: Keys, rules: Rules) -> Keep:
     """Whether a queued URL stays: the new rules with every seed's forms; a
     URL fetched as a hop (``hops``) is judged from the page that linked it."""
-    scope = Scope(mode=rules.mode, hops=rules.hops, include=parse_rules(rules.include),
-                  exclude=parse_rules(rules.exclude))
-    for form in client.sscan_iter(keys.scope_forms(), count=1000):  # type: ignore[attr-defined]
+    scope = Scope()
+    scope.use(rules)
+    for form in client.sscan_iter(keys.scope_forms(), count=1000):
         scope.add_form(form.decode())
     return lambda url, hops: scope.decide(url, max(hops - 1, 0)).fetch
 
 
-def _show(client: object, keys: object, operator: Rules | None, own: Rules,
+def _show(client: redis.Redis, keys: Keys, operator: Rules | None, own: Rules,
           as_json: bool) -> None:
     counts = {"d": 0, "h": 0, "p": 0}
-    for form in client.sscan_iter(keys.scope_forms(), count=1000):  # type: ignore[attr-defined]
+    for form in client.sscan_iter(keys.scope_forms(), count=1000):
         kind = form.decode()[:1]
         counts[kind] = counts.get(kind, 0) + 1
     rules = operator or own
