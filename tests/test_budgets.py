@@ -15,7 +15,9 @@ from crawler.frontier.admin import FrontierAdmin, parse_host_match
 from crawler.frontier.scopestate import SharedScope
 from crawler.frontier.values import Admission, Budgets, BudgetSpent, Limits, Release
 from crawler.scheduling.budgetwatch import BudgetWatch
+from crawler.scheduling.siteruleswatch import SiteRulesWatch
 from crawler.scope.rules import Scope
+from crawler.siterules import SiteRules
 from tests.frontier_harness import Harness, admission, frontier_command
 
 
@@ -331,3 +333,21 @@ def test_loading_site_rules_changes_the_sites_there_and_the_scope_for_every_work
     code, _, err = frontier_command(monkeypatch, capsys, "rules", str(tmp_path / "none"),
                                     **opts)
     assert code == 2 and "cannot be read" in err
+
+
+def test_site_rules_an_operator_loads_reach_the_workers_intake(
+        make_harness: Callable[..., Harness], redis_url: str) -> None:
+    h = make_harness("bsw")
+    own = SiteRules()
+    used: list[SiteRules] = []
+    watch = SiteRulesWatch(h.client, h.keys.site_rules(), own, used.append)
+    h.run(watch.look())
+    assert used == []  # nothing loaded: the worker's own stay
+    client = redis.Redis.from_url(redis_url)
+    client.set(h.keys.site_rules(), '{"site": "a.test", "budget_pages": 3}\nbad\n')
+    h.run(watch.look())
+    h.run(watch.look())  # (unchanged: heard once)
+    assert len(used) == 1 and used[0].for_host("a.test").budget_pages == 3
+    client.delete(h.keys.site_rules())
+    h.run(watch.look())
+    assert used[-1] is own
