@@ -83,17 +83,22 @@ def site_prefix(text: str) -> str:
     if not text:
         raise SiteRuleError("its site is empty")
     if "://" in text:
-        return surt_of(text).split(")", 1)[0] + ")"
+        return _host_part(surt_of(text))
     if any(c in text for c in ",)"):
         return text.lower()
     if "/" in text or " " in text:
         raise SiteRuleError(f"site {text!r} is neither a host name, a URL nor a SURT prefix")
-    return surt_of(f"http://{text}/").split(")", 1)[0] + ")"
+    return host_form(text)
 
 
 def host_form(host: str) -> str:
     """A host name's SURT form, as prefixes are compared (``com,example)``)."""
-    return surt_of(f"http://{host}/").split(")", 1)[0] + ")"
+    return _host_part(surt_of(f"http://{host}/"))
+
+
+def _host_part(form: str) -> str:
+    """The host of a SURT form, with its closing parenthesis."""
+    return form.split(")", 1)[0] + ")"
 
 
 def parse_rule(line: str) -> SiteRule:
