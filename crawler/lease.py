@@ -26,6 +26,22 @@ from crawler.revisit import Refetch, RevisitState
 
 #: The request meta key that holds a frontier request's :class:`Ticket`.
 TICKET_META = "_frontier"
+#: The request meta key that holds the :class:`GatePass` of a request the
+#: frontier gated without a lease (a robots.txt fetch).
+GATE_PASS_META = "_frontier_gate"
+
+
+@dataclass(slots=True, eq=False)
+class GatePass:
+    """A pass of a site's start gate by a request that holds no lease (a
+    robots.txt fetch, run as a frontier job): like a ticket's turn, it stands
+    until ``start_by`` (monotonic), and a request that reaches its socket
+    later passes the gate again, naming ``turn`` (the frontier's ``Turn``).
+    ``turn`` None: nothing gated it (no delay anywhere), it never goes stale."""
+
+    host: str
+    turn: tuple[int, int, int] | None = None
+    start_by: float = 0.0
 
 
 class AddressPlace(NamedTuple):

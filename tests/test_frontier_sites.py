@@ -160,7 +160,7 @@ def test_a_robots_job_whose_turn_is_far_off_is_left_to_run_out(
     # The scheduler's own wait for the turn, on this frontier (no crawl needed for it).
     stats = get_crawler().stats
     started = time.monotonic()
-    assert h.run(robots_turn(f, stats, job, may_gate=True)) is False
+    assert h.run(robots_turn(f, stats, job, may_gate=True)) is None
     assert time.monotonic() - started < 5  # at once: it did not wait (10 s) to give up
     assert stats.get_value("robots/jobs_deferred") == 1
     assert h.run(f.start_gate(job)) > 50_000  # and the gate still holds its start

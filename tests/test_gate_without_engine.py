@@ -18,8 +18,9 @@ from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.test import get_crawler
 
-from crawler.lease import ticket_of
-from crawler.middlewares.pacing import STALE_AFTER_S, gate
+from crawler.lease import GATE_PASS_META, ticket_of
+from crawler.middlewares.pacing import STALE_AFTER_S, gate, gate_again, turn_is_stale
+from crawler.scheduling.robotsjobs import robots_turn
 from crawler.scheduling.worker import EngineLink, WorkerFrontier
 from tests.frontier_harness import Harness
 
@@ -114,6 +115,53 @@ def test_a_url_whose_host_was_held_since_its_claim_goes_back_delayed(make_harnes
         verdict = ticket.ending()
         assert verdict.op == "retry" and 25_000 <= int(verdict.arg) <= 30_000
         assert worker.stats.get_value("frontier/pacing/given_back/held") == 1
+        await worker.tasks.close(timeout=1)
+
+    h.run(scenario())
+
+
+def test_a_robots_fetch_that_reaches_its_socket_late_passes_the_start_gate_again(
+        make_harness) -> None:
+    """A robots.txt fetch is a request to its site and domain like a page: its
+    pass of the start gate stands for the gate's window, and a fetch that
+    reaches its socket after that (a slow connection, a stalled reactor)
+    passes the gate again, at once if nothing of the site started since,
+    else after the site's delay; it never leaves on a stale turn right
+    before another request's."""
+    h = make_harness("robots-late", clock=True)
+    worker = worker_on(h)
+    host = "http://c.test:80"
+
+    async def advance(ms: int) -> None:  # (the frontier's clock, from within the loop)
+        await h.client.incrby(h.clock.key, ms)
+
+    async def scenario() -> None:
+        assert worker.offer(Request(f"{host}/1"))  # (the site's record, its delay)
+        await _flushed(worker)
+        window_ms = worker.claims.window.gate_ms
+        await advance(2000)  # (past any claim's turn)
+        gate_pass = await robots_turn(worker.store, worker.stats, host, True, None, window_ms)
+        assert gate_pass is not None and gate_pass.turn is not None
+        request = Request(f"{host}/robots.txt", meta={GATE_PASS_META: gate_pass})
+        assert not turn_is_stale(request)
+        # The site's next start waits its delay (1 s) and the pass's window.
+        assert await worker.store.start_gate(host) == 1000 + window_ms
+        await asyncio.sleep(window_ms / 1000 + 0.01)  # the connection took longer
+        assert turn_is_stale(request)
+        await gate_again(worker, gate_pass)  # no other start since: at once
+        assert not turn_is_stale(request)
+        assert worker.stats.get_value("frontier/pacing/waits") is None
+        # Stale again, and this time a page of the site started in between:
+        # the fetch waits for its turn like any request.
+        await asyncio.sleep(window_ms / 1000 + 0.01)
+        await advance(1000 + window_ms)
+        assert (await worker.store.start_turn(host)).wait_ms == 0
+        waited = asyncio.ensure_future(gate_again(worker, gate_pass))
+        await asyncio.sleep(0.05)
+        assert not waited.done() and worker.stats.get_value("frontier/pacing/waits") >= 1
+        await advance(1000 + window_ms)
+        await asyncio.wait_for(waited, 5)
+        assert not turn_is_stale(request)
         await worker.tasks.close(timeout=1)
 
     h.run(scenario())

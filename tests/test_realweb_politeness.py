@@ -287,7 +287,9 @@ def test_the_subdomains_of_one_domain_share_its_limits(
     assert len(domain) == 50 * 3
     assert ledger.max_in_flight_in_domain("shop.test") == 2, [
         (r.host, r.target, r.arrival, r.done) for r in domain]
-    assert min(ledger.gaps_in_domain("shop.test")) >= 0.1 - SLACK
+    close = [(a.host, a.target, b.host, b.target, round(b.arrival - a.arrival, 3))
+             for a, b in pairwise(domain) if b.arrival - a.arrival < 0.1 - SLACK]
+    assert not close, close
     ordinary_end = max(span(ledger.for_host(name))[1] for name in ("o1.test", "o2.test"))
     # The domain needs >= 150 x 0.1 s; the ordinary hosts a fraction of that.
     assert ordinary_end < span(domain)[0] + 0.4 * (span(domain)[1] - span(domain)[0])

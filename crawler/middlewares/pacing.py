@@ -44,8 +44,9 @@ from scrapy.exceptions import IgnoreRequest
 
 from crawler.frontier.ipgates import PAUSED
 from crawler.frontier.values import LEASE_LOST
-from crawler.lease import AddressPlace, Ticket, ticket_of
+from crawler.lease import GATE_PASS_META, AddressPlace, GatePass, Ticket, ticket_of
 from crawler.scheduling.ipscope import WAIT_IN_PLACE_MS
+from crawler.scheduling.startwindow import GATE_LEAST_MS
 from crawler.scheduling.worker import frontier_of
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ _REDIS_RETRY_S = (0.1, 2.0)  # first and longest pause while Redis does not answ
 #: window, if longer) passes it again: its turn at the host is stale (a
 #: stalled reactor). (A turn lasts the window its claim or pass asked for:
 #: the gate spaced the next start by that much more.)
-STALE_AFTER_S = 0.05
+STALE_AFTER_S = GATE_LEAST_MS / 1000
 
 
 class FrontierPacingMiddleware:
@@ -92,10 +93,42 @@ class FrontierPacingMiddleware:
 
 
 async def pass_gate(crawler: Crawler, request: Request) -> None:
-    """:func:`gate` of the crawl's frontier (none: nothing to wait for)."""
+    """:func:`gate` of the crawl's frontier (none: nothing to wait for), or
+    :func:`gate_again` for a request that holds a gate pass and no lease."""
     frontier = frontier_of(crawler)
-    if frontier is not None:
+    if frontier is None:
+        return
+    gate_pass = _gate_pass_of(request)
+    if gate_pass is not None:
+        await gate_again(frontier, gate_pass)
+    else:
         await gate(frontier, request)
+
+
+def _gate_pass_of(request: Request) -> GatePass | None:
+    return request.meta.get(GATE_PASS_META)
+
+
+async def gate_again(frontier: WorkerFrontier, gate_pass: GatePass) -> None:
+    """Return once a request that passed its site's gate without a lease (a
+    robots.txt fetch: ``scheduling/robotsjobs.py``) may still start: at once
+    while its pass stands, else after passing the gate again. (It is spaced
+    from the site's and domain's other requests like a page; an operator's
+    pause met here fails the fetch, which the frontier retries later.)"""
+    if gate_pass.turn is None or time.monotonic() <= gate_pass.start_by:
+        return
+    window_ms = frontier.claims.window.gate_ms
+    while True:
+        asked = time.monotonic()
+        turn = await frontier.store.start_turn(gate_pass.host, gate_pass.turn,
+                                               window_ms=window_ms)
+        if turn.wait_ms < 0:
+            raise IgnoreRequest(f"not started: {gate_pass.host} paused by an operator")
+        if turn.wait_ms == 0:
+            gate_pass.turn, gate_pass.start_by = turn, asked + window_ms / 1000
+            return
+        frontier.stats.inc_value("frontier/pacing/waits")
+        await asyncio.sleep(turn.wait_ms / 1000)
 
 
 async def gate(frontier: WorkerFrontier, request: Request) -> None:
@@ -167,7 +200,7 @@ async def _site_gate(frontier: WorkerFrontier, ticket: Ticket, host: str) -> Non
     """Wait for the site's and the domain's gate (``lua/start.lua``)."""
     store = frontier.store
     # (the time it may take to reach the socket, asked for like a claim's)
-    window_ms = max(frontier.claims.window.ms, round(STALE_AFTER_S * 1000))
+    window_ms = frontier.claims.window.gate_ms
     while True:
         asked = time.monotonic()
         turn = await _redis(frontier, ticket, lambda: store.start_turn(
@@ -278,6 +311,9 @@ def note_sent(crawler: Crawler, request: Request) -> None:
     chain's next URL, count their gaps from this."""
     ticket = ticket_of(request.meta)
     frontier = frontier_of(crawler)
+    gate_pass = _gate_pass_of(request)
+    if frontier is not None and gate_pass is not None:
+        frontier.claims.started(gate_pass.host, time.monotonic())
     if ticket is not None and frontier is not None:
         ticket.sent = time.monotonic()
         host = frontier.host_of(ticket.token)
@@ -296,6 +332,9 @@ def turn_is_stale(request: Request) -> bool:
     before the request's bytes are written, and a stale turn passes the gate
     again (:func:`pass_gate`).
     """
+    gate_pass = _gate_pass_of(request)
+    if gate_pass is not None:
+        return gate_pass.turn is not None and time.monotonic() > gate_pass.start_by
     ticket = ticket_of(request.meta)
     return ticket is not None and ticket.start_by is not None and not _fresh(ticket)
 
@@ -309,6 +348,8 @@ def _fresh(ticket: Ticket) -> bool:
 def give_back_stale(crawler: Crawler, request: Request) -> NoReturn:
     """A request whose turn went stale after every pass of the gate (a reactor
     stalling again and again) goes back to its queue rather than out late."""
+    if _gate_pass_of(request) is not None:  # (a robots.txt fetch: tried again later)
+        raise IgnoreRequest("not started: its turn went stale again and again")
     ticket = ticket_of(request.meta)
     frontier = frontier_of(crawler)
     # (only a request the frontier gated has a turn to go stale)

@@ -68,8 +68,9 @@ class RobotsFetcher:
         if got > self.max_bytes:
             raise StopDownload(fail=False)
 
-    def request(self, url: str) -> Request:
+    def request(self, url: str, meta: dict[str, Any] | None = None) -> Request:
         return Request(url, dont_filter=True, meta={
+            **(meta or {}),
             ROBOTS_FETCH_META: True,
             "dont_redirect": True,
             "handle_httpstatus_all": True,
@@ -81,13 +82,15 @@ class RobotsFetcher:
             "download_warnsize": 0,
         })
 
-    async def fetch(self, origin: str) -> Fetched:
-        """Fetch ``origin``/robots.txt, following up to five redirects."""
+    async def fetch(self, origin: str, meta: dict[str, Any] | None = None) -> Fetched:
+        """Fetch ``origin``/robots.txt, following up to five redirects (``meta``:
+        what the first request, the one to the origin itself, carries)."""
         url = f"{origin}/robots.txt"
         seen = {url}
         for hop in range(MAX_REDIRECTS + 1):
             try:
-                response = await self.crawler.engine.download_async(self.request(url))
+                response = await self.crawler.engine.download_async(
+                    self.request(url, meta if hop == 0 else None))
             except AddressBlocked:
                 return Fetched(None, error=BLOCKED_ERROR, url=url, redirects=hop)
             except Exception as exc:  # any network error or timeout: unreachable [2.3.1.4]

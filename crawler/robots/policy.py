@@ -112,10 +112,11 @@ class RobotsPolicy:
     # ------------------------------------------------------------- resolving
 
     async def resolve(self, host: str, concurrency: int, delay_ms: int,
-                      jitter: float) -> RobotsOutcome:
-        """Fetch a host's robots.txt and store the decision in the frontier."""
+                      jitter: float, meta: dict[str, Any] | None = None) -> RobotsOutcome:
+        """Fetch a host's robots.txt and store the decision in the frontier
+        (``meta``: what the request to the host itself carries, its gate pass)."""
         assert self.frontier is not None
-        fetched = await self.fetcher.fetch(host_origin(host))
+        fetched = await self.fetcher.fetch(host_origin(host), meta)
         kind = self._count(fetched)
         if kind == "unreachable":
             wait_ms = round(min(fetched.retry_after or 0.0, 1e12) * 1000)

@@ -18,8 +18,10 @@ from redis.exceptions import RedisError
 
 from crawler.frontier.store import Frontier
 from crawler.frontier.values import Limits
+from crawler.lease import GATE_PASS_META, GatePass
 from crawler.scheduling.health import RedisHealth
 from crawler.scheduling.ipscope import WAIT_IN_PLACE_MS, IpScope
+from crawler.scheduling.startwindow import StartWindow
 from crawler.scheduling.tasks import Tasks
 
 if TYPE_CHECKING:
@@ -35,7 +37,7 @@ class RobotsJobs:
     def __init__(self, policy: RobotsPolicy, store: Frontier, stats: Any, health: RedisHealth,
                  tasks: Tasks, *, host_limits: Callable[[str], tuple[int, int]],
                  may_gate: bool, dns: DnsOutcomes | None, ips: IpScope | None,
-                 after: Callable[[], None]) -> None:
+                 window: StartWindow, after: Callable[[], None]) -> None:
         self.policy = policy
         self.store = store
         self.stats = stats
@@ -45,6 +47,8 @@ class RobotsJobs:
         self.may_gate = may_gate
         self.dns = dns
         self.ips = ips
+        #: How long a pass of the start gate stands (the claims' window).
+        self.window = window
         #: A job ended: the host's URLs may be claimable.
         self.after = after
         self.hosts: set[str] = set()
@@ -63,11 +67,13 @@ class RobotsJobs:
             # The host's name first (dnsoutcomes.py): a name that does
             # not resolve is a DNS outcome, not an unreachable robots.txt.
             named = self.dns is None or await self.dns.before_robots(host)
-            if named and await robots_turn(self.store, self.stats, host, self.may_gate,
-                                           self.ips):
+            gate_pass = named and await robots_turn(self.store, self.stats, host, self.may_gate,
+                                                    self.ips, self.window.gate_ms)
+            if gate_pass:
                 try:
                     await self.policy.resolve(host, concurrency, delay_ms,
-                                              self.store.limits.jitter)
+                                              self.store.limits.jitter,
+                                              meta={GATE_PASS_META: gate_pass})
                 finally:
                     if self.ips is not None:
                         self.ips.robots_done(host)
@@ -84,35 +90,41 @@ class RobotsJobs:
 
 
 async def robots_turn(frontier: Frontier, stats: Any, host: str, may_gate: bool,
-                      ips: IpScope | None = None) -> bool:
+                      ips: IpScope | None = None, window_ms: int = 0) -> GatePass | None:
     """Wait for the host's start gate: a robots.txt fetch is a request to the
     server like a page, spaced from the one before it (maybe of another
-    scheme of the same name) and from the one after it; then, with the IP
-    scope on, for a place at the server's address (given back by
-    :meth:`IpScope.robots_done`); an address with no room parks the host
-    and gives the job back (:meth:`IpScope.robots_turn`).
+    scheme of the same name, or another site of its domain) and from the one
+    after it; then, with the IP scope on, for a place at the server's
+    address (given back by :meth:`IpScope.robots_done`); an address with no
+    room parks the host and gives the job back (:meth:`IpScope.robots_turn`).
 
-    False when the turn is further off than half the job's lease (a hold
+    The pass stands ``window_ms`` (the next start of the site and domain
+    waits that much longer): a fetch that reaches its socket later passes
+    the gate again there (``middlewares/pacing.py``, :func:`gate_again`), as
+    a page does.
+
+    None when the turn is further off than half the job's lease (a hold
     came after the claim): the job is left to run out and is handed out
     again later, rather than fetched early or taken over mid-wait.
     """
     limits: Limits = frontier.limits
     deadline = time.monotonic() + limits.robots_ms / 2000
-    earlier: tuple[int, int, int] | None = None
+    gate_pass = GatePass(host)
     while True:
         while may_gate:
-            turn = await frontier.start_turn(host, earlier)
+            asked = time.monotonic()
+            turn = await frontier.start_turn(host, gate_pass.turn, window_ms=window_ms)
             if turn.wait_ms == 0:
-                earlier = turn
+                gate_pass.turn, gate_pass.start_by = turn, asked + window_ms / 1000
                 break
             if turn.wait_ms < 0 or time.monotonic() + turn.wait_ms / 1000 > deadline:
                 stats.inc_value("robots/jobs_deferred")  # < 0: paused
-                return False
+                return None
             await asyncio.sleep(turn.wait_ms / 1000)
         wait_ms = 0 if ips is None else await ips.robots_turn(host, WAIT_IN_PLACE_MS)
         if wait_ms == 0:
-            return True
+            return gate_pass
         if wait_ms < 0 or time.monotonic() + wait_ms / 1000 > deadline:
             stats.inc_value("robots/jobs_deferred")
-            return False
+            return None
         await asyncio.sleep(wait_ms / 1000)

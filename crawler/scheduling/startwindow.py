@@ -16,6 +16,10 @@ from collections import deque
 
 from crawler.frontier.values import START_WINDOW_MS
 
+#: The least window (ms) a pass of the start gate asks for: the time from its
+#: answer to the socket (a reactor turn, a connection from the pool).
+GATE_LEAST_MS = 50
+
 
 class StartWindow:
     """The start window (ms) a claim should ask for, from what requests took lately."""
@@ -41,3 +45,8 @@ class StartWindow:
             ages = sorted(self._ages)
             ms = math.ceil(ages[min(len(ages) - 1, int(self._quantile * len(ages)))] * 1000)
             self.ms = min(max(ms, self.LEAST_MS), self.MOST_MS)
+
+    @property
+    def gate_ms(self) -> int:
+        """The window a pass of the start gate asks for (``lua/start.lua``)."""
+        return max(self.ms, GATE_LEAST_MS)

@@ -146,7 +146,8 @@ class WorkerFrontier:
                             self.claims.now) if gates.on else None)
         self.robots_jobs = None if self.robots is None else RobotsJobs(
             self.robots, store, stats, health, tasks, host_limits=self.host_limits,
-            may_gate=self.may_gate, dns=self.dns, ips=self.ips, after=self._job_ended)
+            may_gate=self.may_gate, dns=self.dns, ips=self.ips, window=self.claims.window,
+            after=self._job_ended)
         self.seed_feed = SeedFeed.from_settings(client, s, spider.name, worker)
         self.watchdog = Watchdog(
             LeftoverReader(client, keys), stats, self._poke,
