@@ -8,6 +8,11 @@ request priority, in the units of a depth level (``DEPTH_PRIORITY=1``) and of
 an inlink (``FRONTIER_INLINK_PRIORITY``), so a page the site calls important
 goes two levels ahead of one it calls unimportant.
 
+A page's ``lastmod`` also rides with its request (:data:`LASTMOD_META`,
+:func:`entry_lastmod`): the frontier keeps it in the URL's record, and when
+a sitemap read again says the page changed after the crawl last fetched it,
+its revisit is due at once rather than at the end of its interval.
+
 A seed line is a sitemap when its path ends in ``.xml`` or ``.xml.gz``
 (:func:`is_sitemap_url`): ``https://example.com/sitemap.xml``,
 ``/sitemap_index.xml``, ``/news-sitemap.xml.gz``.
@@ -22,6 +27,9 @@ from urllib.parse import urlsplit
 #: A page changed this lately is fetched a level sooner; one unchanged for
 #: this long a level later.
 FRESH = timedelta(days=7)
+#: The request meta key of when a page last changed by its sitemap's word
+#: (Unix seconds): kept in the frontier's record of the URL ("lm").
+LASTMOD_META = "sitemap_lastmod"
 STALE = timedelta(days=365)
 
 
@@ -49,6 +57,14 @@ def entry_priority(entry: Mapping[str, str], now: datetime) -> int:
         elif age >= STALE:
             priority -= 1
     return priority
+
+
+def entry_lastmod(entry: Mapping[str, str], now: datetime) -> int | None:
+    """When a sitemap's page last changed, in Unix seconds (None: not said, or
+    not a date). Never later than ``now``: a site that dates its pages in
+    the future would otherwise have them fetched again at every reading."""
+    changed = parse_lastmod(entry.get("lastmod", ""))
+    return None if changed is None else int(min(changed, now).timestamp())
 
 
 def parse_lastmod(text: str) -> datetime | None:

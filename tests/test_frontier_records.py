@@ -9,6 +9,7 @@ import pytest
 from scrapy import Request, Spider
 
 from crawler.frontier.records import RecordError, from_record, to_record
+from crawler.sitemaps import LASTMOD_META
 from crawler.spiders.broad import BroadSpider
 
 
@@ -43,6 +44,19 @@ def test_round_trip_keeps_what_matters() -> None:
     assert back.callback == spider.parse_item and back.errback == spider.on_error
     assert back.meta == {"depth": 2, "referrer": "http://a.test/", "retry_times": 1}
     assert back.dont_filter
+
+
+def test_a_sitemaps_lastmod_rides_last_in_the_record_and_comes_back() -> None:
+    """The frontier keeps when a sitemap said the page changed ("lm"), after
+    the depth and priority its scripts read in place, and a claimed
+    request carries it again (a retry's record keeps it)."""
+    spider = _Spider()
+    request = Request("http://a.test/x", priority=2, meta={LASTMOD_META: 1_764_979_200})
+    record = to_record(request, "http://a.test/x", spider, KEYS)
+    assert record == '{"u":"http://a.test/x","d":0,"p":2,"lm":1764979200}'
+    assert from_record(record, spider).meta[LASTMOD_META] == 1_764_979_200
+    with pytest.raises(RecordError, match="'lm': str"):
+        from_record('{"u": "http://a.test/x", "lm": "2026-12-06"}', spider)
 
 
 def test_default_callback_is_left_out() -> None:

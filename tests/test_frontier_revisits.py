@@ -11,7 +11,7 @@ import redis
 from scrapy.http.headers import Headers
 
 from crawler.frontier.admin import FrontierAdmin, parse_host_match
-from crawler.frontier.values import Release
+from crawler.frontier.values import Admission, Release
 from crawler.lease import Ticket
 from crawler.revisit import Refetch, RevisitPolicy, RevisitState, parse_duration, validator_of
 from crawler.scheduling.revisits import Revisits, keep_state
@@ -57,6 +57,55 @@ def test_a_done_url_is_claimed_again_when_its_revisit_is_due(harness: Harness) -
     counts = harness.run(f.counts())
     assert (counts["done"], counts["revisit"], counts["leased"], counts["revisited"]) == (
         0, 0, 1, 1)
+
+
+def _with_lastmod(url: str, lastmod_s: int) -> Admission:
+    """A sitemap's mention of ``url``: its record says when the page last changed."""
+    plain = admission(url)
+    record = json.dumps({"u": "/page", "d": 1, "lm": lastmod_s}, separators=(",", ":"))
+    return Admission(plain.url, plain.host, plain.fingerprint, record)
+
+
+def test_a_sitemap_that_says_a_done_page_changed_since_its_fetch_brings_its_revisit_forward(
+        harness: Harness, redis_url: str) -> None:
+    """A done URL waits a day for its revisit. The sitemap, read again, names
+    it with a lastmod before its fetch: nothing moves. With a lastmod after
+    its fetch: its revisit is due now and the next claim hands it out, once;
+    the same mention again (after the refetch) moves nothing."""
+    f = harness.frontier
+    url = "http://a.test/page"
+    fetched_s = harness.clock.now_ms() // 1000
+    harness.run(f.admit([_with_lastmod(url, fetched_s - 86_400)]))
+    lease = harness.run(f.claim(5, "w")).leases[0]
+    # (its interval, 1uo0 in base 36: a day)
+    kept = json.dumps({"u": "/page", "d": 1, "lm": fetched_s - 86_400, "v": "1uo0 ABC Ex"},
+                      separators=(",", ":"))
+    assert harness.run(f.release([_done(lease, 86_400_000, kept)], "w")).released == 1
+    part = f.partition(lease.host)
+    with redis.Redis.from_url(redis_url) as client:
+        assert client.hlen(f"{harness.keys.prefix(part)}:vm:{lease.host}") == 1
+    harness.clock.advance(120_000)  # (past the released lease's timer)
+
+    # Changed before the fetch: the revisit keeps its day.
+    result = harness.run(f.admit([_with_lastmod(url, fetched_s - 3600)]))
+    assert (result.duplicates, result.forward) == (1, 0)
+    assert harness.run(f.claim(5, "w")).leases == []
+    # Changed after it: due now.
+    result = harness.run(f.admit([_with_lastmod(url, fetched_s + 60)]))
+    assert (result.duplicates, result.forward) == (1, 1)
+    (again,) = harness.run(f.claim(5, "w")).leases
+    assert again.record == kept and again.fingerprint == lease.fingerprint
+    with redis.Redis.from_url(redis_url) as client:
+        assert client.hlen(f"{harness.keys.prefix(part)}:vm:{lease.host}") == 0
+    # Fetched again: a mention with the same lastmod is older than this fetch.
+    harness.clock.advance(1000)
+    harness.run(f.release([_done(again, 86_400_000, kept)], "w"))
+    harness.clock.advance(120_000)
+    result = harness.run(f.admit([_with_lastmod(url, fetched_s + 60)]))
+    assert (result.duplicates, result.forward) == (1, 0)
+    assert harness.run(f.claim(5, "w")).leases == []
+    counts = harness.run(f.counts())
+    assert (counts["done"], counts["revisit"], counts["revisited"]) == (1, 1, 1)
 
 
 def test_revisits_kept_with_due_times_in_ms_still_come_due(harness: Harness,

@@ -23,7 +23,8 @@ import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from tests.crawl_runner import CrawlResult, crawl_realweb
-from tests.realweb import Host, RealWebProcess, Web, links_to, page
+from tests.realweb import Host, Page, RealWebProcess, Web, links_to, page
+from tests.realweb.sites import ALLOW_ALL
 from tests.replay_tools import get, make_collection, wayback
 from tests.warc_samples import warcio_check
 
@@ -107,6 +108,40 @@ def test_a_worker_that_waits_keeps_revisiting_less_often_while_nothing_changes(
     # the next one would be 8 s away, beyond the 5 s idle wait: the worker ended
     assert result.seconds < home[-1].arrival - home[0].arrival + 5 + 20
     assert result.stat("revisit/not_modified") == "3"
+
+
+def _sitemap(web: RealWebProcess, lastmods: dict[str, str]) -> Page:
+    entries = "".join(f"<url><loc>{web.url('a.test', path)}</loc><lastmod>{lastmod}</lastmod>"
+                      "</url>" for path, lastmod in lastmods.items())
+    return page('<?xml version="1.0" encoding="UTF-8"?><urlset xmlns='
+                f'"http://www.sitemaps.org/schemas/sitemap/0.9">{entries}</urlset>',
+                content_type="application/xml")
+
+
+def test_a_sitemap_that_says_a_page_changed_brings_its_revisit_forward(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
+    """A sitemap seeds a recurring crawl: it is revisited every 4 s (a seed),
+    its pages every hour. Between two runs the sitemap's lastmod of /a moves
+    past the first run's fetch: the second run fetches the sitemap and /a
+    again, once each, and leaves /b (same lastmod) for its hour."""
+    web = realweb(Web([Host("a.test", robots=ALLOW_ALL, pages={
+        "/a": page("page a"), "/b": page("page b")})]))
+    old = "2026-01-01T00:00:00Z"
+    web.set_page("a.test", "/sitemap.xml", _sitemap(web, {"/a": old, "/b": old}))
+    settings = {"FRONTIER_REVISIT_AFTER": "1h", "FRONTIER_REVISIT_SEEDS": 4,
+                "FRONTIER_REVISIT_MIN": 4, "ROBOTSTXT_OBEY": True}
+    seeds = [web.url("a.test", "/sitemap.xml")]
+    crawl_realweb(web.nameserver, seeds, tmp_path, {"DOWNLOAD_DELAY": 0, **settings})
+    assert sorted(r.target for r in web.ledger() if r.target != b"/robots.txt") == [
+        b"/a", b"/b", b"/sitemap.xml"]
+    time.sleep(4.2)  # the sitemap is due again
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    web.set_page("a.test", "/sitemap.xml", _sitemap(web, {"/a": now, "/b": old}))
+    web.reset()
+    second = crawl_realweb(web.nameserver, seeds, tmp_path, {"DOWNLOAD_DELAY": 0, **settings})
+    assert [r.target for r in web.ledger() if r.target != b"/robots.txt"] == [
+        b"/sitemap.xml", b"/a"]
+    assert second.stat("revisit/lastmod") == "1"
 
 
 def test_pywb_replays_the_second_run_from_the_first_runs_payloads(

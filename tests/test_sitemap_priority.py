@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from crawler.sitemaps import entry_priority, is_sitemap_url, parse_lastmod
+from crawler.sitemaps import entry_lastmod, entry_priority, is_sitemap_url, parse_lastmod
 
 NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 
@@ -21,6 +21,18 @@ NOW = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 def test_a_pages_priority_is_its_sitemaps_word_and_its_freshness(
         entry: dict[str, str], priority: int) -> None:
     assert entry_priority(entry, NOW) == priority
+
+
+@pytest.mark.parametrize(("entry", "seconds"), [
+    ({}, None), ({"lastmod": "yesterday"}, None),
+    ({"lastmod": "2026-12-01"}, int(datetime(2026, 12, 1, tzinfo=UTC).timestamp())),
+    ({"lastmod": "2026-12-05T10:00:00+02:00"},
+     int(datetime(2026, 12, 5, 8, tzinfo=UTC).timestamp())),
+    ({"lastmod": "2031-01-01"}, int(NOW.timestamp())),  # (a date to come: now)
+])
+def test_a_pages_lastmod_is_kept_in_seconds_and_never_later_than_now(
+        entry: dict[str, str], seconds: int | None) -> None:
+    assert entry_lastmod(entry, NOW) == seconds
 
 
 def test_sitemap_seeds_are_told_by_their_path() -> None:

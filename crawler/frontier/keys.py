@@ -104,6 +104,10 @@ key                 type       holds
 ``PP:v:HOST``       zset       the host's done URLs to fetch again (entries,
                                as in its queue, by when each is due, s)
 ``PP:vdue``         zset       hosts with revisits, by the earliest one's ms
+``PP:vm:HOST``      hash       of the host's revisits whose record has a
+                               sitemap's lastmod ("lm"): fingerprint -> its
+                               entry in PP:v:HOST (a newer lastmod brings it
+                               forward: admit.lua)
 ``PP:qm:HOST``      hash       while inlinks raise URLs (FRONTIER_INLINK_PRIORITY):
                                fingerprint -> its entry in PP:q:HOST
 ``PP:k:HOST``       hash       what the host's pages taught: noise parameters,

@@ -14,7 +14,9 @@ A record is a JSON object with short keys::
                                  # "" for none when the spider has one)
      "k": {...},                 # cb_kwargs (omitted when empty)
      "r": "/",                   # meta "referrer" on the same origin, relative
-     "m": {...}}                 # whitelisted meta (FRONTIER_META_KEYS)
+     "m": {...},                 # whitelisted meta (FRONTIER_META_KEYS)
+     "lm": 1717200000}           # when the page last changed, by its sitemap
+                                 # (Unix s; crawler.sitemaps.LASTMOD_META)
 
 Host queues hold millions of records, and every one of them would repeat
 its host: writing URLs (and same-site referrers) relative to the host's
@@ -36,6 +38,7 @@ from typing import Any
 
 from scrapy import Request, Spider
 
+from crawler.sitemaps import LASTMOD_META
 from crawler.urls import host_key, host_origin
 
 #: Meta keys that survive the trip through Redis by default.
@@ -92,6 +95,9 @@ def to_record(
         record["r"] = _relative(meta.pop("referrer"), origin)
     if meta:
         record["m"] = {k: _jsonable(f"meta[{k!r}]", v) for k, v in meta.items()}
+    lastmod = request.meta.get(LASTMOD_META)
+    if isinstance(lastmod, int) and not isinstance(lastmod, bool):
+        record["lm"] = lastmod  # (last: lua/claim_back.lua reads "d" and "p" in place)
     written = _dumps(record)
     if len(written) > MAX_RECORD_CHARS:
         raise RecordError(f"record: {len(written):,} characters (cb_kwargs and meta), over "
@@ -155,7 +161,7 @@ MAX_RECORD_CHARS = 65536
 #: URL's revisit state, :mod:`crawler.revisit`).
 _FIELDS: dict[str, tuple[type, ...]] = {
     "u": (str,), "d": (int,), "p": (int,), "cb": (str,), "eb": (str,), "k": (dict,),
-    "r": (str,), "m": (dict,), "v": (str,),
+    "r": (str,), "m": (dict,), "v": (str,), "lm": (int,),
 }
 _MAX_DEPTH = 1_000_000
 _MAX_PRIORITY = 2**31
@@ -230,6 +236,8 @@ def from_record(record: str | bytes, spider: Spider, host: str | None = None,
     meta["depth"] = data.get("d", 0)
     if "r" in data:
         meta["referrer"] = _absolute(data["r"], host)
+    if "lm" in data:
+        meta[LASTMOD_META] = data["lm"]
     eb = data.get("eb", getattr(spider, "frontier_errback", None))
     return Request(
         record_url(data, host),

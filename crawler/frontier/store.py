@@ -150,7 +150,7 @@ class Frontier:
 
     def _admitted(self, replies: list[Any], parts: list[int]) -> AdmitResult:
         result = AdmitResult()
-        for part, (added, dups, refused, blocked, parked, spent, soonest) in zip(
+        for part, (added, dups, refused, blocked, parked, spent, soonest, forward) in zip(
                 parts, replies, strict=True):
             result.added += added
             result.duplicates += dups
@@ -158,6 +158,7 @@ class Frontier:
             result.blocked += blocked
             result.parked += parked
             result.spent += spent
+            result.forward += forward
             self.due.told(part, int(soonest))
         return result
 

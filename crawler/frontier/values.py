@@ -206,6 +206,8 @@ class AdmitResult:
     blocked: int = 0  # the host was dropped
     parked: int = 0  # the host is parked: dead letters at once
     spent: int = 0  # its site or domain spent a budget (BUDGET_*)
+    #: Done URLs whose revisit a newer sitemap lastmod brought forward.
+    forward: int = 0
 
 
 @dataclass(frozen=True, slots=True)

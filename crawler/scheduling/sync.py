@@ -203,6 +203,8 @@ class Sync:
             inc("frontier/parked", admitted.parked)
         if admitted.spent:
             inc("frontier/refused/budget", admitted.spent)
+        if admitted.forward:
+            inc("revisit/lastmod", admitted.forward)
         if released.stale:
             inc("frontier/leases/stale", released.stale)
 

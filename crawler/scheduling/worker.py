@@ -50,6 +50,7 @@ from crawler.scheduling.siteruleswatch import SiteRulesWatch
 from crawler.scheduling.sync import Sync, SyncHooks
 from crawler.scheduling.tasks import Tasks
 from crawler.scheduling.watchdog import Watchdog
+from crawler.sitemaps import LASTMOD_META
 from crawler.siterules import SiteRules
 from crawler.urls import (
     canonical_host_key,
@@ -232,7 +233,8 @@ class WorkerFrontier:
             return True
         if request.dont_filter and token is None:
             self.intake.dont_filter(request)
-        if token is None and canon is not None and self.recent.known(canon):
+        if (token is None and canon is not None and self.recent.known(canon)
+                and LASTMOD_META not in request.meta):  # (its lastmod is Redis's to weigh)
             self.stats.inc_value("frontier/offered")
             self.sync.count_duplicates(1, local=True)
             if self.limits.inlink_boost:  # a link all the same: it raises the URL

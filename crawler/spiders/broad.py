@@ -33,7 +33,7 @@ from crawler.revisit import NOT_MODIFIED
 from crawler.scheduling.scheduler import uses_frontier
 from crawler.seeds import SEED_META, Seed, SeedError, read_seeds, seed_request
 from crawler.signals import robots_sitemaps_found
-from crawler.sitemaps import entry_priority, is_sitemap_url
+from crawler.sitemaps import LASTMOD_META, entry_lastmod, entry_priority, is_sitemap_url
 from crawler.spiders.args import (
     PASSED_THROUGH,
     BroadArgs,
@@ -242,8 +242,10 @@ class BroadSpider(Spider):
             if nested:
                 yield Request(url, callback=self.parse_sitemap, errback=self.on_error)
             else:  # the site's word on each page: important and fresh ones first
+                lastmod = entry_lastmod(entry, now)
                 yield Request(url, callback=self.parse, errback=self.on_error,
-                              priority=entry_priority(entry, now))
+                              priority=entry_priority(entry, now),
+                              meta={} if lastmod is None else {LASTMOD_META: lastmod})
 
     def _sitemap_body(self, response: Response) -> bytes | None:
         if gzip_magic_number(response):

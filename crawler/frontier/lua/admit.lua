@@ -28,14 +28,18 @@
 -- that under a budget a host's most linked pages go first. The host's
 -- PP:qm:HOST hash finds the queue member of a fingerprint; a claim, or the
 -- end of the queue, forgets it.
+-- A duplicate whose record names when its page last changed ("lm", epoch
+-- s: a sitemap's lastmod) brings the URL's revisit forward when the page
+-- changed after its last fetch (bring_forward below).
 -- Returns {added, duplicates, refused (budget of admitted URLs), blocked,
 -- parked, over a spent budget, the soonest time it made anything due (ms,
--- -1: none; common.lua note_due)}.
+-- -1: none; common.lua note_due), revisits brought forward}.
 local p = ARGV[1]
 local conc0, delay0, budget = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local boost = num(ARGV[5], 0)
 local inlinks, inlink_hosts = {}, {}  -- host -> {fingerprint -> links found}
 local added, dups, refused, hosts, blocked, parked, spent = 0, 0, 0, 0, 0, 0, 0
+local forward = 0
 local parked_reason = '{"reason": "robots-unreachable", "error": "host parked"}'
 -- The partition's queue sequence, its last time mark (seconds; see the end)
 -- and the counts this script changes: read once, when the first URL is
@@ -58,6 +62,31 @@ local function inlink(host, fp)
   end
   links[fp] = (links[fp] or 0) + 1
 end
+-- A done URL waiting for its revisit whose page changed at lm (s) by its
+-- site's word: if that is after its last fetch (its revisit's due time less
+-- its interval, the record's "v"), the revisit is due now. PP:vm:HOST finds
+-- the revisit entry of a fingerprint (release.lua keeps it for records with
+-- an "lm"). 1 if brought forward.
+local function bring_forward(host, fp, lm)
+  local ventry = redis.call('HGET', p .. ':vm:' .. host, fp)
+  if not ventry then return 0 end
+  local vk = p .. ':v:' .. host
+  local due_s = tonumber(redis.call('ZSCORE', vk, ventry))
+  local interval = tonumber(string.match(ventry, '"v":"(%w+)', 17) or '', 36)
+  if not due_s or not interval then return 0 end
+  if due_s > 100000000000 then due_s = math.floor(due_s / 1000) end  -- (ms: an older build's)
+  local now = now_ms()
+  local now_s = math.floor(now / 1000)
+  if lm <= due_s - interval or due_s <= now_s then return 0 end
+  redis.call('ZADD', vk, now_s, ventry)
+  local cur = redis.call('ZSCORE', p .. ':vdue', host)
+  if not cur or now < num(cur, 0) then
+    redis.call('ZADD', p .. ':vdue', now, host)
+    timer_at(p, now, 'vdue')
+  end
+  return 1
+end
+
 for i = 6, #ARGV, 7 do
   local bucket, member, host, prio, entry, conf, domain =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
@@ -78,6 +107,8 @@ for i = 6, #ARGV, 7 do
   elseif redis.call('SADD', p .. ':s:' .. bucket, member) == 0 then
     dups = dups + 1
     if boost > 0 then inlink(host, string.sub(entry, 1, 16)) end
+    local lm = tonumber(string.match(entry, '"lm":(%d+)', 17))
+    if lm then forward = forward + bring_forward(host, string.sub(entry, 1, 16), lm) end
   elseif b == 'p' then
     local reason = redis.call('HGET', hk, 'pr') or parked_reason
     redis.call('HSET', p .. ':dead', string.sub(entry, 1, 16), host .. '\n' .. reason .. '\n' .. entry)
@@ -206,4 +237,4 @@ for name, n in pairs({queued = added, dup = dups, refused = refused, hosts = hos
   end
 end
 hset_fields(KEYS[1], w)
-return {added, dups, refused, blocked, parked, spent, due_reply()}
+return {added, dups, refused, blocked, parked, spent, due_reply(), forward}

@@ -76,6 +76,9 @@ for _, host in ipairs(vhosts) do
   seq = seq or num(redis.call('HGET', KEYS[1], 'seq'), 0)
   for _, entry in ipairs(entries) do
     redis.call('ZREM', vk, entry)
+    if string.find(entry, '"lm":', 17, true) then  -- (admit.lua's bring_forward)
+      redis.call('HDEL', p .. ':vm:' .. host, string.sub(entry, 1, 16))
+    end
     if b == '1' or b == 'p' then
       redis.call('HSET', p .. ':dead', string.sub(entry, 1, 16), host .. '\n' .. reason .. '\n' .. entry)
       revisits_dead = revisits_dead + 1

@@ -152,6 +152,9 @@ local function schedule_revisit(host, entry, revisit_ms)
   local due_s = math.ceil((now + revisit_ms) / 1000)
   local due = due_s * 1000
   redis.call('ZADD', p .. ':v:' .. host, due_s, entry)
+  if string.find(entry, '"lm":', 17, true) then  -- (admit.lua bring_forward finds it)
+    redis.call('HSET', p .. ':vm:' .. host, string.sub(entry, 1, 16), entry)
+  end
   local cur = redis.call('ZSCORE', p .. ':vdue', host)
   if not cur or due < num(cur, 0) then
     redis.call('ZADD', p .. ':vdue', due, host)
