@@ -15,19 +15,27 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
-# Calendar-like: a year followed by a month, as path segments (``/2031/05``)
-# or as a date (``2031-05``, ``2031-05-01``, ``20310501``) anywhere in the path
-# or query. A bare four-digit number (``/products/1850``) is not enough.
-_CALENDAR = re.compile(
-    r"(?<![0-9])(1[89][0-9]{2}|2[01][0-9]{2})"
-    r"(?:/|-|_|%2F)?(0?[1-9]|1[0-2])(?:(?:/|-|_|%2F)?(?:0?[1-9]|[12][0-9]|3[01]))?(?![0-9])"
-)
-_YEAR_PARAM = re.compile(r"(?:^|&)(?:year|yr|y)=(1[89][0-9]{2}|2[01][0-9]{2})(?:&|$)", re.I)
+# A date by its shape: a four-digit year and a month (and a day), with a
+# separator between them (``/2031/05``, ``2031-05-01``, ``2031_05``), in the
+# path or starting a parameter's value. A number alone is never a date, however it
+# reads (``/pub/18204``, ``?bpo=18011``, ``Q190512``, ``tt1853728``): real
+# sites number their issues, items and records that way.
+_YEAR = r"(1[89][0-9]{2}|2[01][0-9]{2})"
+_SEP = r"(?:/|-|_|%2F)"
+_DATE = re.compile(
+    rf"(?<![0-9]){_YEAR}{_SEP}(?:0?[1-9]|1[0-2])(?:{_SEP}(?:0?[1-9]|[12][0-9]|3[01]))?(?![0-9])",
+    re.I)
+# ...or by its name: a parameter named for a year holds a year, one named for
+# a date a year and month run together (``?year=2090``, ``?date=20310501``).
+_YEAR_NAMES = frozenset({"year", "yr", "y"})
+_DATE_NAMES = frozenset({"date", "day", "month", "dt", "d", "ym", "ymd", "from", "to", "since",
+                         "until", "start", "end"})
+_YEAR_VALUE = re.compile(_YEAR)
+_COMPACT_DATE = re.compile(rf"{_YEAR}(?:0[1-9]|1[0-2])(?:0[1-9]|[12][0-9]|3[01])?")
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,20 +43,24 @@ class TrapRules:
     """Heuristics for URLs that only exist because a page generates them.
 
     ``max_segments``: more path segments than this is a trap (real sites
-    rarely nest deeper than a dozen). ``max_segment_repeats``: the same
-    segment more than this many times (``/a/b/a/b/a/b``) is a relative-link
-    loop. A four-digit year outside ``[now - years_past, now + years_future]``
-    in the path or query is an endless calendar; archives inside the window
-    are still crawled, and the per-host page cap bounds the rest.
-    ``max_query_params``: session and filter combinatorics.
+    rarely nest deeper than a dozen). ``max_segment_repeats``: a run of
+    segments repeated in a row more than this many times (``/a/b/a/b/a/b``)
+    is a relative-link loop growing the path; a directory named again
+    further on (``/django/django/blob/main/django/``) is not. A date (by its
+    shape or its parameter's name, see ``_DATE``) outside
+    ``[now - years_past, now + years_future]`` is an endless calendar;
+    archives inside the window are still crawled (35 years: back to the
+    web's beginning), and the per-host page cap bounds the rest.
+    ``max_query_params``: session and filter combinatorics (real search
+    forms send 20 and more).
     A value of 0 switches a rule off.
     """
 
     max_segments: int = 24
     max_segment_repeats: int = 2
-    years_past: int = 25
+    years_past: int = 35
     years_future: int = 2
-    max_query_params: int = 16
+    max_query_params: int = 32
 
     @classmethod
     def from_settings(cls, settings: Any) -> TrapRules:
@@ -68,7 +80,7 @@ class TrapRules:
         segments = [s for s in parts.path.split("/") if s]
         if self.max_segments and len(segments) > self.max_segments:
             return "trap-deep-path"
-        if self.max_segment_repeats and _most_repeats(segments) > self.max_segment_repeats:
+        if self.max_segment_repeats and _longest_run(segments) > self.max_segment_repeats:
             return "trap-repeated-segment"
         if self.max_query_params and parts.query.count("&") + 1 > self.max_query_params:
             return "trap-many-params"
@@ -79,14 +91,31 @@ class TrapRules:
         return None
 
 
-def _most_repeats(segments: list[str]) -> int:
-    return Counter(segments).most_common(1)[0][1] if segments else 0
+def _longest_run(segments: list[str]) -> int:
+    """The most times a run of segments repeats in a row (``a/b/a/b/a/b``: 3;
+    ``a/x/a``: 1). Paths are short (``max_segments`` is checked first)."""
+    n, best = len(segments), min(len(segments), 1)
+    for period in range(1, n // 2 + 1):
+        for start in range(n - 2 * period + 1):
+            run = segments[start:start + period]
+            reps = 1
+            while segments[start + reps * period:start + (reps + 1) * period] == run:
+                reps += 1
+            best = max(best, reps)
+    return best
 
 
 def _calendar_years(path: str, query: str) -> list[int]:
-    years = [int(m.group(1)) for m in _CALENDAR.finditer(path)]
-    years += [int(m.group(1)) for m in _CALENDAR.finditer(query)]
-    years += [int(y) for y in _YEAR_PARAM.findall(query)]
+    """The years of the dates in a URL's path and query (see ``_DATE``)."""
+    years = [int(m.group(1)) for m in _DATE.finditer(path)]
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if m := _DATE.match(value):  # (a value that is a date, not text that quotes one)
+            years.append(int(m.group(1)))
+        name = name.lower()
+        named = (_YEAR_VALUE if name in _YEAR_NAMES
+                 else _COMPACT_DATE if name in _DATE_NAMES else None)
+        if named is not None and (m := named.fullmatch(value)):
+            years.append(int(m.group(1)))
     return years
 
 

@@ -400,9 +400,9 @@ FRONTIER_INLINK_PRIORITY = "auto"
 # Trap heuristics (see crawler.admission.TrapRules); 0 switches a rule off.
 ADMISSION_TRAP_MAX_SEGMENTS = 24
 ADMISSION_TRAP_MAX_SEGMENT_REPEATS = 2
-ADMISSION_TRAP_YEARS_PAST = 25
+ADMISSION_TRAP_YEARS_PAST = 35
 ADMISSION_TRAP_YEARS_FUTURE = 2
-ADMISSION_TRAP_MAX_QUERY_PARAMS = 16
+ADMISSION_TRAP_MAX_QUERY_PARAMS = 32
 # The frontier applies the trap rules and the host budget (for all workers).
 # With Scrapy's own scheduler, enable crawler.middlewares.admission.
 # AdmissionMiddleware (at 850) to apply them in the process.

@@ -23,7 +23,22 @@ from crawler.middlewares.admission import AdmissionMiddleware
         ("http://a.test/a/b/a/b/a/b", "trap-repeated-segment"),
         ("http://a.test/a/b/a/b", None),
         ("http://a.test/" + "/".join(f"s{i}" for i in range(30)), "trap-deep-path"),
-        ("http://a.test/?" + "&".join(f"k{i}=1" for i in range(20)), "trap-many-params"),
+        ("http://a.test/?" + "&".join(f"k{i}=1" for i in range(20)), None),
+        ("http://a.test/?" + "&".join(f"k{i}=1" for i in range(40)), "trap-many-params"),
+        # dates by their shape or their parameter's name, never a bare number
+        ("http://a.test/news/2031-05-01-launch.html", "trap-calendar"),
+        ("http://a.test/cal?date=20310501", "trap-calendar"),
+        ("http://a.test/cal?from=1950-01&view=month", "trap-calendar"),
+        ("http://a.test/pub/18204", None),
+        ("http://a.test/issue?@action=search&bpo=18011", None),
+        ("http://a.test/wiki/Q190512", None),
+        ("http://a.test/title/tt1853728/", None),
+        ("http://a.test/item?id=18995", None),
+        ("http://a.test/2019/05/17/a-story", None),
+        # a run repeated in a row, not a name met again
+        ("http://a.test/django/django/blob/main/django/template/context.py", None),
+        ("http://a.test/x/x/x", "trap-repeated-segment"),
+        ("http://a.test/docs/a/b/c/b/c/b/c/", "trap-repeated-segment"),
     ],
 )
 def test_trap_rules(url: str, reason: str | None) -> None:
