@@ -373,7 +373,10 @@ def test_warc_name_follows_the_iipc_convention() -> None:
     ("https://h00001.test:8080/", "test,h00001:8080)/"),
     ("https://example.com:443", "com,example)/"),
     ("http://user:pw@www2.example.co.uk/x#frag", "uk,co,example)/x"),
-    ("http://192.0.2.7:81/p?", "192.0.2.7:81)/p"),
+    ("http://192.0.2.7:81/p?", "7,2,0,192:81)/p"),  # (pywb's, by the surt library)
+    ("http://[::1]:8080/a/", "::1:8080)/a"),
+    ("http://example.com/g%2B%2B-12/", "com,example)/g++-12"),
+    ("http://EXAMPLE.com/g++-12", "com,example)/g++-12"),
 ])
 def test_surt_key(url: str, key: str) -> None:
     assert surt_key(url) == key

@@ -18,14 +18,12 @@ answers with whichever of the two names exists (see :mod:`crawler.warc.files`).
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
-from urllib.parse import urlsplit
 
+import surt
 from warcio.archiveiterator import ArchiveIterator
 from warcio.timeutils import iso_date_to_datetime
 
@@ -39,49 +37,26 @@ REVISIT_MIME = "warc/revisit"
 #: Records that get an index line: those that answer a URL.
 INDEXED_TYPES = ("response", "revisit")
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
-_WWW = re.compile(r"^www\d*\.")
 
 
 def surt_key(url: str) -> str:
-    """The SURT sort key of ``url``, as pywb and the Internet Archive's CDX spell it.
+    """The SURT sort key of ``url``, exactly as pywb writes and looks it up.
 
-    Lowercased; scheme, user info, fragment and a leading ``www.`` (``www2.``...)
-    dropped; host labels reversed and comma-joined (IP addresses kept as they
-    are); a non-default port kept as ``:port``; then ``)``, the path (``/``
-    when empty) and the query with its parameters sorted. ``http`` and
-    ``https`` share a key, as in pywb. The IA's further canonicalisations
-    (session ids, ...) are left out: keys only need to match what this
-    crawler wrote.
+    pywb's index key is the ``surt`` library's (``pywb.utils.canonicalize``
+    calls ``surt.surt(url)``): lowercased, scheme, user info, fragment, a
+    leading ``www.`` and a default port dropped, host labels reversed (an
+    IPv4 address's too: ``5,0,0,127)``), escapes of unreserved characters
+    decoded (``%2B`` is ``+``), a trailing slash dropped, the query's
+    parameters sorted. Any spelling of a URL that canonicalises to the same
+    key finds its captures.
 
     >>> surt_key("http://www.Example.com/A/b?z=1&a=2")
     'com,example)/a/b?a=2&z=1'
     """
-    parts = urlsplit(url.strip().lower())
-    key = _surt_host(parts.hostname or "") + _surt_port(parts.scheme, parts.netloc)
-    key += ")" + (parts.path or "/")
-    if parts.query:
-        key += "?" + "&".join(sorted(parts.query.split("&")))
-    return key
-
-
-def _surt_host(host: str) -> str:
-    """``www.example.com`` -> ``com,example``; an IP address stays as it is."""
-    host = host.strip(".")
     try:
-        ipaddress.ip_address(host)
-    except ValueError:
-        return ",".join(reversed(_WWW.sub("", host).split(".")))
-    return f"[{host}]" if ":" in host else host
-
-
-def _surt_port(scheme: str, netloc: str) -> str:
-    """``:port`` when the URL names a port other than its scheme's default, else ``""``."""
-    hostport = netloc.rpartition("@")[2]
-    _, sep, port = hostport.rpartition(":")
-    if not sep or not port.isdigit():  # no port ("[::1]" ends in "1]": not digits)
-        return ""
-    return "" if int(port) == _DEFAULT_PORTS.get(scheme) else f":{int(port)}"
+        return surt.surt(url.strip())
+    except Exception:  # (a URL the library cannot read: its text is its key)
+        return url.strip().lower()
 
 
 @dataclass(frozen=True, slots=True)
