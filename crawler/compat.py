@@ -51,11 +51,18 @@ from twisted.internet.task import Clock
 from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
 from zope.interface import implementer
 
+from crawler.wiretap import RecordingTransport
+
 if TYPE_CHECKING:
     from scrapy import Request
     from scrapy.crawler import Crawler
+    from twisted.internet.defer import Deferred
     from twisted.web._newclient import HTTP11ClientProtocol as ClientProtocol
+    from twisted.web._newclient import Request as TxRequest
+    from twisted.web._newclient import Response as TxResponse
     from twisted.web.client import Agent, HTTPConnectionPool
+
+    from crawler.wiretap import WireTap
 
 logger = logging.getLogger(__name__)
 
@@ -257,6 +264,36 @@ def unwrap_client_protocol(proto: ClientProtocol) -> ClientProtocol:
     """The protocol inside the wrapper a pool with ``retryAutomatically`` hands out."""
     inner: ClientProtocol = getattr(proto, "_clientProtocol", proto)
     return inner
+
+
+def tapped_request(proto: ClientProtocol, request: TxRequest, tap: WireTap
+                   ) -> Deferred[TxResponse]:
+    """``proto.request(request)``, with ``tap`` keeping the request head as
+    written and the response head as received (:mod:`crawler.wiretap`).
+
+    ``HTTP11ClientProtocol.request`` writes the request head at once through
+    ``proto.transport`` (``request.writeTo(self.transport)``): a recording
+    transport stands in for that call. The answer comes in through the
+    protocol's ``dataReceived`` (the transport, or the TLS layer above it,
+    calls it): the tap reads each chunk first, until the head is complete,
+    and then steps aside.
+    """
+    real = proto.transport
+    proto.transport = RecordingTransport(real, tap.wrote)
+    try:
+        answer: Deferred[TxResponse] = proto.request(request)
+    finally:
+        proto.transport = real
+        tap.seal()
+    parse = type(proto).dataReceived.__get__(proto)
+
+    def received(data: bytes) -> None:
+        if tap.received(data) and vars(proto).get("dataReceived") is received:
+            del proto.dataReceived  # (the class's again)
+        parse(data)
+
+    proto.dataReceived = received  # type: ignore[method-assign]
+    return answer
 
 
 #: TLS layers between a protocol and its TCP transport, at most (HTTPS needs one).
@@ -466,6 +503,8 @@ def _probe_client_protocol() -> None:
     inner = protocol()
     if unwrap_client_protocol(retrying(inner, None)) is not inner:
         raise AttributeError("_RetryingHTTP11ClientProtocol keeps no _clientProtocol")
+    # (tapped_request: the request is written through self.transport)
+    _reads(protocol.request, "writeTo", "transport")
 
 
 def _probe_tls() -> None:

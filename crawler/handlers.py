@@ -65,6 +65,7 @@ from crawler.middlewares.pacing import (
     pass_gate,
     turn_is_stale,
 )
+from crawler.wiretap import open_tap
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -129,7 +130,7 @@ class _GatedPool:
         if not turn_is_stale(self._request):
             self._carried.add(proto)
             note_sent(self._crawler, self._request)
-            return _SentAtOnce(proto)
+            return _SentAtOnce(proto, self._request)
         if self._tries >= self.MAX_TRIES:
             proto.transport.loseConnection()
             give_back_stale(self._crawler, self._request)
@@ -167,15 +168,17 @@ class _SentAtOnce:
     and only to call ``request``; the pool keeps the protocol itself.
     """
 
-    def __init__(self, proto: ClientProtocol) -> None:
+    def __init__(self, proto: ClientProtocol, scrapy_request: Request) -> None:
         self._proto = proto
+        self._scrapy_request = scrapy_request
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._proto, name)
 
     def request(self, request: TxRequest) -> Deferred[TxResponse]:
-        d = self._proto.request(request)
-        _send_buffered(getattr(compat.unwrap_client_protocol(self._proto), "transport", None))
+        inner = compat.unwrap_client_protocol(self._proto)
+        d = compat.tapped_request(inner, request, open_tap(self._scrapy_request))
+        _send_buffered(getattr(inner, "transport", None))
         return d.addCallback(self._persist_1_1_only, request)
 
     def _persist_1_1_only(self, response: TxResponse, request: TxRequest) -> TxResponse:

@@ -100,3 +100,27 @@ def test_index_lines_are_those_of_the_records_written(tmp_path: Path) -> None:
 
     assert [key(e) for e in found] == [key(e) for e in expected]
     assert [e.mime for e in found] == ["text/html", "unk", "unk", "application/pdf"]
+
+
+RAW_RESPONSE = (b"HTTP/1.1 200 Fine\r\nx-dup: 1\r\nX-Dup: 2\r\nETag: \"e\"\r\n"
+                b"X-Folded: a\r\n  b\r\nConnection: keep-alive\r\nContent-Type: text/html\r\n\r\n")
+RAW_REQUEST = b"GET /p/1?a=b&c HTTP/1.1\r\nAccept: */*\r\nHost: h1.test\r\n\r\n"
+
+
+def test_heads_kept_from_the_wire_are_written_as_they_are_by_both_writers() -> None:
+    """An exchange with its heads as they went over the wire: both writers put
+    those bytes in the records, and warcio reads the status, a repeated name
+    and a folded value back from them."""
+    ex = exchange("http://h1.test/p/1?a=b&c", b"<p>hi</p>", reason="OK",
+                  response_head=RAW_RESPONSE, request_head=RAW_REQUEST)
+    digest = payload_digest(ex.body)
+    response, request, answer_id, request_id = _warcio_bytes(ex, digest)
+    wire = exchange_bytes(ex, digest, answer_id, request_id)
+    assert wire is not None
+    assert (wire.response, wire.request) == (response, request)
+    assert RAW_RESPONSE + b"<p>hi</p>" in response and RAW_REQUEST in request
+    record = next(iter(ArchiveIterator(BytesIO(response))))
+    http = record.http_headers
+    assert http.get_statuscode() == "200" and http.statusline == "200 Fine"
+    assert [v for k, v in http.headers if k.lower() == "x-dup"] == ["1", "2"]
+    assert record.content_stream().read() == b"<p>hi</p>"

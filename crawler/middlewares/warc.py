@@ -30,6 +30,7 @@ from crawler.lease import ticket_of
 from crawler.revisit import not_modified
 from crawler.robots.fetch import ROBOTS_FETCH_META
 from crawler.warc.exchange import TRUNCATED_DISCONNECT, TRUNCATED_LENGTH, Exchange
+from crawler.wiretap import tap_of, without_fields
 
 if TYPE_CHECKING:
     from typing import Self
@@ -46,6 +47,9 @@ WARC_META = "warc"
 _SECRET_HEADERS = frozenset({"proxy-authorization"})
 #: Response headers left out: the archived body is de-chunked already.
 _TRANSFER_HEADERS = frozenset({"transfer-encoding"})
+#: The same, as the raw heads' lower-case names.
+_RAW_SECRET = frozenset(name.encode() for name in _SECRET_HEADERS)
+_RAW_TRANSFER = frozenset(name.encode() for name in _TRANSFER_HEADERS)
 
 
 class WarcCaptureMiddleware:
@@ -97,7 +101,9 @@ def own_copy(record: Deferred[Any]) -> Deferred[Any]:
 
 
 def capture(request: Request, response: Response) -> Exchange:
-    """The :class:`Exchange` of ``request`` and ``response`` (plain data only)."""
+    """The :class:`Exchange` of ``request`` and ``response`` (plain data only),
+    with the heads as they went over the wire when the download kept them."""
+    tap = tap_of(request)
     return Exchange(
         url=response.url,
         method=request.method,
@@ -116,7 +122,16 @@ def capture(request: Request, response: Response) -> Exchange:
         truncated=_truncated(response.flags),
         kind="robots" if request.meta.get(ROBOTS_FETCH_META) else "page",
         not_modified_of=_not_modified_of(request, response),
+        request_head=without_fields(tap.sent, _RAW_SECRET) if tap and tap.sent else None,
+        response_head=(without_fields(tap.head, _RAW_TRANSFER)
+                       if tap and tap.head and _answers(tap.head, response) else None),
     )
+
+
+def _answers(head: bytes, response: Response) -> bool:
+    """Whether the head the tap kept is this response's (a response a
+    middleware made up, a cached one, has none of its own)."""
+    return head.split(b" ", 2)[1:2] == [str(response.status).encode()]
 
 
 def _not_modified_of(request: Request, response: Response) -> str | None:

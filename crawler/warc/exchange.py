@@ -26,6 +26,14 @@ class Exchange:
     ``body`` is the payload after transfer decoding (de-chunked) and before
     content decoding; ``Transfer-Encoding`` is therefore left out of
     ``response_headers`` so that readers do not de-chunk it a second time.
+
+    ``request_head`` and ``response_head``, when the download handler could
+    keep them (:mod:`crawler.wiretap`), are the heads as they went over the
+    wire (request line or status line, header lines, the blank line), and
+    the records hold those bytes: order, case, duplicates, ``Connection``,
+    folded lines. Left out of them, as of the parsed headers: the
+    ``Transfer-Encoding`` lines (the body is stored de-chunked) and proxy
+    credentials.
     """
 
     url: str  # WARC-Target-URI: the URL requested (each redirect hop is its own exchange)
@@ -45,9 +53,12 @@ class Exchange:
     #: capture it stands for, as short as the frontier kept it ("sha1:" + its
     #: first characters; the digest index knows the whole).
     not_modified_of: str | None = None
+    request_head: bytes | None = None
+    response_head: bytes | None = None
 
     @property
     def size(self) -> int:
         """Bytes this exchange holds in memory (for the writer queue's bound)."""
         return len(self.body) + len(self.request_body) + 512 + sum(
-            len(k) + len(v) for k, v in (*self.request_headers, *self.response_headers))
+            len(k) + len(v) for k, v in (*self.request_headers, *self.response_headers)
+        ) + len(self.request_head or b"") + len(self.response_head or b"")

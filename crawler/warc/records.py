@@ -59,6 +59,21 @@ class WireHeaders(StatusAndHeaders):
             super().compute_headers_buffer(header_filter)
 
 
+class RawHeaders(StatusAndHeaders):
+    """A head as it went over the wire (its first line, header lines and the
+    blank line), written as exactly those bytes; read, for whoever asks
+    warcio, as warcio's parser reads it."""
+
+    def __init__(self, raw: bytes, *, is_http_request: bool = False) -> None:
+        parsed = StatusAndHeadersParser([], verify=False).parse(BytesIO(raw))
+        super().__init__(parsed.statusline, parsed.headers, parsed.protocol,
+                         is_http_request=is_http_request)
+        self.raw = raw
+
+    def compute_headers_buffer(self, header_filter: object = None) -> None:
+        self.headers_buff = self.raw
+
+
 def payload_digest(body: bytes) -> str:
     """``sha1:BASE32`` of ``body``, byte for byte what warcio writes as WARC-Payload-Digest.
 
@@ -100,8 +115,12 @@ def request_record(writer: BaseWARCWriter, exchange: Exchange,
     ``concurrent_to`` is the record id of the response (or revisit) that
     answered it; the request shares that record's WARC-Date.
     """
-    line = f"{exchange.method} {request_target(exchange.url)} {exchange.protocol}"
-    http_headers = WireHeaders(line, list(exchange.request_headers), is_http_request=True)
+    http_headers: StatusAndHeaders
+    if exchange.request_head:
+        http_headers = RawHeaders(exchange.request_head, is_http_request=True)
+    else:
+        line = f"{exchange.method} {request_target(exchange.url)} {exchange.protocol}"
+        http_headers = WireHeaders(line, list(exchange.request_headers), is_http_request=True)
     fields = _warc_fields("request", exchange)
     if concurrent_to:
         fields["WARC-Concurrent-To"] = concurrent_to
@@ -205,7 +224,10 @@ def _warc_fields(record_type: str, exchange: Exchange,
     }
 
 
-def _response_headers(exchange: Exchange) -> WireHeaders:
-    """Status line (``protocol status reason``; the space stays when reason is empty)."""
+def _response_headers(exchange: Exchange) -> StatusAndHeaders:
+    """The head as received, else made from the parsed headers: status line
+    (``protocol status reason``; the space stays when reason is empty)."""
+    if exchange.response_head:
+        return RawHeaders(exchange.response_head)
     return WireHeaders(f"{exchange.status} {exchange.reason}", list(exchange.response_headers),
                        protocol=exchange.protocol)

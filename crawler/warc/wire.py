@@ -44,15 +44,17 @@ class ExchangeBytes:
 def exchange_bytes(exchange: Exchange, digest: str, record_id: str,
                    request_id: str) -> ExchangeBytes | None:
     """The ``response`` record (id ``record_id``, payload digest ``digest``) and the
-    ``request`` record (``request_id``) of ``exchange``.
+    ``request`` record (``request_id``) of ``exchange``, with its heads as they
+    went over the wire when it has them (``Exchange.response_head``).
 
     ``None`` when a header holds text that is not Latin-1 (it never came from
     the wire): warcio's percent-encoding is the way to write that.
     """
     try:
-        response_head = _http_head(f"{exchange.protocol} {exchange.status} {exchange.reason}",
-                                   exchange.response_headers)
-        request_head = _http_head(
+        response_head = exchange.response_head or _http_head(
+            f"{exchange.protocol} {exchange.status} {exchange.reason}",
+            exchange.response_headers)
+        request_head = exchange.request_head or _http_head(
             f"{exchange.method} {request_target(exchange.url)} {exchange.protocol}",
             exchange.request_headers)
     except UnicodeEncodeError:

@@ -31,6 +31,7 @@ class Answer:
     status: int
     headers: tuple[tuple[str, str | bytes], ...]
     body: bytes
+    verbatim: bytes = b""  # header lines sent as they are (Page.verbatim)
 
 
 def complete_url(href: str, layout: Layout) -> str:
@@ -77,7 +78,7 @@ def render(page: Page, layout: Layout, *, host: str, target: bytes) -> Answer:
         body, content_type = bytes(page.body or b""), page.content_type or HTML
     headers.insert(0, ("Content-Type", content_type))
     headers.extend(page.headers.items())
-    return Answer(page.status, tuple(headers), fit(body, page.size))
+    return Answer(page.status, tuple(headers), fit(body, page.size), page.verbatim)
 
 
 def not_found() -> Answer:

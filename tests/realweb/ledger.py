@@ -48,11 +48,16 @@ class Request:
     outcome: str | None
     if_none_match: str | None = None  # the conditional headers it came with
     if_modified_since: str | None = None
+    request_head: bytes | None = None  # the head as it arrived, byte for byte
+    response_head: bytes | None = None  # the head as the server wrote it
 
     @classmethod
     def from_entry(cls, entry: Mapping[str, Any]) -> Request:
         fields = dict(entry)
         fields["target"] = fields["target"].encode("latin-1")
+        for name in ("request_head", "response_head"):
+            if fields.get(name) is not None:
+                fields[name] = fields[name].encode("latin-1")
         return cls(**fields)
 
 

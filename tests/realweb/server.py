@@ -222,6 +222,8 @@ class RealWebServer:
             "user_agent": head.header("user-agent") if head else None,
             "if_none_match": head.header("if-none-match") if head else None,
             "if_modified_since": head.header("if-modified-since") if head else None,
+            "request_head": head.raw.decode("latin-1") if head else None,
+            "response_head": None,
             "in_flight": None, "status": None, "body_bytes": 0, "served_by": None, "outcome": None,
         }
         self.ledger.append(entry)
@@ -283,8 +285,10 @@ class RealWebServer:
     async def _send(self, writer: asyncio.StreamWriter, entry: Entry, answer: content.Answer,
                     keep: bool, head_only: bool) -> None:
         entry["status"] = answer.status
-        writer.write(response_head(answer.status, answer.headers, length=len(answer.body),
-                                   keep_alive=keep))
+        head = response_head(answer.status, answer.headers, length=len(answer.body),
+                             keep_alive=keep, verbatim=answer.verbatim)
+        entry["response_head"] = head.decode("latin-1")
+        writer.write(head)
         if not head_only:
             for start in range(0, len(answer.body), CHUNK):
                 if writer.is_closing():

@@ -74,7 +74,9 @@ class Page:
     ``body`` is sent verbatim instead. ``size`` pads (with spaces) or cuts
     the body to exactly that many bytes. ``delay`` is how long the server
     waits, after the request head arrived, before it answers (a slow
-    server). ``redirect`` is a Location, where ``{host}`` is the requested
+    server). ``verbatim`` is header lines sent as they are, after the
+    others (each ending in CRLF: repeated names, odd case, folded lines).
+    ``redirect`` is a Location, where ``{host}`` is the requested
     host name and ``{target}`` the exact request-target (see
     :func:`to_https`); it is completed with the port like a link.
     """
@@ -88,6 +90,7 @@ class Page:
     delay: float = 0.0
     size: int | None = None
     redirect: str | None = None
+    verbatim: bytes = b""
 
     def __post_init__(self) -> None:
         if isinstance(self.body, str):
@@ -100,6 +103,7 @@ class Page:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["body"] = None if self.body is None else bytes(self.body).decode("latin-1")
+        d["verbatim"] = self.verbatim.decode("latin-1")
         return d
 
     @classmethod
@@ -107,6 +111,7 @@ class Page:
         d = dict(d)
         if d.get("body") is not None:
             d["body"] = d["body"].encode("latin-1")
+        d["verbatim"] = d.get("verbatim", "").encode("latin-1")
         return cls(**d)
 
 

@@ -45,6 +45,7 @@ class Head:
     target: bytes
     version: str  # "HTTP/1.1"
     headers: tuple[tuple[str, str], ...]  # (lower-case name, value) as latin-1 text
+    raw: bytes = b""  # the whole head as it arrived, the blank line included
 
     def header(self, name: str) -> str | None:
         """The first value of header ``name``, or None."""
@@ -98,12 +99,13 @@ async def read_head(reader: asyncio.StreamReader, idle_timeout: float) -> Head |
         return None  # end of stream, maybe mid-line: nothing to answer
     line = _strip_eol(raw)
     method, target, version = parse_request_line(line)
+    seen = bytearray(raw)
     async with asyncio.timeout(HEAD_TIMEOUT):
-        headers = await _read_headers(reader, line)
-    return Head(line, method, target, version, headers)
+        headers = await _read_headers(reader, line, seen)
+    return Head(line, method, target, version, headers, bytes(seen))
 
 
-async def _read_headers(reader: asyncio.StreamReader, line: bytes
+async def _read_headers(reader: asyncio.StreamReader, line: bytes, seen: bytearray
                         ) -> tuple[tuple[str, str], ...]:
     headers: list[tuple[str, str]] = []
     for _ in range(MAX_HEADERS + 1):
@@ -113,6 +115,7 @@ async def _read_headers(reader: asyncio.StreamReader, line: bytes
             raise BadRequest(431, "header line too long", line) from exc
         if not raw.endswith(b"\n"):
             raise asyncio.IncompleteReadError(raw, None)
+        seen += raw
         text = _strip_eol(raw).decode("latin-1")
         if not text:
             return tuple(headers)
@@ -136,9 +139,12 @@ async def read_body(reader: asyncio.StreamReader, head: Head, limit: int = MAX_B
 
 
 def response_head(status: int, headers: Iterable[tuple[str, str | bytes]], *,
-                  length: int, keep_alive: bool, server: str = "realweb") -> bytes:
+                  length: int, keep_alive: bool, server: str = "realweb",
+                  verbatim: bytes = b"") -> bytes:
     """Status line and headers, with Content-Length unless the status has no body
-    (a 304's would describe the page it stands for; values may be raw bytes)."""
+    (a 304's would describe the page it stands for; values may be raw bytes), and
+    ``verbatim`` header lines last, as they are (CRLF-ended: any case, repeats,
+    folded lines)."""
     try:
         reason = HTTPStatus(status).phrase
     except ValueError:
@@ -152,4 +158,4 @@ def response_head(status: int, headers: Iterable[tuple[str, str | bytes]], *,
     if status not in (204, 304):
         lines.append(f"Content-Length: {length}".encode("ascii"))
     lines.append(b"Connection: " + (b"keep-alive" if keep_alive else b"close"))
-    return b"\r\n".join(lines) + b"\r\n\r\n"
+    return b"\r\n".join(lines) + b"\r\n" + verbatim + b"\r\n"
