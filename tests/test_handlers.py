@@ -43,6 +43,7 @@ from twisted.web.iweb import IResponse
 from crawler import settings as project_settings
 from crawler.compat import CompatibilityError
 from crawler.handlers import CountedHTTP11DownloadHandler, _GatedPool
+from crawler.wiretap import tap_of
 from tests.realweb.proxy import LoopbackProxy
 from tests.realweb.tls import TestCA
 
@@ -169,11 +170,12 @@ async def test_the_handler_sends_a_written_request_at_once_over_tls_and_proxies_
         meta = {"proxy": proxy.url} if proxied else {}
         handler = CountedHTTP11DownloadHandler(get_crawler(settings_dict=PROJECT))
         try:
-            first = await handler.download_request(Request(url + "1", meta=dict(meta)))
+            requests = [Request(url + "1", meta=dict(meta)), Request(url + "2", meta=dict(meta))]
+            first = await handler.download_request(requests[0])
             await deferLater(reactor, 0.05, lambda: None)  # the connection is back in the pool
             # On the pooled connection: written right here...
             written = time.time()
-            d = deferred_from_coro(handler.download_request(Request(url + "2", meta=dict(meta))))
+            d = deferred_from_coro(handler.download_request(requests[1]))
             time.sleep(0.3)  # ...and the rest of this reactor turn is slow
             second = await maybe_deferred_to_future(d)
         finally:
@@ -183,6 +185,13 @@ async def test_the_handler_sends_a_written_request_at_once_over_tls_and_proxies_
     through = {"http": f"GET {url}1", "https": f"CONNECT 127.0.0.1:{server.port}"}[scheme]
     assert proxy.seen == ([f"{through} HTTP/1.1".encode()] if proxied else [])
     assert server.arrivals[1] - written < 0.15, server.arrivals[1] - written
+    # The archive's view of both: the heads as they went over the wire.
+    target = url if proxied and scheme == "http" else "/"
+    for n, request in enumerate(requests, 1):
+        tap = tap_of(request)
+        assert tap is not None and tap.head == ANSWER.removesuffix(b"ok")
+        assert tap.sent.startswith(f"GET {target}{n} HTTP/1.1\r\n".encode())
+        assert tap.sent.endswith(b"\r\n\r\n")
 
 
 class OneShotServer(KeepAliveServer):

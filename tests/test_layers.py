@@ -18,6 +18,7 @@ CRAWLER = Path(__file__).resolve().parent.parent / "crawler"
 PURE = frozenset({
     "crawler.urls", "crawler.addressguard", "crawler.admission", "crawler.backoff",
     "crawler.robots.rules", "crawler.seeds", "crawler.redaction", "crawler.lease",
+    "crawler.wiretap",
     "crawler.deadletter", "crawler.domains", "crawler.revisit", "crawler.warc",
     "crawler.warc.exchange",
     "crawler.warc.records", "crawler.warc.wire", "crawler.warc.cdxj", "crawler.warc.files",
