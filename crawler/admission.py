@@ -45,7 +45,8 @@ class TrapRules:
     ``max_segments``: more path segments than this is a trap (real sites
     rarely nest deeper than a dozen). ``max_segment_repeats``: a run of
     segments repeated in a row more than this many times (``/a/b/a/b/a/b``)
-    is a relative-link loop growing the path; a directory named again
+    is a relative-link loop growing the path (a part of a run counts: at
+    ``/a/b/a/b/a`` it has grown past two); a directory named again
     further on (``/django/django/blob/main/django/``) is not. A date (by its
     shape or its parameter's name, see ``_DATE``) outside
     ``[now - years_past, now + years_future]`` is an endless calendar;
@@ -91,17 +92,16 @@ class TrapRules:
         return None
 
 
-def _longest_run(segments: list[str]) -> int:
-    """The most times a run of segments repeats in a row (``a/b/a/b/a/b``: 3;
-    ``a/x/a``: 1). Paths are short (``max_segments`` is checked first)."""
-    n, best = len(segments), min(len(segments), 1)
-    for period in range(1, n // 2 + 1):
-        for start in range(n - 2 * period + 1):
-            run = segments[start:start + period]
-            reps = 1
-            while segments[start + reps * period:start + (reps + 1) * period] == run:
-                reps += 1
-            best = max(best, reps)
+def _longest_run(segments: list[str]) -> float:
+    """The most times a run of segments repeats in a row, a part of one counted
+    as a part (``a/b/a/b/a/b``: 3, ``a/b/a/b/a``: 2.5, ``x/x``: 2, ``a/x/a``: 1).
+    Paths are short (``max_segments`` is checked first)."""
+    best = min(len(segments), 1)
+    for period in range(1, len(segments) // 2 + 1):
+        streak = 0  # segments in a row equal to the one a period before
+        for i in range(period, len(segments)):
+            streak = streak + 1 if segments[i] == segments[i - period] else 0
+            best = max(best, (streak + period) / period)
     return best
 
 

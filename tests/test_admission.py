@@ -38,6 +38,8 @@ from crawler.middlewares.admission import AdmissionMiddleware
         # a run repeated in a row, not a name met again
         ("http://a.test/django/django/blob/main/django/template/context.py", None),
         ("http://a.test/x/x/x", "trap-repeated-segment"),
+        ("http://a.test/a/b/a/b/a/", "trap-repeated-segment"),
+        ("http://a.test/src/src/main.c", None),
         ("http://a.test/docs/a/b/c/b/c/b/c/", "trap-repeated-segment"),
     ],
 )

@@ -6,6 +6,7 @@ without a Redis shell or knowledge of the key layout::
 
     scrapy frontier status [--watch SECONDS] [--json]
     scrapy frontier dead [--reason R] [--host H] [--limit N] [--json]
+    scrapy frontier refused [--reason R] [--json]
     scrapy frontier requeue [--reason R] [--host H] [--front]
     scrapy frontier drop-host HOST
     scrapy frontier revisit-now [--host H]
@@ -53,6 +54,7 @@ from crawler.commands.frontier_output import (
     print_crawls,
     print_dead,
     print_host,
+    print_refused,
     print_status,
     print_top_hosts,
     watch,
@@ -75,14 +77,15 @@ from crawler.frontier.connection import (
 from crawler.frontier.control import Change, HostControl, UnknownTarget
 from crawler.frontier.crawls import CrawlInfo, delete_crawl, list_crawls
 from crawler.frontier.keys import crawl_namespace, site_of
+from crawler.frontier.refusals import with_examples
 from crawler.frontier.status import HOST_STATES
 from crawler.frontier.tophosts import RANKINGS, TopHosts
 from crawler.frontier.values import Limits
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.redaction import one_line, safe_url, url_password
 
-SUBCOMMANDS = ("status", "hosts", "dead", "requeue", "drop-host", "revisit-now", "host", "scope",
-               "budget", "rules", "crawls", "delete")
+SUBCOMMANDS = ("status", "hosts", "dead", "refused", "requeue", "drop-host", "revisit-now",
+               "host", "scope", "budget", "rules", "crawls", "delete")
 #: The options that change a host (or domain) rather than show it.
 _BUDGETS = ("budget_pages", "budget_bytes", "budget_seconds")
 _CHANGES = ("delay", "concurrency", "pause", "resume", "reset", *_BUDGETS)
@@ -112,6 +115,9 @@ class Command(ScrapyCommand):
             "hosts: the busiest hosts (--top N, default 20; --by queued, errors, latency or "
             "dead). "
             "dead: list dead letters (--reason, --host, --limit). "
+            "refused: the URLs every worker refused, by reason (a trap rule, the address "
+            "guard, a learned pattern, a host budget...), with the last few of each "
+            "(--reason R: that one's). "
             "requeue: put dead letters back in their queues (--reason, --host, --front). "
             "--host example.com takes every scheme and port of the name (http://example.com:80, "
             "https://example.com:443, ...), example.com:8080 every scheme on that port, a URL "
@@ -337,6 +343,10 @@ class Command(ScrapyCommand):
                 print_status(admin.status(), conn, opts.json, MAX_WORKER_ROWS)
         elif sub == "dead":
             print_dead(admin, opts.reason, host, opts.limit, opts.json)
+        elif sub == "refused":
+            refused = admin.status(oldest=False).refused
+            print_refused(with_examples(conn.client, admin.keys, refused), opts.reason,
+                          opts.json)
         elif sub == "requeue":
             moved = admin.requeue(opts.reason, host, front=opts.front)
             where = filters(opts.reason, host)

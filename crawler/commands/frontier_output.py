@@ -22,6 +22,7 @@ from crawler.frontier.connection import Connection
 from crawler.frontier.control import AddressView, Gate, HostView, Spend
 from crawler.frontier.crawls import CrawlInfo
 from crawler.frontier.keys import STATES, Count
+from crawler.frontier.refusals import Refusal
 from crawler.frontier.status import EXTRA_COUNTS, HOST_STATES, Status
 from crawler.frontier.tophosts import HostRow
 
@@ -97,6 +98,10 @@ def format_status(st: Status, url: str, max_workers: int = MAX_WORKER_ROWS) -> s
         table([["URLs", *names], ["", *(c.get(n, 0) for n in names)]]),
         _hosts_table(h),
     ]
+    if st.refused:
+        lines.append(f"Refused  {sum(st.refused.values()):,} URL(s): "
+                     + ", ".join(f"{reason} {n:,}" for reason, n in st.refused.items())
+                     + " (scrapy frontier refused shows examples)")
     if st.oldest_queued_s is not None:
         lines.append(f"Oldest queued URL waiting {_duration(st.oldest_queued_s)} (+-10 s)")
     if st.next_revisit_s is not None:
@@ -218,6 +223,26 @@ def print_dead(admin: FrontierAdmin, reason: str | None, host: HostMatch | None,
         print(f"{len(letters):,} matching{filtered}, of {total:,} dead")
     else:
         print(f"{len(letters):,} dead letter(s)")
+
+
+def print_refused(found: list[Refusal], reason: str | None, as_json: bool) -> None:
+    """``scrapy frontier refused``: URLs refused by reason (``reason``: that one's),
+    with the last few of each."""
+    if reason is not None:
+        found = [r for r in found if r.reason == reason]
+    if as_json:
+        for r in found:
+            print(json.dumps({"reason": r.reason, "count": r.count,
+                              "examples": list(r.examples)}))
+        return
+    if not found:
+        print(f"no URL was refused{f' for {reason}' if reason else ''}")
+        return
+    for r in found:
+        print(f"{r.reason}: {r.count:,} URL(s)"
+              + ("" if r.examples else " (counted by the frontier's scripts, no examples)"))
+        for url in r.examples:
+            print(f"  {url}")
 
 
 def _dead_table(letters: list[DeadLetter]) -> str:

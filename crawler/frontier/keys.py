@@ -126,6 +126,8 @@ Global keys (no hash tag, never touched by scripts): ``ns:workers``
 (heartbeats, :mod:`crawler.frontier.workers`), ``ns:layout``, ``ns:seen``
 (last heartbeat, epoch s), ``ns:control`` (live-control changes, newest
 first), ``ns:budgets`` (the budgets an operator set for every worker),
+``ns:refused`` and ``ns:refused:REASON`` (URLs refused before the frontier,
+by reason, and the last few of each),
 ``ns:siterules`` (the site rules an operator loaded);
 the WARC digest index ``{ns/warc}:digests`` has a slot of its own, the
 crawl's scope ``{ns/scope}:forms``, ``:log`` and ``:rules`` another
@@ -245,6 +247,7 @@ class Count:
     DUP: Final = "dup"  # offers refused as already seen
     REFUSED: Final = "refused"  # over the host's page budget
     BLOCKED: Final = "blocked"  # links to a dropped host
+    BUDGET: Final = "budget"  # links to a site or domain whose budget is spent
     EXPIRED: Final = "expired"  # leases that ran out and went back to the queues
     STALE: Final = "stale"  # releases of leases that had expired
     HOSTS: Final = "hosts"
@@ -426,6 +429,15 @@ class Keys:
     def control_log(self) -> str:
         """The operators' live-control changes, newest first (JSON lines, capped)."""
         return f"{self.namespace}:control"
+
+    def refused(self) -> str:
+        """Reason -> URLs the workers refused before the frontier (traps, the
+        guard, ...): :mod:`crawler.frontier.refusals`."""
+        return f"{self.namespace}:refused"
+
+    def refused_examples(self, reason: str) -> str:
+        """The last URLs refused for ``reason``, newest first (a capped list)."""
+        return f"{self.namespace}:refused:{reason}"
 
     def budgets(self) -> str:
         """The crawl's budgets an operator set for every worker (JSON;

@@ -16,6 +16,7 @@ import redis
 
 from crawler.frontier.capacity import Capacity, CapacityReader
 from crawler.frontier.keys import STATES, Count, Keys, add_counts
+from crawler.frontier.refusals import by_reason
 from crawler.frontier.values import Limits
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS, Heartbeat
 
@@ -75,6 +76,9 @@ class Status:
     capacity: Capacity | None = None
     #: Seconds until the next done URL is due for its revisit (None: none is).
     next_revisit_s: float | None = None
+    #: URLs refused, by reason (the stats' ``frontier/refused/<reason>``,
+    #: every worker's): before the frontier, and by its scripts.
+    refused: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -133,18 +137,19 @@ class FrontierStatus:
             pipe.zcount(ready, f"({now_ms}", "+inf")
             pipe.zrange(self.keys.revisits_due(part), 0, 0, withscores=True)
         pipe.hgetall(self.keys.workers())
+        pipe.hgetall(self.keys.refused())
         replies = pipe.execute()
         counts: dict[str, int] = dict.fromkeys((*STATES, *EXTRA_COUNTS), 0)
-        for reply in replies[0:-1:4]:
+        for reply in replies[0:-2:4]:
             add_counts(counts, reply)
-        ready_now, paced = sum(replies[1:-1:4]), sum(replies[2:-1:4])
-        due = [first[0][1] for first in replies[3:-1:4] if first]
+        ready_now, paced = sum(replies[1:-2:4]), sum(replies[2:-2:4])
+        due = [first[0][1] for first in replies[3:-2:4] if first]
         total = counts[Count.HOSTS]
         hosts = {"total": total, "ready_now": ready_now, "paced": paced,
                  "other": max(0, total - ready_now - paced)}
-        workers = workers_of(replies[-1], time.time(), self.lease_seconds)
+        workers = workers_of(replies[-2], time.time(), self.lease_seconds)
         status = Status(self.keys.namespace, self.keys.partitions, self.layout_found, counts,
-                        hosts, workers)
+                        hosts, workers, refused=by_reason(replies[-1], counts))
         if due:
             status.next_revisit_s = max(0.0, (min(due) - now_ms) / 1000)
         if oldest:

@@ -57,6 +57,9 @@ class Intake:
         self.site_rules: SiteRules = load_site_rules(s.get("SITE_RULES"))
         #: Seeds refused, said once per host (the address guard middleware's too).
         self.seed_refusals = SeedRefusals(crawler.stats)
+        #: Told of every refusal (reason, URL): the frontier's record of them
+        #: (``scheduling/refusalnotes.py``), once the frontier is open.
+        self.on_refused: Callable[[str, str], None] | None = None
 
     def admission(self, request: Request, sent: str | None, canon: str | None,
                   spider: Spider) -> Admission | None:
@@ -116,6 +119,8 @@ class Intake:
 
     def refuse(self, request: Request, reason: str, guard_reason: str | None = None) -> None:
         self.stats.inc_value(f"frontier/refused/{reason}")
+        if self.on_refused is not None:
+            self.on_refused(reason, request.url)
         if is_seed(request):  # the operator asked for it: say so (crawler/seedrefusals.py)
             self.seed_refusals.refused(request, reason, guard_reason)
         logger.debug("Frontier refused (%s): %s", reason, request.url)

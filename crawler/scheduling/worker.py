@@ -44,6 +44,7 @@ from crawler.scheduling.intake import Intake
 from crawler.scheduling.ipscope import IpScope
 from crawler.scheduling.leases import LeaseTable
 from crawler.scheduling.recent import RecentOffers
+from crawler.scheduling.refusalnotes import RefusalNotes
 from crawler.scheduling.revisits import keep_state, revisits_for
 from crawler.scheduling.robotsjobs import RobotsJobs
 from crawler.scheduling.siteruleswatch import SiteRulesWatch
@@ -123,6 +124,8 @@ class WorkerFrontier:
         self.leases = leases = LeaseTable(stats, limits, self._record_again)
         self.learning: SiteLearning | None = learning_for(s, stats, client, keys)
         self.intake.learning = self.learning
+        self.refusals = RefusalNotes(client, keys)
+        self.intake.on_refused = self.refusals.note
         proxies = ProxyRoutes.from_settings(s)
         #: Hosts whose names do not resolve: held or parked (pages, robots and DNS jobs).
         self.dns = DnsOutcomes(store, DNSRetry.from_settings(s), proxies, stats)
@@ -174,6 +177,7 @@ class WorkerFrontier:
                                                   self.client)
         counts = await self.store.counts()  # (before any task: a failure here leaves none)
         self.tasks.spawn(self.beats.run(lambda: self.tasks.closing))
+        self.tasks.spawn(self.refusals.run(lambda: self.tasks.closing))
         watch = BudgetWatch(self.client, self.keys.budgets(), self.limits)
         self.tasks.spawn(watch.run(lambda: self.tasks.closing))
         rules = SiteRulesWatch(self.client, self.keys.site_rules(), self.intake.site_rules,
@@ -207,6 +211,7 @@ class WorkerFrontier:
             return
         try:
             await asyncio.wait_for(self.sync.flush_all(), timeout=30)
+            await self.refusals.flush()
             if self.ips is not None:
                 await self.ips.close()
             if self.learning is not None:
