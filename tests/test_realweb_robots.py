@@ -160,3 +160,20 @@ def test_dns_failure_of_one_seed_leaves_the_other_hosts_whole(
         (url, "dns-nxdomain") for url in sorted(gone)], dead
     assert all("NXDOMAIN" in d["error"] for d in dead), dead
     assert "parked (dns-nxdomain)" in result.log
+
+
+def test_a_long_url_is_judged_and_requested_when_urllength_limit_allows_it(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
+    """google/robotstxt's long-URL case: a rule matching a path of 16 KB. With
+    URLLENGTH_LIMIT above that, the allowed long URL is requested, byte for
+    byte, and the disallowed one is not."""
+    long_path = "/x" + "/" + "a" * 16_000
+    robots = f"User-agent: *\nDisallow: /x/{'a' * 15_000}b\nAllow: /\n"
+    web = realweb(Web([Host("long.test", robots=robots, pages={
+        "/": links_to(long_path, long_path[:15_003] + "b"),
+        long_path: page("a long way down")})]))
+    result = crawl_realweb(web.nameserver, [web.url("long.test")], tmp_path,
+                           {"DOWNLOAD_DELAY": 0, "URLLENGTH_LIMIT": 20_000})
+    targets = sorted(r.target for r in web.ledger())
+    assert targets == sorted([b"/", long_path.encode(), b"/robots.txt"])
+    assert result.stat("robots/denied") == "1"

@@ -257,6 +257,26 @@ def test_prepare_strips_bom() -> None:
     assert not allowed(body, "/p")
 
 
+@pytest.mark.parametrize("start", [b"\xef\xbb\xbf", b"\xef\xbb", b"\xef", b""])
+def test_a_partial_byte_order_mark_is_skipped_too(start: bytes) -> None:
+    """(google/robotstxt's ID_UTF8ByteOrderMarkIsSkipped)"""
+    body = start + b"User-agent: *\nDisallow: /p\n"
+    assert prepare(body) == "user-agent: *\ndisallow: /p\n"
+    assert not allowed(body, "/p") and allowed(body, "/q")
+
+
+def test_a_broken_byte_order_mark_spoils_its_own_line_only() -> None:
+    body = b"\xef\x11\xbfUser-agent: *\nDisallow: /p\nUser-agent: *\nDisallow: /q\n"
+    assert prepare(body) == "disallow: /p\nuser-agent: *\ndisallow: /q\n"
+    assert allowed(body, "/p")  # (a rule before any user-agent line belongs to no group)
+    assert not allowed(body, "/q")
+
+
+def test_a_byte_order_mark_inside_the_file_is_not_skipped() -> None:
+    body = b"User-agent: *\n\xef\xbb\xbfDisallow: /p\nDisallow: /q\n"
+    assert allowed(body, "/p") and not allowed(body, "/q")
+
+
 @pytest.mark.parametrize(
     "body",
     [

@@ -121,8 +121,19 @@ def prepare(body: bytes, max_bytes: int = MAX_ROBOTS_BYTES) -> str:
     body = bytes(body)
     if len(body) > max_bytes:
         body = _truncate(body, max(max_bytes, 0))
-    text = body.removeprefix(_BOM).decode("utf-8", errors="replace")
+    text = _without_bom(body).decode("utf-8", errors="replace")
     return "".join(f"{field}: {value}\n" for field, value in _directives(text))
+
+
+def _without_bom(body: bytes) -> bytes:
+    """``body`` without its UTF-8 byte-order mark, or as much of one as it starts
+    with (``EF BB``, ``EF``): a file cut or mangled there still has its rules,
+    as Google's parser reads it. A byte that breaks the mark ends it, and the
+    rest of that line is read as it is."""
+    n = 0
+    while n < len(_BOM) and body[n:n + 1] == _BOM[n:n + 1]:
+        n += 1
+    return body[n:]
 
 
 def _truncate(body: bytes, limit: int) -> bytes:
