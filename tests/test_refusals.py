@@ -44,6 +44,15 @@ def test_refusals_reach_the_frontier_with_their_newest_examples(
     assert len(calendar) == EXAMPLES and calendar[0] == "http://a.test/cal/2200/01"
     assert calendar[1] == f"http://a.test/cal/{2090 + EXAMPLES + 4}/01"  # newest first
     assert found[1].examples == () and found[2].examples == ("ftp://a.test/",)
+    # The status and the metrics read the same numbers.
+    from crawler.metrics.frontier import FrontierCollector
+
+    collector = FrontierCollector(sync, h.keys, "w")
+    status = collector.reader.read(oldest=False)
+    assert status.refused == {"trap-calendar": EXAMPLES + 6, "not-http-url": 1}
+    samples = {s.labels["reason"]: s.value for family in collector._families(status, "f")
+               for s in family.samples if s.name == "crawler_frontier_refused_total"}
+    assert samples == status.refused
 
 
 def test_refusals_wait_in_the_worker_while_redis_is_away(

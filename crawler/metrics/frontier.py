@@ -156,6 +156,14 @@ class FrontierCollector(Collector):
         yield _gauge("crawler_frontier_duplicate_ratio",
                      "Offers refused as already seen / all offers, since the crawl started.",
                      frontier, counts.get(Count.DUP, 0) / offered if offered else 0.0)
+        refused = CounterMetricFamily(
+            "crawler_frontier_refused",
+            "URLs refused by every worker and the frontier, by reason (a trap rule, the "
+            "address guard, a host budget...; scrapy frontier refused lists them).",
+            labels=["frontier", "reason"])
+        for reason, n in status.refused.items():
+            refused.add_metric([frontier, reason], n)
+        yield refused
         expired = CounterMetricFamily(
             "crawler_frontier_leases_expired",
             "Leases that expired (their worker vanished) and were put back in the queues.",
