@@ -110,7 +110,7 @@ def test_command_host_names_every_scheme_and_port_a_url_one(
 def test_command_usage_errors(monkeypatch: pytest.MonkeyPatch,
                               capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _scrapy(monkeypatch, capsys, "explode")
-    assert code == 2 and "give one of: status, hosts, dead, requeue, drop-host" in err
+    assert code == 2 and "give one of: status, hosts, dead, refused, requeue, drop-host" in err
     code, _, err = _scrapy(monkeypatch, capsys, "dead", "--watch", "1")
     assert code == 2 and "--watch" in err
 

@@ -100,8 +100,8 @@ class Command(ScrapyCommand):
     requires_crawler_process = False
 
     def syntax(self) -> str:
-        return ("status|hosts|dead|requeue|drop-host HOST|host NAME|scope|budget|rules [FILE]|"
-                "crawls|delete [options]")
+        return ("status|hosts|dead|refused|requeue|drop-host HOST|host NAME|scope|budget|"
+                "rules [FILE]|crawls|delete [options]")
 
     def short_desc(self) -> str:
         return "Show and repair the crawl frontier (status, dead letters, requeue, drop a host)"
