@@ -227,3 +227,25 @@ def test_a_paused_host_is_held_until_an_operator_acts(
     assert (host.state, host.until_ms) == ("paused", -1)
     assert paused in host.detail
     assert not left.only_held(20_000)  # a finite crawl waits for the operator's resume
+
+
+def test_a_host_in_a_run_of_failed_lookups_is_held_by_it_while_it_waits_for_its_domain(
+        make_harness: Callable[..., Harness]) -> None:
+    """Between two lookups of a run of failures, a host may wait for its domain
+    (another site of it has the domain's one place): it is held by its run
+    all the same, as it is in the ready set, so that what is left reads the
+    same a moment after the decision that only held work is left."""
+    h = make_harness("lvr", clock=True, delay_ms=0, domain_concurrency=1)
+    f = h.frontier
+    h.run(f.admit([admission("http://s0.a.test/"), admission("http://s1.a.test/")]))
+    (first,) = h.run(f.claim(10, "w")).leases
+    other = "http://s1.a.test:80" if first.host == "http://s0.a.test:80" else "http://s0.a.test:80"
+    reader = LeftoverReader(h.client, h.keys)
+    waiting = {x.host: x for x in h.run(reader.read()).hosts}[other]
+    assert (waiting.state, waiting.detail) == ("domain", "a.test")
+    h.run(HostDNS(f, DNSRetry(3_000, 60_000, 6)).failed(other, kind="timeout"))
+    h.clock.advance(3_001)  # its hold is over; the domain's one place is still taken,
+    assert h.run(f.claim(10, "w")).leases == []  # so it waits for the domain again
+    waiting = {x.host: x for x in h.run(reader.read()).hosts}[other]
+    assert (waiting.state, waiting.detail, waiting.hold_ms) == ("dns", "timeout 1", 3_000)
+    assert waiting.held

@@ -92,6 +92,26 @@ local function why_late(score, g, h)
   put('paced', score)
 end
 
+-- A host that waits for its domain or its address while in a run of failures
+-- is held by that run all the same (as why_late says of one in the ready
+-- set): the state just put at out[n + 1] is rewritten so, its time kept,
+-- once the wait's own repairs are done. A lost one stays lost.
+local function held_by_run(n, g, h)
+  if out[n + 1] == 'lost' then return end
+  local state, detail, hold
+  if g.da then
+    state, detail, hold = 'dns', (g.dk or 'servfail') .. ' ' .. num(g.da, 0), num(g.dh, -1)
+  elseif g.bs == 'o' or g.bs == 'h' then
+    state, detail, hold = 'breaker', g.bs == 'h' and 'probe' or tostring(num(g.bo, 1)),
+      num(g.bh, -1)
+  elseif num(h.ra, 0) > 0 and h.rs ~= 'k' then
+    state, detail, hold = 'robots-unreachable', tostring(num(h.ra, 0)), num(h.rh, -1)
+  else
+    return
+  end
+  out[n + 1], out[n + 3], out[n + 5] = state, detail, hold
+end
+
 local function wait_for_domain(dom)
   local d = record(p .. ':d:' .. dom, {'xp'})
   if d.xp then return put('paused', -1, 'domain ' .. dom) end
@@ -144,11 +164,15 @@ for i = 4, #ARGV do
   elseif g.xp then
     put('paused', -1, 'site')
   elseif parked_at then
+    local n = #out
     wait_for_address(host, addr, parked_at)
+    held_by_run(n, g, h)
   elseif score then
     why_late(tonumber(score), g, h)
   elseif dom and redis.call('ZSCORE', p .. ':dw:' .. dom, host) then
+    local n = #out
     wait_for_domain(dom)
+    held_by_run(n, g, h)
   elseif num(g.i, 0) >= site_concurrency(g.c, g.xc, g.fl, g.dl, g.ad) and leases_here > 0 then
     put('busy', 0)
   elseif num(g.i, 0) > 0 and leases_here > 0 and (h.rs ~= 'k') then
