@@ -49,22 +49,8 @@ class SiteRuleError(ValueError):
 
 
 @dataclass(frozen=True)
-class SiteRule:
-    """What one line of the file says, for the hosts under ``prefix``."""
-
-    prefix: str
-    text: str  # the site as written
-    delay: float | None = None
-    concurrency: int | None = None
-    budget_pages: int | None = None
-    budget_bytes: int | None = None
-    budget_seconds: float | None = None
-    scope: str | None = None
-
-
-@dataclass(frozen=True)
 class SiteSettings:
-    """What the rules say of one host (None: no rule sets it)."""
+    """What a rule (or the rules together) say of a host (None: not set)."""
 
     delay: float | None = None
     concurrency: int | None = None
@@ -75,6 +61,15 @@ class SiteSettings:
 
     def __bool__(self) -> bool:
         return any(getattr(self, f.name) is not None for f in fields(self))
+
+
+@dataclass(frozen=True)
+class SiteRule:
+    """What one line of the file says, for the hosts under ``prefix``."""
+
+    prefix: str
+    text: str  # the site as written
+    settings: SiteSettings
 
 
 def site_prefix(text: str) -> str:
@@ -128,7 +123,7 @@ def parse_rule(line: str) -> SiteRule:
         elif name == "concurrency" and value < 1:
             raise SiteRuleError('"concurrency" is 1 or more')
         values[name] = kind(value)
-    return SiteRule(site_prefix(body["site"]), body["site"], **values)
+    return SiteRule(site_prefix(body["site"]), body["site"], SiteSettings(**values))
 
 
 def read_rules(lines: Iterable[str], source: str = "SITE_RULES"
@@ -166,8 +161,8 @@ class SiteRules:
             merged: dict[str, object] = {}
             for rule in self.rules:
                 if form.startswith(rule.prefix):
-                    merged |= {name: getattr(rule, name) for name in FIELDS
-                               if getattr(rule, name) is not None}
+                    merged |= {name: getattr(rule.settings, name) for name in FIELDS
+                               if getattr(rule.settings, name) is not None}
             found = SiteSettings(**merged)  # type: ignore[arg-type]
             if len(self._cache) < 100_000:
                 self._cache[host] = found
@@ -175,7 +170,7 @@ class SiteRules:
 
     def scope_rules(self, which: str) -> list[str]:
         """The SURT prefixes the rules include in (or exclude from) the scope."""
-        return [rule.prefix for rule in self.rules if rule.scope == which]
+        return [rule.prefix for rule in self.rules if rule.settings.scope == which]
 
 
 _LOADED: dict[str, tuple[float, SiteRules]] = {}

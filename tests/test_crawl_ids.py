@@ -13,6 +13,7 @@ import pytest
 import redis
 from redis.asyncio import Redis
 
+from crawler.frontier import refusals
 from crawler.frontier.keys import Keys, crawl_namespace, layout_json
 from crawler.frontier.store import Frontier
 from crawler.frontier.values import Limits
@@ -44,6 +45,8 @@ def _fill(url: str, namespace: str, hosts: int, layout: str | None = None) -> No
         await client.set(keys.seen_at(), int(time.time()) - 3 * 86400)
         await Frontier(client, keys, Limits()).admit(
             [admission(f"http://h{i}.test/p{j}") for i in range(hosts) for j in range(2)])
+        await refusals.note(client, keys, {"trap-calendar": 1},
+                            {"trap-calendar": ["http://h0.test/cal/2090/01"]})
         await client.aclose()
     asyncio.run(go())
 

@@ -48,4 +48,4 @@ def test_bad_lines_are_reported_with_their_numbers_and_the_rest_still_apply() ->
     assert [e.split(":")[1] for e in errors] == ["4", "5", "6", "7", "8", "9", "10"]
     assert "rules.jsonl:6: unknown field(s) speed" in errors[2]
     assert [p.text for p in parsed if isinstance(p, SiteRule)] == ["a.test", "g.test"]
-    assert parse_rule('{"site": "a.test", "budget_seconds": 90}').budget_seconds == 90.0
+    assert parse_rule('{"site": "a.test", "budget_seconds": 90}').settings.budget_seconds == 90.0

@@ -65,12 +65,14 @@ def delete_crawl(client: redis.Redis, keys: Keys) -> int:
     """Remove every key of the crawl ``keys`` names; returns how many were removed.
 
     Partition keys are found by their hash tag (``{NS/pP}``), one partition at a
-    time, then the server addresses' gates (``{NS/ip/ADDR}``), and unlinked in
+    time, then the server addresses' gates (``{NS/ip/ADDR}``) and the lists of
+    refused URLs (``NS:refused:REASON``), and unlinked in
     batches; the global keys by name. Keys of another crawl id (``NS:ID``)
     never match: their tags differ.
     """
     patterns = [keys.partition_pattern(part) for part in range(keys.partitions)]
-    removed = sum(_unlink_matching(client, pattern) for pattern in [*patterns, keys.ips_pattern()])
+    removed = sum(_unlink_matching(client, pattern) for pattern in [
+        *patterns, keys.ips_pattern(), keys.refused_examples_pattern()])
     for key in keys.globals():
         removed += client.unlink(key)
     return removed

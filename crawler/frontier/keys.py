@@ -486,13 +486,18 @@ class Keys:
         """The keys outside the partitions (no hash tag), and the WARC digest index."""
         return [self.workers(), self.layout(), self.seen_at(), self.warc_digests(),
                 self.warc_digests() + ":old", self.control_log(), self.scope_forms(),
-                self.scope_log(), self.scope_rules(), self.budgets(), self.site_rules()]
+                self.scope_log(), self.scope_rules(), self.budgets(), self.site_rules(),
+                self.refused()]
 
     # --- patterns for SCAN MATCH (the namespace escaped)
 
     def partition_pattern(self, partition: int) -> str:
         """Every key of one partition (another crawl id's tags never match)."""
         return glob_escape(self.prefix(partition)) + "*"
+
+    def refused_examples_pattern(self) -> str:
+        """The lists of refused URLs, one per reason (:meth:`refused_examples`)."""
+        return glob_escape(self.namespace) + ":refused:*"
 
     def ips_pattern(self) -> str:
         """Every key of every server address's gate."""

@@ -9,7 +9,7 @@ see what was refused. Each worker adds its counts by reason to one hash
 (``ns:refused:REASON``, capped at :data:`EXAMPLES`), in one pipelined round
 trip a second (``scheduling/refusalnotes.py``). The refusals the scripts make
 themselves (over a host's page budget, a dropped host, a spent budget) are
-in the partitions' counts already; :func:`refusals` puts both together.
+in the partitions' counts already; :func:`by_reason` puts both together.
 
 Every key is touched by one command at a time: Redis Cluster safe.
 """

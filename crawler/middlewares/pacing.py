@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
+    from crawler.frontier.values import Turn
     from crawler.scheduling.ipscope import IpScope, ServerAddress
     from crawler.scheduling.worker import WorkerFrontier
 
@@ -117,16 +118,31 @@ async def gate_again(frontier: WorkerFrontier, gate_pass: GatePass) -> None:
     pause met here fails the fetch, which the frontier retries later.)"""
     if gate_pass.turn is None or time.monotonic() <= gate_pass.start_by:
         return
+
+    def refuse(wait_ms: int) -> None:
+        if wait_ms < 0:
+            raise IgnoreRequest(f"not started: {gate_pass.host} paused by an operator")
+
+    gate_pass.turn, gate_pass.start_by = await _wait_for_turn(
+        frontier, lambda window_ms: frontier.store.start_turn(
+            gate_pass.host, gate_pass.turn, window_ms=window_ms), refuse)
+
+
+async def _wait_for_turn(frontier: WorkerFrontier, ask: Callable[[int], Awaitable[Turn]],
+                         refuse: Callable[[int], None]) -> tuple[Turn, float]:
+    """Ask the start gate (``ask(window_ms)``, ``lua/start.lua``) until it says
+    now; any other answer goes to ``refuse`` first, which raises to stop
+    waiting. The turn, and until when (monotonic) it stands: the window is
+    the time it may take to reach the socket, asked for like a claim's, and
+    counts from the question (a stall while the answer was on its way makes
+    the turn stale too)."""
     window_ms = frontier.claims.window.gate_ms
     while True:
         asked = time.monotonic()
-        turn = await frontier.store.start_turn(gate_pass.host, gate_pass.turn,
-                                               window_ms=window_ms)
-        if turn.wait_ms < 0:
-            raise IgnoreRequest(f"not started: {gate_pass.host} paused by an operator")
+        turn = await ask(window_ms)
         if turn.wait_ms == 0:
-            gate_pass.turn, gate_pass.start_by = turn, asked + window_ms / 1000
-            return
+            return turn, asked + window_ms / 1000
+        refuse(turn.wait_ms)
         frontier.stats.inc_value("frontier/pacing/waits")
         await asyncio.sleep(turn.wait_ms / 1000)
 
@@ -198,29 +214,20 @@ async def _own_turn(frontier: WorkerFrontier, ticket: Ticket, host: str) -> bool
 
 async def _site_gate(frontier: WorkerFrontier, ticket: Ticket, host: str) -> None:
     """Wait for the site's and the domain's gate (``lua/start.lua``)."""
-    store = frontier.store
-    # (the time it may take to reach the socket, asked for like a claim's)
-    window_ms = frontier.claims.window.gate_ms
-    while True:
-        asked = time.monotonic()
-        turn = await _redis(frontier, ticket, lambda: store.start_turn(
-            host, ticket.gate_turn, (bytes.fromhex(ticket.token), frontier.worker),
-            window_ms))
-        if turn.wait_ms == LEASE_LOST:
+    lease = (bytes.fromhex(ticket.token), frontier.worker)
+
+    def refuse(wait_ms: int) -> None:
+        if wait_ms == LEASE_LOST:
             _give_back(frontier, ticket, "lease_lost",
                        "its lease ran out while this worker stood still")
-        if turn.wait_ms < 0:
+        if wait_ms < 0:
             _give_back(frontier, ticket, "paused", "host paused by an operator")
-        if turn.wait_ms == 0:
-            # The turn is as old as the question: a stall while the answer
-            # was on its way makes it stale too.
-            ticket.start_by = asked + window_ms / 1000
-            ticket.gate_turn = turn
-            return
-        if turn.wait_ms > DEFER_AFTER_S * 1000:
-            _give_back(frontier, ticket, "held", "host held", turn.wait_ms)
-        frontier.stats.inc_value("frontier/pacing/waits")
-        await asyncio.sleep(turn.wait_ms / 1000)
+        if wait_ms > DEFER_AFTER_S * 1000:
+            _give_back(frontier, ticket, "held", "host held", wait_ms)
+
+    ticket.gate_turn, ticket.start_by = await _wait_for_turn(
+        frontier, lambda window_ms: _redis(frontier, ticket, lambda: frontier.store.start_turn(
+            host, ticket.gate_turn, lease, window_ms)), refuse)
 
 
 async def _address_gate(frontier: WorkerFrontier, ips: IpScope, ticket: Ticket,

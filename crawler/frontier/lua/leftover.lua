@@ -69,21 +69,30 @@ local function put(state, until_ms, detail, hold_ms)
   out[#out + 1] = hold_ms or 0
 end
 
--- Why a host in the ready set waits, or that it has nothing to wait for
--- (ready). A host in the middle of a run of failures is held by that run,
--- whatever it is doing now (between two lookups, its next robots.txt try,
--- its breaker's probe): its state says so, so that a crawl whose only work
--- left is such hosts is seen to be held, not busy, at any moment.
-local function why_late(score, g, h)
+-- A host in the middle of a run of failures is held by that run, whatever
+-- it is doing now (between two lookups, its next robots.txt try, its
+-- breaker's probe, waiting for its domain or its address): its state says
+-- so, so that a crawl whose only work left is such hosts is seen to be
+-- held, not busy, at any moment. The run's state, detail and hold length,
+-- or nil when it is in none.
+local function run_of_failures(g, h)
   if g.da then
-    return put('dns', score, (g.dk or 'servfail') .. ' ' .. num(g.da, 0), num(g.dh, -1))
+    return 'dns', (g.dk or 'servfail') .. ' ' .. num(g.da, 0), num(g.dh, -1)
   elseif g.bs == 'o' then
-    return put('breaker', score, tostring(num(g.bo, 1)), num(g.bh, -1))
+    return 'breaker', tostring(num(g.bo, 1)), num(g.bh, -1)
   elseif g.bs == 'h' then
-    return put('breaker', score, 'probe', num(g.bh, -1))
+    return 'breaker', 'probe', num(g.bh, -1)
   elseif num(h.ra, 0) > 0 and h.rs ~= 'k' then
-    return put('robots-unreachable', score, tostring(num(h.ra, 0)), num(h.rh, -1))
+    return 'robots-unreachable', tostring(num(h.ra, 0)), num(h.rh, -1)
   end
+  return nil
+end
+
+-- Why a host in the ready set waits, or that it has nothing to wait for
+-- (ready); one in a run of failures is held by it.
+local function why_late(score, g, h)
+  local run, detail, hold = run_of_failures(g, h)
+  if run then return put(run, score, detail, hold) end
   if score <= now then return put('ready', score) end
   local w, rw, rj, dj = num(g.w, 0), num(h.rw, 0), num(g.rj, 0), num(g.dj, 0)
   if w >= score then return put('retry-after', score) end
@@ -92,24 +101,14 @@ local function why_late(score, g, h)
   put('paced', score)
 end
 
--- A host that waits for its domain or its address while in a run of failures
--- is held by that run all the same (as why_late says of one in the ready
--- set): the state just put at out[n + 1] is rewritten so, its time kept,
--- once the wait's own repairs are done. A lost one stays lost.
+-- A host waiting for its domain or its address while in a run of failures:
+-- the state just put at out[n + 1] becomes the run's, its time kept, once
+-- the wait's own repairs are done. A lost one stays lost.
 local function held_by_run(n, g, h)
-  if out[n + 1] == 'lost' then return end
-  local state, detail, hold
-  if g.da then
-    state, detail, hold = 'dns', (g.dk or 'servfail') .. ' ' .. num(g.da, 0), num(g.dh, -1)
-  elseif g.bs == 'o' or g.bs == 'h' then
-    state, detail, hold = 'breaker', g.bs == 'h' and 'probe' or tostring(num(g.bo, 1)),
-      num(g.bh, -1)
-  elseif num(h.ra, 0) > 0 and h.rs ~= 'k' then
-    state, detail, hold = 'robots-unreachable', tostring(num(h.ra, 0)), num(h.rh, -1)
-  else
-    return
+  local run, detail, hold = run_of_failures(g, h)
+  if run and out[n + 1] ~= 'lost' then
+    out[n + 1], out[n + 3], out[n + 5] = run, detail, hold
   end
-  out[n + 1], out[n + 3], out[n + 5] = state, detail, hold
 end
 
 local function wait_for_domain(dom)
