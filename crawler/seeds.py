@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from scrapy import Request
 
-from crawler.urls import DEFAULT_STRIPPER, ParamStripper, request_url
+from crawler.urls import DEFAULT_STRIPPER, VERBATIM_META, ParamStripper, request_url
 
 logger = logging.getLogger(__name__)
 
@@ -91,8 +91,8 @@ def parse_seed_line(
 def _why_malformed(text: str) -> str:
     """What is wrong with an http(s) URL that :func:`crawler.urls.request_url` refused.
 
-    Asked of :func:`urllib.parse.urlsplit`, the parser the URL functions use,
-    so the words are its own ("Invalid IPv6 URL", "Port out of range 0-65535").
+    The WHATWG parser says only that it failed, so :func:`urllib.parse.urlsplit`
+    is asked why, in its own words ("Invalid IPv6 URL", "Port out of range 0-65535").
     """
     try:
         parts = urlsplit(text)
@@ -157,4 +157,5 @@ def seed_request(parsed: Seed | SeedError, stats: Any, *,
         logger.warning("Skipping seed line %s", parsed, extra={"seed_line": parsed.line})
         return None
     stats.inc_value("seeds/loaded")
-    return Request(parsed.url, callback=callback, errback=errback, meta={SEED_META: True})
+    return Request(parsed.url, callback=callback, errback=errback,
+                   meta={SEED_META: True, VERBATIM_META: True})

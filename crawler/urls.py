@@ -4,17 +4,18 @@ A crawler needs two answers about every URL it finds, and they are not the
 same:
 
 - **What to send** (:func:`request_url`): the link as a browser would request
-  it. Only what a browser's URL parser changes is changed (WHATWG URL
-  Standard, as w3lib's ``safe_url_string`` implements it): scheme and host
-  lower-cased, the host IDNA-encoded, the default port dropped, dot segments
-  resolved, the fragment and any user info removed, characters that must be
-  percent-encoded encoded. Nothing is reordered or decoded: ``/list?b=2&a=1``
-  is sent as it was linked, ``?page`` stays ``?page``. Servers that sign the
-  query, depend on parameter order or tell ``?a`` from ``?a=`` get what a
-  browser would send them, and robots.txt rules are matched against this form
-  (what the server sees).
-- **What it is** (:func:`canonical_url`): w3lib's ``canonicalize_url`` (safe
-  percent-encoding, sorted query, dot segments resolved, IPv6 normalised) plus
+  it, by the WHATWG URL Standard (the ``ada`` parser, through ``ada-url``):
+  scheme and host lower-cased, the host IDNA-encoded (an IPv4 address in any
+  of its spellings written as four decimals, IPv6 compressed), the default
+  port dropped, backslashes read as slashes, dot segments resolved, the
+  fragment and any user info removed, and exactly the characters a browser
+  percent-encodes encoded. Nothing is reordered or decoded: ``/list?b=2&a=1``
+  is sent as it was linked, ``?page`` stays ``?page`` and an empty query
+  ``?`` stays. Servers that sign the query, depend on parameter order or tell
+  ``?a`` from ``?a=`` get what a browser would send them, and robots.txt
+  rules are matched against this form (what the server sees).
+- **What it is** (:func:`canonical_url`): w3lib's ``canonicalize_url`` of
+  the sent form (safe percent-encoding, sorted query, dot segments resolved, IPv6 normalised) plus
   what a crawler needs on top of it: host lower-cased, IDNA-encoded, a
   trailing dot removed; the default port dropped; user info and fragment
   dropped. Every component that asks "have we seen this page?" uses it: the
@@ -36,6 +37,7 @@ on any input string: a crawler reads URLs from hostile pages.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import re
 from collections.abc import Iterable
@@ -44,7 +46,8 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from w3lib.url import canonicalize_url, safe_url_string
+import ada_url
+from w3lib.url import canonicalize_url
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -93,12 +96,15 @@ DEFAULT_STRIP_PARAMS: tuple[str, ...] = (
     "cftoken",
 )
 
+#: Request meta that has Scrapy send a request's URL as it is given (Scrapy's
+#: ``verbatim_url``). Every URL the crawler requests is already its sent form
+#: (:func:`request_url`), which ``scrapy.Request`` would otherwise escape
+#: again with w3lib's ``safe_url_string``, where a browser does not.
+VERBATIM_META = "verbatim_url"
+
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _MAX_URL_CHARS = 64 * 1024  # longer strings are not URLs a crawler should fetch
 _WS = re.compile(r"[\t\n\r]")  # browsers drop these anywhere in a URL
-#: Characters ``safe_url_string`` never changes in a path or query ("%",
-#: brackets and "'" it may: they take the slow way).
-_PLAIN = re.compile(r"[A-Za-z0-9\-._~:/?#@!$&()*+,;=]*\Z")
 _BAD_HOST_CHARS = frozenset(" /\\@?#%<>^|{}`\"'[]")
 
 
@@ -143,19 +149,8 @@ def canonical_url(url: str, stripper: ParamStripper = DEFAULT_STRIPPER) -> str |
     canonical_url(u)``. Cached, because a site's navigation links come back on
     every one of its pages.
     """
-    if not isinstance(url, str) or len(url) > _MAX_URL_CHARS:
-        return None
-    return _canonical_cached(url, stripper)
-
-
-@lru_cache(maxsize=2048)
-def _canonical_cached(url: str, stripper: ParamStripper) -> str | None:
-    try:
-        return _canonical(url, stripper)
-    except (ValueError, UnicodeError, TypeError):
-        # urlsplit rejects bad ports and brackets, IDNA rejects odd labels:
-        # such a string is not a URL we can fetch.
-        return None
+    forms = url_forms(url, stripper)
+    return None if forms is None else forms[1]
 
 
 def request_url(url: str, stripper: ParamStripper = DEFAULT_STRIPPER) -> str | None:
@@ -170,60 +165,101 @@ def request_url(url: str, stripper: ParamStripper = DEFAULT_STRIPPER) -> str | N
 def url_forms(url: str, stripper: ParamStripper = DEFAULT_STRIPPER
               ) -> tuple[str, str] | None:
     """``(request_url(url), canonical_url(url))``, or ``None`` if ``url`` has neither."""
-    canon = canonical_url(url, stripper)
-    if canon is None:
+    if not isinstance(url, str) or len(url) > _MAX_URL_CHARS:
+        return None
+    return _forms_cached(url, stripper)
+
+
+@lru_cache(maxsize=2048)
+def _forms_cached(url: str, stripper: ParamStripper) -> tuple[str, str] | None:
+    sent = _sent(url, stripper)
+    if sent is None:
         return None
     try:
-        url = _WS.sub("", url.strip())
-        # A URL of characters w3lib leaves alone in a path and query (most
-        # links, as the link extractor gives them) is sent as it is.
-        sent = urlsplit(url if _PLAIN.match(url) else safe_url_string(url))
-    except (ValueError, UnicodeError):
-        return canon, canon  # w3lib refuses what canonicalisation read: send the identity
-    query = stripper.strip(sent.query)
-    origin = canon[: _origin_end(canon)]
-    path = remove_dot_segments(sent.path or "/")
-    return f"{origin}{path}{'?' + query if query else ''}", canon
-
-
-def _origin_end(canon: str) -> int:
-    """Where the path of a canonical URL starts (it always has one)."""
-    return canon.index("/", canon.index("//") + 2)
-
-
-def remove_dot_segments(path: str) -> str:
-    """Resolve ``.`` and ``..`` segments of an absolute path (RFC 3986 5.2.4).
-
-    As a browser does, ``%2e`` (either case) counts as a dot, and ``..`` above
-    the root stays at the root. A path without dot segments is returned as is.
-    """
-    if "." not in path and "%2" not in path:
-        return path
-    out: list[str] = []
-    segments = path.split("/")[1:]
-    for i, segment in enumerate(segments):
-        dots = segment.lower().replace("%2e", ".")
-        last = i == len(segments) - 1
-        if dots == "..":
-            if out:
-                out.pop()
-            if last:
-                out.append("")
-        elif dots == ".":
-            if last:
-                out.append("")
-        else:
-            out.append(segment)
-    return "/" + "/".join(out)
-
-
-def _canonical(url: str, stripper: ParamStripper) -> str | None:
-    url = _WS.sub("", url.strip())
-    scheme, _, rest = url.partition(":")
-    scheme = scheme.lower()
-    if scheme not in _DEFAULT_PORTS or not rest.startswith("//"):
+        canon = _canonical(sent, stripper)
+    except (ValueError, UnicodeError, TypeError):
+        # What a browser parses that w3lib cannot (a bracketed host it reads
+        # otherwise): no identity, so not crawled.
         return None
-    canon = canonicalize_url(f"{scheme}:{rest}")
+    if canon is None:
+        return None
+    # Both forms start with one origin (the identity's: a host's trailing dot
+    # dropped), so that a frontier record can store the sent form without it.
+    return canon[:_path_start(canon)] + sent[_path_start(sent):], canon
+
+
+def _sent(url: str, stripper: ParamStripper) -> str | None:
+    """The WHATWG form of an absolute http(s) URL without fragment and
+    tracking parameters; ``None`` for anything else."""
+    try:
+        href = ada_url.normalize_url(url)
+    except ValueError:  # what a browser rejects
+        return None
+    if not href.startswith(("http://", "https://")):
+        return None
+    href = href.partition("#")[0]  # a "#" left in a WHATWG href starts the fragment
+    rest, mark, query = href[_path_start(href):].partition("?")
+    if query:
+        query = stripper.strip(query)
+        mark = "?" if query else ""
+    return f"{href[:_path_start(href)]}{rest}{mark}{query}"
+
+
+def _path_start(url: str) -> int:
+    """Where the path of a WHATWG http(s) URL starts (it always has one)."""
+    return url.index("/", url.index("//") + 2)
+
+
+def resolve_link(href: str, base: str, encoding: str = "utf-8") -> str | None:
+    """Resolve a link against its document's base URL, as a browser does.
+
+    ``encoding`` is the document's: a browser percent-encodes the non-ASCII
+    characters of a link's query in it (a page in ``cp1251`` links
+    ``?q=д`` as ``?q=%E4``), and the path always in UTF-8. The result is
+    absolute, of any scheme, with its fragment; ``None`` if a browser could
+    not resolve it.
+    """
+    if not href.isascii() and _legacy(encoding):
+        href = _encode_query(href, encoding)
+    try:
+        return ada_url.join_url(base, href)
+    except ValueError:
+        return None
+
+
+@lru_cache(maxsize=64)
+def _legacy(encoding: str) -> bool:
+    """Whether URLs of a document in ``encoding`` have queries not in UTF-8 (the
+    URL Standard uses UTF-8 for UTF-8 and UTF-16 documents)."""
+    try:
+        name = codecs.lookup(encoding).name
+    except LookupError:
+        return False
+    return name not in {"utf-8", "utf-16", "utf-16-le", "utf-16-be"}
+
+
+def _encode_query(href: str, encoding: str) -> str:
+    """``href`` with the non-ASCII characters of its query percent-encoded in
+    ``encoding``; one it cannot encode as its HTML character reference, as
+    the URL Standard says."""
+    href = _WS.sub("", href)
+    start = href.find("?")
+    if start < 0:
+        return href
+    end = href.find("#", start)
+    end = len(href) if end < 0 else end
+    query = "".join(c if c.isascii() else _percent(c, encoding) for c in href[start:end])
+    return f"{href[:start]}{query}{href[end:]}"
+
+
+def _percent(char: str, encoding: str) -> str:
+    data = char.encode(encoding, errors="xmlcharrefreplace")
+    return "".join(f"%{b:02X}" if b > 0x7F or b in b"&#;" else chr(b) for b in data)
+
+
+def _canonical(sent: str, stripper: ParamStripper) -> str | None:
+    scheme = sent.partition(":")[0]
+    canon = canonicalize_url(sent)
     # One more pass: w3lib's output is safe, but a second encoding pass can
     # still change it for odd inputs (e.g. "%" followed by non-hex). An output
     # with no "%" is already a fixed point (checked on the URL test suite's
@@ -242,11 +278,12 @@ def _canonical(url: str, stripper: ParamStripper) -> str | None:
 
 
 def _clean_host(hostname: str | None) -> str | None:
-    """Lower-case host without a trailing dot; ``None`` if nothing is left."""
+    """Lower-case host without its trailing dot; ``None`` if no DNS name is left
+    (an empty label)."""
     if not hostname:
         return None
-    host = hostname.lower().rstrip(".")
-    if not host or not host.isascii() or ".." in host:
+    host = hostname.lower().removesuffix(".")  # the root's label: one name
+    if not host or not host.isascii() or ".." in host or host.endswith("."):
         return None
     if not _BAD_HOST_CHARS.isdisjoint(host):
         return None

@@ -11,6 +11,7 @@ from scrapy import Request, Spider
 from crawler.frontier.records import RecordError, from_record, to_record
 from crawler.sitemaps import LASTMOD_META
 from crawler.spiders.broad import BroadSpider
+from crawler.urls import VERBATIM_META
 
 
 class _Spider(Spider):
@@ -42,7 +43,8 @@ def test_round_trip_keeps_what_matters() -> None:
     back = from_record(record, spider)
     assert (back.url, back.priority, back.cb_kwargs) == ("http://a.test/x", -3, {"k": [1, 2]})
     assert back.callback == spider.parse_item and back.errback == spider.on_error
-    assert back.meta == {"depth": 2, "referrer": "http://a.test/", "retry_times": 1}
+    assert back.meta == {"depth": 2, "referrer": "http://a.test/", "retry_times": 1,
+                         VERBATIM_META: True}
     assert back.dont_filter
 
 

@@ -25,7 +25,7 @@ PURE = frozenset({
     "crawler.warc.openwarc", "crawler.warc.recovery",
     "crawler.learning", "crawler.learning.variants", "crawler.learning.traps",
     "crawler.learning.rules", "crawler.diskspace", "crawler.scope", "crawler.scope.rules",
-    "crawler.sitemaps", "crawler.siterules",
+    "crawler.sitemaps", "crawler.siterules", "crawler.links",
 })
 
 

@@ -82,7 +82,7 @@ def test_any_bytes_never_raise_and_lines_are_accounted_for(lines: list[bytes]) -
 
 
 def test_a_malformed_http_url_is_called_malformed_and_says_why() -> None:
-    text = (b"http://[::1/\nhttps://a.test:99999/\nhttp://a.test:abc/\nhttp:///x\n"
+    text = (b"http://[::1/\nhttps://a.test:99999/\nhttp://a.test:abc/\nhttp://#x\n"
             b"http://a..b/\nftp://files.test/x\nHTTP://[::1/\n")
     errors = _parse(text)
     assert [(e.line, e.reason) for e in errors if isinstance(e, SeedError)] == [

@@ -39,7 +39,7 @@ from typing import Any
 from scrapy import Request, Spider
 
 from crawler.sitemaps import LASTMOD_META
-from crawler.urls import host_key, host_origin
+from crawler.urls import VERBATIM_META, host_key, host_origin
 
 #: Meta keys that survive the trip through Redis by default.
 DEFAULT_META_KEYS: tuple[str, ...] = (
@@ -234,6 +234,7 @@ def from_record(record: str | bytes, spider: Spider, host: str | None = None,
     data = decode(record, host, meta_keys)
     meta = dict(data.get("m", {}))
     meta["depth"] = data.get("d", 0)
+    meta[VERBATIM_META] = True  # (a record holds the URL's sent form)
     if "r" in data:
         meta["referrer"] = _absolute(data["r"], host)
     if "lm" in data:

@@ -26,8 +26,9 @@ from scrapy.http import HtmlResponse
 from crawler.learning.rules import TRAP, VARIANT
 from crawler.learning.variants import without
 from crawler.lease import TICKET_META, ticket_of
+from crawler.links import base_url
 from crawler.scheduling.worker import frontier_of
-from crawler.urls import canonical_url
+from crawler.urls import canonical_url, resolve_link
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -120,12 +121,13 @@ def declared_canonical(response: HtmlResponse, stripper: object) -> str | None:
     """The canonical URL a page declares (its ``Link`` header first, then
     ``<link rel=canonical>``), as an identity; None without one."""
     header = response.headers.get(b"Link")
-    href = None
+    href, base = None, response.url  # a header's link is relative to the page's URL
     if header:
         match = _LINK_HEADER.search(header.decode("latin-1"))
         href = match.group(1) if match else None
     if href is None:
-        href = response.xpath(_CANONICAL_XPATH).get()
+        href, base = response.xpath(_CANONICAL_XPATH).get(), base_url(response)
     if not href:
         return None
-    return canonical_url(response.urljoin(href.strip()), stripper)  # type: ignore[arg-type]
+    resolved = resolve_link(href, base, response.encoding)
+    return None if resolved is None else canonical_url(resolved, stripper)  # type: ignore[arg-type]

@@ -15,13 +15,13 @@ import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin
 
 from scrapy import Request, signals
 from scrapy.exceptions import StopDownload
 
 from crawler.addressguard import AddressBlocked
 from crawler.backoff import retry_after_seconds
+from crawler.urls import resolve_link
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -113,7 +113,7 @@ def _redirect_target(response: Response) -> str | None:
     location = response.headers.get(b"Location")
     if not location:
         return None  # a redirect without a location is a 3xx answer: "unavailable"
-    return urljoin(response.url, location.decode("latin-1").strip())
+    return resolve_link(location.decode("latin-1"), response.url)
 
 
 def _fetched(response: Response, redirects: int) -> Fetched:

@@ -23,11 +23,11 @@ from typing import Any
 from scrapy import Request, Spider
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import HtmlResponse, Response, XmlResponse
-from scrapy.linkextractors import LinkExtractor
 from scrapy.utils.gz import gunzip, gzip_magic_number
 from scrapy.utils.sitemap import Sitemap
 
 from crawler.items import PageItem
+from crawler.links import LinkFinder
 from crawler.middlewares.warc import WARC_META
 from crawler.revisit import NOT_MODIFIED
 from crawler.scheduling.scheduler import uses_frontier
@@ -41,7 +41,7 @@ from crawler.spiders.args import (
     describe,
     unknown,
 )
-from crawler.urls import request_url, stripper_from_settings, url_forms
+from crawler.urls import VERBATIM_META, request_url, stripper_from_settings, url_forms
 
 logger = logging.getLogger(__name__)
 
@@ -165,11 +165,9 @@ class BroadSpider(Spider):
         self.link_rels = {r.lower() for r in settings.getlist("BROAD_LINK_RELS", [])}
         self.obey_nofollow = settings.getbool("BROAD_OBEY_NOFOLLOW", True)
         self.stripper = stripper_from_settings(settings)
-        self.link_extractor = LinkExtractor(
+        self.link_finder = LinkFinder(
             tags=("a", "area"),
-            attrs=("href",),
             deny_extensions=settings.getlist("BROAD_DENY_EXTENSIONS", []),
-            unique=True,
         )
 
     async def start(self) -> AsyncIterator[Request]:
@@ -207,7 +205,7 @@ class BroadSpider(Spider):
         if isinstance(response, HtmlResponse) and 200 <= response.status < 300:
             for url in self.links(response):
                 yield Request(url, callback=self.parse, errback=self.on_error,
-                              meta={"referrer": response.url})
+                              meta={"referrer": response.url, VERBATIM_META: True})
 
     def sitemaps_found(self, host: str, urls: list[str]) -> None:
         """Queue the sitemaps a host's robots.txt lists (signal ``robots_sitemaps_found``)."""
@@ -240,12 +238,14 @@ class BroadSpider(Spider):
             if url is None:
                 continue
             if nested:
-                yield Request(url, callback=self.parse_sitemap, errback=self.on_error)
+                yield Request(url, callback=self.parse_sitemap, errback=self.on_error,
+                              meta={VERBATIM_META: True})
             else:  # the site's word on each page: important and fresh ones first
                 lastmod = entry_lastmod(entry, now)
                 yield Request(url, callback=self.parse, errback=self.on_error,
                               priority=entry_priority(entry, now),
-                              meta={} if lastmod is None else {LASTMOD_META: lastmod})
+                              meta={VERBATIM_META: True} if lastmod is None
+                              else {VERBATIM_META: True, LASTMOD_META: lastmod})
 
     def _sitemap_body(self, response: Response) -> bytes | None:
         if gzip_magic_number(response):
@@ -275,11 +275,8 @@ class BroadSpider(Spider):
         if self.obey_nofollow and _meta_nofollow(response):
             self.crawler.stats.inc_value("broad/nofollow_pages")
             return []
-        found = [
-            link.url
-            for link in self.link_extractor.extract_links(response)
-            if not (self.obey_nofollow and link.nofollow)
-        ]
+        found = [link.url for link in self.link_finder.links(response)
+                 if not (self.obey_nofollow and link.nofollow)]
         found += self._rel_links(response)
         return self._unique(found)
 
@@ -295,15 +292,7 @@ class BroadSpider(Spider):
     def _rel_links(self, response: HtmlResponse) -> list[str]:
         if not self.link_rels:
             return []
-        urls = []
-        for link in response.css("link[rel][href]"):
-            rels = set((link.attrib.get("rel") or "").lower().split())
-            if rels & self.link_rels:
-                try:
-                    urls.append(response.urljoin(link.attrib["href"].strip()))
-                except ValueError:  # "http://[::1": one bad href, not a bad page
-                    continue
-        return urls
+        return self.link_finder.rel_links(response, self.link_rels)
 
     def on_error(self, failure: Any) -> None:
         """Count download failures by type; the page has no item."""
