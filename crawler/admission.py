@@ -105,6 +105,13 @@ def _longest_run(segments: list[str]) -> float:
     return best
 
 
+def is_dated(url: str) -> bool:
+    """Whether a URL names a date, by its shape or a parameter's name (see
+    ``_DATE``): a calendar's day or month, a dated archive's."""
+    parts = urlsplit(url)
+    return bool(_calendar_years(parts.path, parts.query))
+
+
 def _calendar_years(path: str, query: str) -> list[int]:
     """The years of the dates in a URL's path and query (see ``_DATE``)."""
     years = [int(m.group(1)) for m in _DATE.finditer(path)]

@@ -279,8 +279,10 @@ LEARN_RULES_TTL = 30.0
 # LEARN_TRAP_ALIKE_PAGES of its pages, and LEARN_TRAP_ALIKE_SHARE of them,
 # were near-duplicates of an earlier one (text sketches at most
 # LEARN_TRAP_DISTANCE bits of 64 apart; a page of under 50 words has no
-# sketch: near-empty pages look alike whatever they are). A catalogue whose pages differ is
-# crawled in full. The static rules (ADMISSION_TRAP_*) stay the first line.
+# sketch: near-empty pages look alike whatever they are, except at a dated URL,
+# where a calendar's near-empty days say the same words but for their
+# numbers). A catalogue whose pages differ is crawled in full. The static
+# rules (ADMISSION_TRAP_*) stay the first line.
 LEARN_TRAPS = True
 LEARN_TRAP_ALIKE_PAGES = 15
 LEARN_TRAP_ALIKE_SHARE = 0.5

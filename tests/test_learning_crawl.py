@@ -3,7 +3,8 @@
 The web (``tests/trapweb``) has hosts whose links carry a noise parameter
 that no static list knows, hosts where the same parameter names select
 different pages, hosts whose canonical links all point to ``/``, endless
-calendars inside the static year window, session-id loops, faceted search
+calendars inside the static year window (of pages with text, and of
+near-empty pages: a date and six links), session-id loops, faceted search
 and a 300-page catalogue whose pages really differ. Assertions are on what
 the server received (its ledger), checked against the web's ground truth,
 then on what the frontier kept (``scrapy frontier host``), and on the logs.

@@ -143,11 +143,13 @@ def test_a_host_with_no_facts_has_empty_rules(worker: Worker) -> None:
     assert worker.hlen() == 0
 
 
-def test_canonical_links_of_two_pages_that_drop_ref_teach_it(worker: Worker) -> None:
+def test_canonical_links_that_drop_ref_teach_it_once_a_payload_confirms(worker: Worker) -> None:
     assert worker.see("http://a.test/p/1?ref=a", b"one", "http://a.test/p/1") == []
-    assert worker.rules() == SiteRules()
-    assert worker.see("http://a.test/p/2?ref=b", b"two", "http://a.test/p/2") == [
-        learned("ref", "2 canonical link(s), 0 identical payload(s)")]
+    assert worker.see("http://a.test/p/2?ref=b", b"two", "http://a.test/p/2") == []
+    assert worker.rules() == SiteRules()  # the site's word alone: its page 2 may differ
+    assert worker.see("http://a.test/c", b"C") == []
+    assert worker.see("http://a.test/c?ref=z", b"C") == [
+        learned("ref", "2 canonical link(s), 1 identical payload(s)")]
     rules = worker.rules()
     assert rules.noise == {"ref"}
     # the clean identities were never fetched, but their pages were (with ref)
@@ -162,17 +164,30 @@ def test_canonical_links_of_two_pages_that_drop_ref_teach_it(worker: Worker) -> 
     assert worker.count("rules") == 1
 
 
+def test_a_site_naming_page_one_the_canonical_of_page_two_loses_no_page(worker: Worker) -> None:
+    """Canonical links alone never teach: here the payloads differ, so ``page``
+    matters, whatever the site's links say."""
+    for n in range(1, 5):
+        assert worker.see(f"http://a.test/list{n}?page=2", f"list {n}, page 2".encode(),
+                          f"http://a.test/list{n}") == []
+    assert worker.rules() == SiteRules()
+    assert worker.see("http://a.test/list1", b"list 1, page 1") == []
+    assert worker.see("http://a.test/list2", b"list 2, page 1") == []
+    assert worker.rules() == SiteRules()
+
+
 def test_fetched_lists_only_the_identities_never_fetched(worker: Worker) -> None:
     assert worker.see("http://a.test/p/1", b"one", "http://a.test/p/1") == []
     assert worker.see("http://a.test/p/1?utm=a", b"one", "http://a.test/p/1") == [
         learned("utm", "1 canonical link(s), 1 identical payload(s)")]
     assert worker.rules().fetched == frozenset()  # /p/1 was fetched itself
     assert worker.see("http://a.test/q/1?ref=a", b"q1", "http://a.test/q/1") == []
-    assert worker.see("http://a.test/q/2?ref=b", b"q2", "http://a.test/q/2") == [
-        learned("ref", "2 canonical link(s), 0 identical payload(s)")]
+    assert worker.see("http://a.test/q/2?ref=b", b"q2", "http://a.test/q/2") == []
+    assert worker.see("http://a.test/q/1", b"q1", "http://a.test/q/1") == [
+        learned("ref", "2 canonical link(s), 1 identical payload(s)")]
     rules = worker.rules()
     assert rules.noise == {"ref", "utm"}
-    assert rules.fetched == {key_of("http://a.test/q/1"), key_of("http://a.test/q/2")}
+    assert rules.fetched == {key_of("http://a.test/q/2")}  # /q/1 was fetched itself
 
 
 @pytest.mark.parametrize("clean_first", [True, False])
@@ -202,15 +217,19 @@ def test_evidence_is_per_host(worker: Worker) -> None:
     b_host, c_host = "http://b.test:80", "http://c.test:8080"
     batch: dict[str, list[Observation]] = {}
     for url in ("http://a.test/p/1?ref=1", "http://b.test/p/2?ref=2", "http://c.test:8080/p/3?ref=3"):
-        host, ops = worker.ops(url, url.encode(), url.partition("?")[0])
+        clean = url.partition("?")[0]
+        host, ops = worker.ops(url, clean.encode(), clean)
         batch[host] = ops
     assert set(batch) == {HOST, b_host, c_host}
     assert worker.send(batch) == []  # one page each: nothing learned
     batch = dict(worker.ops(url, url.encode(), url.partition("?")[0]) for url in (
         "http://a.test/q/1?ref=1", "http://c.test:8080/q/3?ref=3"))
+    assert worker.send(batch) == []  # canonical links, and no payload yet
+    batch = dict(worker.ops(url, url.encode(), url) for url in (
+        "http://a.test/p/1", "http://c.test:8080/p/3"))
     news = worker.send(batch)
-    assert sorted(news) == sorted([learned("ref", "2 canonical link(s), 0 identical payload(s)"),
-                                   learned("ref", "2 canonical link(s), 0 identical payload(s)",
+    assert sorted(news) == sorted([learned("ref", "2 canonical link(s), 1 identical payload(s)"),
+                                   learned("ref", "2 canonical link(s), 1 identical payload(s)",
                                            c_host)])
     assert worker.rules(HOST).noise == worker.rules(c_host).noise == {"ref"}
     assert worker.rules(b_host).noise == frozenset()
@@ -232,8 +251,10 @@ def test_a_canonical_link_that_keeps_the_param_blocks_it_for_good(worker: Worker
 
 def test_a_payload_that_differs_withdraws_a_learned_rule(worker: Worker) -> None:
     worker.see("http://a.test/p/1?ref=a", b"one", "http://a.test/p/1")
-    assert worker.see("http://a.test/p/2?ref=b", b"two", "http://a.test/p/2") == [
-        learned("ref", "2 canonical link(s), 0 identical payload(s)")]
+    worker.see("http://a.test/p/2?ref=b", b"two", "http://a.test/p/2")
+    worker.see("http://a.test/c", b"C")
+    assert worker.see("http://a.test/c?ref=z", b"C") == [
+        learned("ref", "2 canonical link(s), 1 identical payload(s)")]
     assert worker.rules().fetched
     assert worker.see("http://a.test/x", b"X") == []
     assert worker.see("http://a.test/x?ref=1", b"not X") == [
@@ -281,7 +302,9 @@ def test_a_host_whose_canonical_links_name_one_page_teaches_nothing_by_them(
 def test_a_rule_taught_by_canonical_links_goes_when_they_turn_out_unreliable(
         worker: Worker) -> None:
     worker.see("http://a.test/p/1?ref=a", b"one", "http://a.test/p/1")
-    assert worker.see("http://a.test/p/2?ref=b", b"two", "http://a.test/p/2")
+    worker.see("http://a.test/p/2?ref=b", b"two", "http://a.test/p/2")
+    worker.see("http://a.test/same", b"S")
+    assert worker.see("http://a.test/same?ref=z", b"S")  # learned: one payload confirms
     assert worker.see("http://a.test/a", b"a", "http://a.test/") == []
     assert worker.see("http://a.test/b", b"b", "http://a.test/") == []
     assert worker.see("http://a.test/c", b"c", "http://a.test/") == [
@@ -412,7 +435,8 @@ def test_the_same_few_pages_fetched_again_are_no_trap(worker: Worker) -> None:
 
 def test_a_hosts_evidence_stays_within_max_fields(harness: Harness) -> None:
     worker = Worker(harness, LearnLimits(max_fields=20))
-    news: list[News] = []
+    news: list[News] = worker.see("http://a.test/c", b"C") + worker.see("http://a.test/c?ref=z",
+                                                                         b"C")
     for n in range(100):
         news += worker.see(f"http://a.test/item/{n}?ref={n}&p{n}=1", unrelated_page(n),
                            f"http://a.test/item/{n}", traps=True)
@@ -421,7 +445,7 @@ def test_a_hosts_evidence_stays_within_max_fields(harness: Harness) -> None:
         assert worker.hlen() <= 20 + 5  # + r, x, f, cm, cu
     assert worker.hlen() >= 20
     # what fit early still decides: ref had its two pages before the hash filled up
-    assert learned("ref", "2 canonical link(s), 0 identical payload(s)") in news
+    assert learned("ref", "1 canonical link(s), 1 identical payload(s)") in news
     assert worker.rules().noise >= {"ref"}
 
 
@@ -449,10 +473,11 @@ def test_facts_of_and_forget(worker: Worker, sync_client: redis.Redis) -> None:
     facts = facts_of(sync_client, keys, HOST)
     assert (facts.noise, facts.patterns, facts.evidence) == ([], [EVENTS], {"cat": (0, 1)})
     assert worker.rules() == SiteRules(patterns=frozenset({EVENTS}))
-    # its evidence went with it: it takes two new pages to teach it again
+    # its evidence went with it: it takes new pages and a payload to teach it again
     assert worker.see("http://a.test/p/3?ref=c", b"three", "http://a.test/p/3") == []
-    assert worker.see("http://a.test/p/4?ref=d", b"four", "http://a.test/p/4") == [
-        learned("ref", "2 canonical link(s), 0 identical payload(s)")]
+    assert worker.see("http://a.test/p/4?ref=d", b"four", "http://a.test/p/4") == []
+    assert worker.see("http://a.test/p/4", b"four") == [
+        learned("ref", "2 canonical link(s), 1 identical payload(s)")]
 
     assert not forget(sync_client, keys, HOST, pattern="/nothing/{n}")
     assert forget(sync_client, keys, HOST, pattern=EVENTS)
@@ -475,8 +500,9 @@ def test_evidence_from_two_workers_adds_up(make_harness: Callable[..., Harness])
     one, two = Worker(make_harness("lf")), Worker(make_harness("lf"))
     assert one.h.client is not two.h.client
     assert one.see("http://a.test/p/1?ref=a", b"one", "http://a.test/p/1") == []
-    assert two.see("http://a.test/p/2?ref=b", b"two", "http://a.test/p/2") == [
-        learned("ref", "2 canonical link(s), 0 identical payload(s)")]
+    assert two.see("http://a.test/p/2?ref=b", b"two", "http://a.test/p/2") == []
+    assert one.see("http://a.test/p/2", b"two") == [
+        learned("ref", "2 canonical link(s), 1 identical payload(s)")]
     assert one.rules() == two.rules()
     assert one.rules().noise == {"ref"}
     # payloads too: a spelling on one worker, the clean page on the other

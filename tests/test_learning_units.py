@@ -11,6 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from crawler.admission import is_dated
 from crawler.learning.rules import SiteRules
 from crawler.learning.traps import MAX_WORDS, distance, page_sketch, page_text, sketch, url_pattern
 from crawler.learning.variants import (
@@ -388,3 +389,26 @@ def test_a_page_of_few_words_has_no_sketch() -> None:
     assert page_sketch(b"<html><title>page 7</title><a href='/8'>next</a></html>") is None
     body = ("<p>" + " ".join(words(3, 60)) + "</p>").encode()
     assert page_sketch(body) == sketch(page_text(body))
+
+
+def test_a_small_page_at_a_dated_url_is_sketched_and_a_calendar_s_days_are_alike() -> None:
+    def day(text: str) -> bytes:
+        return f"<html><title>{text}</title><a href='/x'>next</a></html>".encode()
+
+    one, other = page_sketch(day("6 December 2026"), dated=True), page_sketch(
+        day("7 December 2026"), dated=True)
+    assert one is not None and one == other  # numbers aside, the same words
+    real = [page_sketch(day(caption), dated=True) for caption in (
+        "Harbour at dawn, fishing boats", "Snow on the old bridge", "Market day, spices")]
+    assert all(s is not None and distance(s, one) > 8 for s in real)
+    assert all(distance(a, b) > 8 for a, b in itertools.combinations(real, 2))
+
+
+@pytest.mark.parametrize(("url", "dated"), [
+    ("http://a.test/cal/2026/12/06", True), ("http://a.test/2026-12", True),
+    ("http://a.test/events?year=2026", True), ("http://a.test/e?date=20261206", True),
+    ("http://a.test/pub/18204", False), ("http://a.test/issue?bpo=18011", False),
+    ("http://a.test/product/2026", False),
+])
+def test_is_dated_sees_a_date_by_its_shape_or_name_only(url: str, dated: bool) -> None:
+    assert is_dated(url) is dated

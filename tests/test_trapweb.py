@@ -22,6 +22,7 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 
+from crawler.learning.traps import page_text
 from crawler.urls import DEFAULT_STRIP_PARAMS
 from tests.simweb.process import REPO_ROOT
 from tests.trapweb import KINDS, PARAM_POOL, TRAP_KINDS, TrapWeb, TrapWebProcess
@@ -283,6 +284,25 @@ def test_calendar_days_are_endless_near_duplicates(web: TrapWeb) -> None:
         assert web.resource(host, bad).status == 404
 
 
+def test_the_small_calendar_s_days_are_endless_and_near_empty(web: TrapWeb) -> None:
+    host = "minical-0.test"
+    assert web.required_pages(host) == {"/", "/about", "/p/1", "/p/2"}
+    assert "/cal/2026/03/15" in Parsed(web.resource(host, "/").body).hrefs
+    trap = check_trap(web, host, 400)
+    assert all(re.fullmatch(r"/cal/\d{4}/\d\d/\d\d", t) for t in trap)
+    assert identities(web, host, trap) == {None}
+    day = web.resource(host, "/cal/2026/01/31")
+    assert page_text(day.body).split() == ["31", "January", "2026"] * 2 + [
+        w for k in range(6) for w in ("link", str(k))]
+    assert Parsed(day.body).hrefs == [
+        "/cal/2026/01/30", "/cal/2026/02/01", "/cal/2025/12/31", "/cal/2026/02/28",
+        "/cal/2025/01/31", "/cal/2027/01/31"]
+    assert Parsed(web.resource(host, "/cal/2027/12/31").body).hrefs == [
+        "/cal/2027/12/30", "/cal/2027/11/30", "/cal/2026/12/31"]
+    for bad in ("/cal/2024/12/31", "/cal/2028/01/01", "/cal/2026/02/29", "/cal/2026/3/15"):
+        assert web.resource(host, bad).status == 404
+
+
 def test_session_ids_never_close_the_loop(web: TrapWeb) -> None:
     host = "session-1.test"
     assert web.required_pages(host) == {"/", *(f"/s/{SID}/page/{k}" for k in range(1, 7))}
@@ -334,7 +354,7 @@ def test_cli_prints_the_seed_urls() -> None:
 def test_the_process_serves_the_model_through_the_proxy() -> None:
     with TrapWebProcess(seed=3, per_kind=1) as proc:
         web, name = proc.web, proc.web.param_of("noise-0.test")
-        assert proc.health()["mix"] == "trapweb" and proc.health()["hosts"] == 7
+        assert proc.health()["mix"] == "trapweb" and proc.health()["hosts"] == len(KINDS)
         asked = ["http://noise-0.test/p/1", f"http://noise-0.test/p/1?{name}=abc123",
                  f"http://select-0.test/list?{name.replace('_', '%5F')}=2", "http://facet-0.test/shop?color=red&size=m",
                  "http://session-0.test/robots.txt", "http://catalogue-0.test/product/301"]

@@ -40,7 +40,11 @@ _ASCII_NON_WORD_TO_SPACE = bytes(
 #: Words of a page that go into its sketch: enough for any template.
 MAX_WORDS = 2000
 #: A page with fewer words has no sketch: near-empty pages (a script's shell,
-#: a page of links) look alike whatever they are, so they prove no trap.
+#: a page of links) look alike whatever they are, so they prove no trap. A
+#: page at a dated URL is sketched however small: there the URL says what it
+#: is, a calendar's day or month, and an endless calendar's near-empty pages
+#: say the same words but for their numbers, where a small real page of an
+#: archive (a photo's caption, a day's one post) says its own.
 MIN_WORDS = 50
 
 
@@ -84,10 +88,11 @@ def page_text(body: bytes) -> str:
     return " ".join(pieces[:MAX_WORDS])
 
 
-def page_sketch(body: bytes) -> str | None:
-    """:func:`sketch` of an HTML page's text; None under :data:`MIN_WORDS` words."""
+def page_sketch(body: bytes, *, dated: bool = False) -> str | None:
+    """:func:`sketch` of an HTML page's text; None under :data:`MIN_WORDS`
+    words, unless the page's URL is ``dated``."""
     words = page_text(body).split()
-    return _sketch(words) if len(words) >= MIN_WORDS else None
+    return _sketch(words) if dated or len(words) >= MIN_WORDS else None
 
 
 def sketch(text: str) -> str:

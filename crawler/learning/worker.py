@@ -22,6 +22,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from crawler.admission import is_dated
 from crawler.frontier.sitefacts import LearnLimits, News, Observation, SiteFacts
 from crawler.learning.rules import SiteRules
 from crawler.learning.traps import page_sketch, url_pattern
@@ -119,7 +120,8 @@ class SiteLearning:
         ``declared``, already canonical); sent within half its site's delay
         ``delay_s`` (see the module docstring)."""
         pattern = url_pattern(canon) if self.traps else None
-        text_sketch = page_sketch(body) if pattern is not None else None
+        text_sketch = (page_sketch(body, dated=is_dated(canon))
+                       if pattern is not None else None)
         self._pending[host] += observations(page_evidence(canon, body, declared),
                                             pattern, text_sketch)
         self._send_within(min(max(delay_s / 2, FLUSH_MIN_S), FLUSH_MAX_S))

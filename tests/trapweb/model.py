@@ -33,10 +33,10 @@ from urllib.parse import parse_qsl, urlencode
 from tests.simweb.model import HTML_TYPE, TEXT_TYPE, Resource
 
 KINDS: tuple[str, ...] = (
-    "noise", "select", "miscanon", "calendar", "session", "facet", "catalogue",
+    "noise", "select", "miscanon", "calendar", "session", "facet", "catalogue", "minical",
 )
 #: Kinds whose URL space is endless: only their real pages are required.
-TRAP_KINDS: frozenset[str] = frozenset({"calendar", "session", "facet"})
+TRAP_KINDS: frozenset[str] = frozenset({"calendar", "session", "facet", "minical"})
 #: Names for the noise and selecting parameters: none is on a static strip list
 #: (crawler/urls.py DEFAULT_STRIP_PARAMS), so a crawler must learn them per host.
 PARAM_POOL: tuple[str, ...] = (
@@ -69,6 +69,7 @@ FACETS: tuple[tuple[str, tuple[str, ...]], ...] = (
 _FACET_VALUES: dict[str, tuple[str, ...]] = dict(FACETS)
 _HOST = re.compile(r"([a-z]+)-(0|[1-9][0-9]{0,5})\.test")
 _EVENT = re.compile(r"/events/([0-9]{4})/([0-9]{2})/([0-9]{2})")
+_DAY = re.compile(r"/cal/([0-9]{4})/([0-9]{2})/([0-9]{2})")
 _SESSION = re.compile(r"/s/([^/]+)/page/([1-9])")
 
 
@@ -214,7 +215,7 @@ class TrapWeb:
             kind: getattr(self, f"_{kind}_site") for kind in KINDS}
         self._dynamic: dict[str, Callable[[str, Target], Page | None]] = {
             "calendar": self._calendar_day, "session": self._session_page,
-            "facet": self._facet_page}
+            "facet": self._facet_page, "minical": self._minical_day}
 
     # ------------------------------------------------------------ hosts
 
@@ -376,6 +377,30 @@ class TrapWeb:
         paras = (self._boilerplate(host), f"No events on {day.isoformat()}.")
         return Page(None, f"Events on {day.isoformat()}", paras, tuple(links))
 
+    def _minical_site(self, host: str) -> list[Page]:
+        """Like the calendar's, but its endless day pages are near-empty."""
+        real = ["/about", "/p/1", "/p/2"]
+        pages = [self._distinct(host, "/", [*real, _day_path(self.today)])]
+        return pages + [self._distinct(host, p, ["/", *(r for r in real if r != p)]) for p in real]
+
+    def _minical_day(self, host: str, t: Target) -> Page | None:
+        """Any valid day in the year window: its date as the title, and six links,
+        to the day before and after, and the same day a month and a year
+        before and after (the last day of a shorter month)."""
+        if t.query or (m := _DAY.fullmatch(t.path)) is None:
+            return None
+        try:
+            day = dt.date(int(m[1]), int(m[2]), int(m[3]))
+        except ValueError:
+            return None
+        if day.year not in self.years:
+            return None
+        near = (day - dt.timedelta(days=1), day + dt.timedelta(days=1),
+                _months_away(day, -1), _months_away(day, 1),
+                _months_away(day, -12), _months_away(day, 12))
+        links = tuple(_day_path(d) for d in near if d.year in self.years)
+        return Page(None, f"{day.day} {calendar.month_name[day.month]} {day.year}", (), links)
+
     def _session_site(self, host: str) -> list[Page]:
         """``/`` enters the session pages with one session id."""
         sid = _token(12, self.seed, host, "session-root")
@@ -432,6 +457,18 @@ class TrapWeb:
 
 def _event_path(day: dt.date) -> str:
     return f"/events/{day.year:04d}/{day.month:02d}/{day.day:02d}"
+
+
+def _day_path(day: dt.date) -> str:
+    return f"/cal/{day.year:04d}/{day.month:02d}/{day.day:02d}"
+
+
+def _months_away(day: dt.date, months: int) -> dt.date:
+    """The same day ``months`` away, or that month's last day when it is shorter."""
+    index = day.year * 12 + day.month - 1 + months
+    year, month = divmod(index, 12)
+    month += 1
+    return dt.date(year, month, min(day.day, calendar.monthrange(year, month)[1]))
 
 
 def _next_month(day: dt.date) -> dt.date:

@@ -12,7 +12,7 @@
 --   cu         1 once three pages named one other page: the host's canonical
 --              links all point to one page, and say nothing about parameters
 --   n:P        the pages whose canonical link dropped P (their keys, at most
---              learn_min of them); m:P pages whose payload equals the page
+--              keep_bases of them); m:P pages whose payload equals the page
 --              without P; k:P evidence that P matters (a canonical link that
 --              keeps it, a payload that differs): any blocks the rule
 --   d:KEY      a fetched page's payload digest; w:KEY "P DIGEST": the first
@@ -49,6 +49,10 @@ local p = ARGV[1]
 local learn_min, max_fields = tonumber(ARGV[2]), tonumber(ARGV[3])
 local alike_pages, alike_share = tonumber(ARGV[4]), tonumber(ARGV[5])
 local max_distance = tonumber(ARGV[6])
+-- The pages fetched with a parameter whose canonical link dropped it, kept
+-- until a payload confirms the rule: each one's identity counts as fetched
+-- once it does (f), so none of them costs a second request.
+local keep_bases = math.max(learn_min, 8)
 local news, current = {}, {}
 
 local function words(s)
@@ -151,7 +155,7 @@ local function learn_host(host, items)
     touched[param] = true
     local field = 'n:' .. param
     local bases = words(redis.call('HGET', fk, field))
-    if #bases < learn_min and not has(bases, base) then
+    if #bases < keep_bases and not has(bases, base) then
       bases[#bases + 1] = base
       if #bases == 1 then set_new(field, base) else redis.call('HSET', fk, field, table.concat(bases, ' ')) end
     end
@@ -289,8 +293,10 @@ local function learn_host(host, items)
   end
 
   -- Decide for every parameter the pages spoke of: noise once learn_min
-  -- observations agree (a canonical link alone: from learn_min different
-  -- pages) and nothing says otherwise.
+  -- observations agree, one of them a payload equal to the page's without
+  -- P (a canonical link is the site's word, a payload is the page: a site
+  -- that names page 1 the canonical of page 2 would otherwise lose page 2),
+  -- and nothing says otherwise.
   local rules = words(head[1])
   local changed = false
   for param, _ in pairs(touched) do
@@ -298,7 +304,7 @@ local function learn_host(host, items)
     local same = num(redis.call('HGET', fk, 'm:' .. param), 0)
     local bases = unreliable and 0 or #words(redis.call('HGET', fk, 'n:' .. param))
     local noise = against_n == 0 and same + bases >= learn_min
-      and (same > 0 or bases >= learn_min)
+      and same > 0
     local known = has(rules, param)
     if noise and not known then
       rules[#rules + 1] = param
