@@ -585,6 +585,17 @@ PROMETHEUS_BASIC_AUTH_USER = ""
 PROMETHEUS_BASIC_AUTH_PASSWORD_FILE = ""
 # Seconds between reads of the shared frontier for metrics (one worker reads).
 PROMETHEUS_FRONTIER_INTERVAL = 5.0
+
+# --- The operator's console (scrapy frontier serve) --------------------------
+# A web page over the frontier scrapy frontier reads, in its own process:
+# counts, pace, workers, hosts, dead letters and refusals, and live control
+# of hosts and domains. Bound to loopback unless told otherwise; off
+# loopback it takes the metrics' TLS and basic-auth settings above
+# (PROMETHEUS_TLS_*, PROMETHEUS_BASIC_AUTH_*), and warns without them.
+CONSOLE_HOST = "127.0.0.1"
+CONSOLE_PORT = "9440-9449"
+# Seconds between the samples of the console's charts of the last hour.
+CONSOLE_SAMPLE_SECONDS = 10.0
 EXTENSIONS = {
     # First: the crawl does not start on a Scrapy or Twisted whose private
     # names, which crawler/compat.py uses, changed (it names what and why).

@@ -34,7 +34,9 @@ traceback, and never a password.
 from __future__ import annotations
 
 import argparse
+import getpass
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -43,7 +45,7 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.utils.project import data_path
 
-from crawler.commands import frontier_budget, frontier_rules, frontier_scope
+from crawler.commands import frontier_budget, frontier_rules, frontier_scope, frontier_serve
 from crawler.commands.frontier_output import (
     MAX_WORKER_ROWS,
     ago,
@@ -85,7 +87,7 @@ from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.redaction import one_line, safe_url, url_password
 
 SUBCOMMANDS = ("status", "hosts", "dead", "refused", "requeue", "drop-host", "revisit-now",
-               "host", "scope", "budget", "rules", "crawls", "delete")
+               "host", "scope", "budget", "rules", "crawls", "delete", "serve")
 #: The options that change a host (or domain) rather than show it.
 _BUDGETS = ("budget_pages", "budget_bytes", "budget_seconds")
 _CHANGES = ("delay", "concurrency", "pause", "resume", "reset", *_BUDGETS)
@@ -101,7 +103,7 @@ class Command(ScrapyCommand):
 
     def syntax(self) -> str:
         return ("status|hosts|dead|refused|requeue|drop-host HOST|host NAME|scope|budget|"
-                "rules [FILE]|crawls|delete [options]")
+                "rules [FILE]|crawls|delete|serve [options]")
 
     def short_desc(self) -> str:
         return "Show and repair the crawl frontier (status, dead letters, requeue, drop a host)"
@@ -146,6 +148,10 @@ class Command(ScrapyCommand):
             "--idle-days N); shows what it would remove unless --yes; refuses a crawl with "
             "live workers unless --force. --crawl-id ID makes every subcommand act on that "
             "crawl. "
+            "serve: the operator's console, a web page over the frontier with live control "
+            "of hosts, on 127.0.0.1 (--bind ADDRESS, --port PORT; CONSOLE_HOST, "
+            "CONSOLE_PORT; off loopback the PROMETHEUS_TLS_* and PROMETHEUS_BASIC_AUTH_* "
+            "settings protect it), until Ctrl-C. "
             "Redis: --redis-url, else REDIS_URL, REDIS_URL_FILE or $BROADCRAWL_REDIS_URL, "
             "else the embedded Redis of JOBDIR or .scrapy/frontier/SPIDER."
         )
@@ -208,6 +214,7 @@ class Command(ScrapyCommand):
         group.add_argument("--forget-learned", action="store_true",
                            help="host: remove everything the host's pages taught")
         frontier_scope.add_options(group)
+        frontier_serve.add_options(group)
         frontier_budget.add_options(group)
         group.add_argument("--idle-days", type=float, metavar="N",
                            help="delete: every crawl of the spider idle for N days or more")
@@ -287,6 +294,8 @@ class Command(ScrapyCommand):
             raise UsageError("rules takes one FILE, or --reset, or nothing (to show them)")
         if sub not in ("drop-host", "host", "rules") and rest:
             raise UsageError(f"unexpected argument(s): {' '.join(rest)}")
+        if sub != "serve" and (opts.bind or opts.port):
+            raise UsageError("--bind and --port apply to serve only")
         if opts.watch is not None and (sub != "status" or opts.watch <= 0):
             raise UsageError("--watch SECONDS (> 0) applies to status only")
         if opts.limit < 0:
@@ -374,6 +383,9 @@ class Command(ScrapyCommand):
         elif sub == "rules":
             assert self.settings is not None
             frontier_rules.run(admin, self.settings, rest, opts.reset)
+        elif sub == "serve":
+            frontier_serve.run(admin, conn.url, self.settings, opts,
+                               lambda: self._crawls(conn, opts.spider))
         else:
             drop_host(admin, rest[0])
 
@@ -393,7 +405,7 @@ class Command(ScrapyCommand):
         scope = "domain" if opts.domain else "ip" if opts.ip else "site"
         try:
             if not change.empty():
-                target = control.change(site, change, scope=scope)
+                target = control.change(site, change, scope=scope, who=operator())
                 what = {"site": "site", "domain": "domain", "ip": "server address"}[scope]
                 note(f"{what} {target}: {change.words()}, for every worker from its next "
                      "request")
@@ -482,3 +494,12 @@ def _check_host_options(rest: list[str], opts: argparse.Namespace) -> None:
         raise UsageError(f"--{'domain' if opts.domain else 'ip'} changes NAME's {what}: give "
                          "--delay, --concurrency, --pause, --resume or --reset (host NAME "
                          "alone shows them all)")
+
+
+def operator() -> str:
+    """Who runs this command, for the control log: the system user and machine."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for the uid (a container's)
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()} (scrapy frontier)"

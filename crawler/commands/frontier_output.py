@@ -360,7 +360,8 @@ def _print_log(log: list[dict[str, Any]]) -> None:
         print("changes by operators, newest first:")
     for entry in log:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(entry.get("time", 0)))
-        print(f"  {when} {entry.get('scope')} {entry.get('name')}: {entry.get('change')}")
+        who = f" (by {entry['who']})" if entry.get("who") else ""
+        print(f"  {when} {entry.get('scope')} {entry.get('name')}: {entry.get('change')}{who}")
 
 
 def _print_gate(scope: str, gate: Gate) -> None:

@@ -231,7 +231,7 @@ class FrontierAdmin:
         too): scan just that one."""
         return [self.partition(host.site)] if host is not None else range(self.keys.partitions)
 
-    def _authorities(self, host: HostMatch) -> list[str]:
+    def authorities(self, host: HostMatch) -> list[str]:
         """The host keys the frontier knows that ``host`` names (its site's set)."""
         if host.host is not None:
             return [host.host]
@@ -295,7 +295,7 @@ class FrontierAdmin:
                 moved += self._requeue_batch(part, batch, front)
         if match is not None:  # a dropped host with nothing dead left is unblocked all the same
             part = self.partition(match.site)
-            for one in self._authorities(match):
+            for one in self.authorities(match):
                 self.client.hdel(self.keys.host(part, one), Field.HOST_BLOCKED,
                                  Field.HOST_PARKED_REASON)
         return moved
@@ -348,7 +348,7 @@ class FrontierAdmin:
         hosts = urls = 0
         if match is not None:
             part = self.partition(match.site)
-            for one in self._authorities(match):
+            for one in self.authorities(match):
                 moved, due, _ = self._revisit_now(
                     keys=[self.keys.counts(part)], args=[self.keys.prefix(part), one, BATCH])
                 hosts, urls = hosts + int(moved), urls + int(due)

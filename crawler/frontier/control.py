@@ -218,10 +218,11 @@ class HostControl:
 
     # --- changes
 
-    def change(self, name: str, change: Change, *, scope: str = "site") -> str:
+    def change(self, name: str, change: Change, *, scope: str = "site",
+               who: str | None = None) -> str:
         """Apply ``change`` to site ``name``, its registered domain or its server
-        address (``name`` may be an address); returns what was changed.
-        Raises :class:`UnknownTarget`."""
+        address (``name`` may be an address); returns what was changed, which
+        the control log keeps with ``who`` asked. Raises :class:`UnknownTarget`."""
         if scope == "ip":
             target = self.address_of(name)
             if target is None:
@@ -249,13 +250,18 @@ class HostControl:
             raise UnknownTarget(f"no site {target} in the frontier {self.keys.namespace}")
         if scope == "ip":
             self._wake_parked(target)
-        entry = {"time": round(time.time(), 3), "scope": scope, "name": target,
-                 "change": change.words()}
+        self.note(scope, target, change.words(), who)
+        return target
+
+    def note(self, scope: str, name: str, words: str, who: str | None = None) -> None:
+        """Keep an operator's action on the control log (``host NAME`` shows it)."""
+        entry = {"time": round(time.time(), 3), "scope": scope, "name": name, "change": words}
+        if who:
+            entry["who"] = who
         pipe = self.client.pipeline(transaction=False)
         pipe.lpush(self.keys.control_log(), json.dumps(entry))
         pipe.ltrim(self.keys.control_log(), 0, LOG_KEEP - 1)
         pipe.execute()
-        return target
 
     def _wake_parked(self, address: str) -> None:
         """Wake the hosts parked for ``address`` that it has room for now (after a

@@ -138,20 +138,22 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def exposure_warning(host: str, port: int, access: Access) -> str | None:
+def exposure_warning(host: str, port: int, access: Access, *, what: str = "Metrics",
+                     host_setting: str = "PROMETHEUS_HOST") -> str | None:
     """What an operator should hear about an endpoint off loopback, or None.
 
     TLS alone hides the metrics from the wire but still serves anyone who
-    asks; basic auth alone sends its password in clear text.
+    asks; basic auth alone sends its password in clear text. (``what``: the
+    endpoint, as the message names it; ``host_setting``: where it is bound.)
     """
     if is_loopback(host):
         return None
     if access.credentials is None and not access.clients_verified:
         how = "over TLS, but " if access.tls is not None else ""
-        return (f"Metrics: readable by anyone who reaches {host}:{port} ({how}no password "
+        return (f"{what}: readable by anyone who reaches {host}:{port} ({how}no password "
                 f"and no client certificate asked): set {USER} and {PASSWORD_FILE}, and "
-                f"{CERT} and {KEY} (or {CLIENT_CA}), or keep PROMETHEUS_HOST on loopback")
+                f"{CERT} and {KEY} (or {CLIENT_CA}), or keep {host_setting} on loopback")
     if access.tls is None:
-        return (f"Metrics: the password of {USER} crosses the network in clear text to "
+        return (f"{what}: the password of {USER} crosses the network in clear text to "
                 f"{host}:{port}: set {CERT} and {KEY}")
     return None

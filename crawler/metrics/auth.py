@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 #: Shown by browsers and curl when they ask for credentials.
 REALM = "broadcrawl metrics"
-CHALLENGE = f'Basic realm="{REALM}"'
 
 
 @dataclass(frozen=True)
@@ -55,15 +54,19 @@ class Credentials:
         return bool(colon) and same_user and same_password
 
 
-def require_basic_auth(app: WSGIApplication, credentials: Credentials) -> WSGIApplication:
-    """``app`` behind basic auth: any other request gets ``401`` and a challenge."""
+def require_basic_auth(app: WSGIApplication, credentials: Credentials, *,
+                       realm: str = REALM, what: str = "these metrics") -> WSGIApplication:
+    """``app`` behind basic auth: any other request gets ``401`` and a challenge.
+    The app sees the user as ``REMOTE_USER``, as behind a web server's auth."""
+    body = f"401 Unauthorized: {what} need a user and password\n".encode()
+    challenge = f'Basic realm="{realm}"'
 
     def guarded(environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         if credentials.accept(environ.get("HTTP_AUTHORIZATION")):
+            environ["REMOTE_USER"] = credentials.user.decode("utf-8", "replace")
             return app(environ, start_response)
-        body = b"401 Unauthorized: these metrics need a user and password\n"
         start_response("401 Unauthorized", [
-            ("WWW-Authenticate", CHALLENGE),
+            ("WWW-Authenticate", challenge),
             ("Content-Type", "text/plain; charset=utf-8"),
             ("Content-Length", str(len(body))),
         ])

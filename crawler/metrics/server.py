@@ -112,6 +112,14 @@ def serve(registry: CollectorRegistry, host: str, ports: range, *,
     app = make_wsgi_app(registry)
     if credentials is not None:
         app = require_basic_auth(app, credentials)
+    return serve_app(app, host, ports, tls=tls, name="metrics")
+
+
+def serve_app(app: WSGIApplication, host: str, ports: range, *,
+              tls: ssl.SSLContext | None = None, name: str = "metrics"
+              ) -> tuple[WSGIServer, threading.Thread, int]:
+    """Serve a WSGI ``app`` on the first free port of ``ports`` (over TLS with
+    ``tls``) in a thread; return the server, its thread and the port."""
     # The family of the address (IPv4 or IPv6), as http.server does it.
     family, _, _, _, sockaddr = socket.getaddrinfo(
         host or None, ports.start, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
@@ -123,11 +131,11 @@ def serve(registry: CollectorRegistry, host: str, ports: range, *,
                 continue
             raise
         thread = threading.Thread(target=server.serve_forever, daemon=True,
-                                  name=f"metrics:{server.server_address[1]}")
+                                  name=f"{name}:{server.server_address[1]}")
         thread.start()
         return server, thread, server.server_address[1]
     raise NoFreePort(errno.EADDRINUSE,
-                     f"no free port for metrics on {host} in {ports.start}-{ports.stop - 1}")
+                     f"no free port for {name} on {host} in {ports.start}-{ports.stop - 1}")
 
 
 def stop(server: WSGIServer, thread: threading.Thread) -> None:

@@ -1,0 +1,142 @@
+"""What each page of the console shows, as plain data: the JSON API returns it as is.
+
+Every view reads the frontier through the classes ``scrapy frontier`` uses
+(:class:`~crawler.frontier.admin.FrontierAdmin`, its status, the top hosts,
+a host's control), so the console, the command and the metrics agree on
+every number.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from crawler.console.history import History
+from crawler.frontier.admin import (
+    AdminError,
+    FrontierAdmin,
+    HostMatch,
+    frontier_keys,
+    parse_host,
+    parse_host_match,
+)
+from crawler.frontier.control import HostControl, UnknownTarget
+from crawler.frontier.crawls import CrawlInfo
+from crawler.frontier.keys import site_of
+from crawler.frontier.refusals import with_examples
+from crawler.frontier.tophosts import RANKINGS, TopHosts
+
+#: Dead letters read at most to count them by reason (a frontier can hold
+#: millions; the count then says "at least").
+DEAD_SCAN_MAX = 20_000
+#: Hosts a hosts page lists at most.
+HOSTS_MAX = 500
+
+
+class NotFound(LookupError):
+    """A page asked for something the frontier does not have."""
+
+
+class BadQuery(ValueError):
+    """A page was asked with a parameter it cannot take (the message says which)."""
+
+
+@dataclass
+class Views:
+    """The console's reads of one frontier."""
+
+    admin: FrontierAdmin
+    control: HostControl
+    history: History
+    redis: str  # where the frontier lives, as shown (no password)
+    crawls_of: Callable[[], list[CrawlInfo]]
+
+    def overview(self) -> dict[str, Any]:
+        """Counts by state, hosts, workers, pace and ceiling, refusals, the last hour."""
+        self._look_for_layout()
+        status = self.admin.status()
+        out = status.as_dict()
+        out["redis"] = self.redis
+        out["refused_total"] = sum(status.refused.values())
+        out["history"] = self.history.as_dict()
+        return out
+
+    def _look_for_layout(self) -> None:
+        """A console started before the crawl's first worker finds the layout
+        that worker stored; one of another size it cannot read."""
+        reader = self.admin.reader
+        if reader.layout_found:
+            return
+        keys = self.admin.keys
+        stored, found = frontier_keys(self.admin.client, keys.namespace, keys.partitions,
+                                      keys.seen_buckets)
+        if found and stored.partitions != keys.partitions:
+            raise NotFound(f"the crawl's frontier has {stored.partitions} partitions, this "
+                           f"console reads {keys.partitions}: start it again")
+        reader.layout_found = found
+
+    def crawls(self) -> list[dict[str, Any]]:
+        return [asdict(crawl) for crawl in self.crawls_of()]
+
+    def hosts(self, by: str = "queued", top: int = 50, query: str = "") -> list[dict[str, Any]]:
+        """The first ``top`` hosts by ``by``; ``query``: only hosts whose name holds it."""
+        if by not in RANKINGS:
+            raise BadQuery(f"by takes one of {', '.join(RANKINGS)}, not {by!r}")
+        if not 1 <= top <= HOSTS_MAX:
+            raise BadQuery(f"top takes 1 to {HOSTS_MAX}, not {top}")
+        # A search ranks more hosts and keeps those that match: the top hosts
+        # by that measure among the names asked for.
+        rows = TopHosts(self.admin.client, self.admin.keys).top(
+            by, HOSTS_MAX if query else top)
+        query = query.strip().lower()
+        return [row.as_dict() for row in rows if query in row.host.lower()][:top]
+
+    def host(self, name: str) -> dict[str, Any]:
+        """A site, its domain and its server address: limits and why, holds, log."""
+        try:
+            site = site_of(parse_host(name))
+        except AdminError as exc:
+            raise BadQuery(str(exc)) from None
+        view = self.control.view(site)
+        if view is None:
+            raise NotFound(f"no site {site} in the frontier {self.admin.keys.namespace}")
+        return view.as_dict()
+
+    def dead(self, reason: str | None = None, host: str | None = None,
+             limit: int = 50) -> dict[str, Any]:
+        """Dead letters by reason (counted over at most :data:`DEAD_SCAN_MAX`),
+        and up to ``limit`` of those matching ``reason`` and ``host``."""
+        match = _host_match(host)
+        by_reason: Counter[str] = Counter()
+        letters = []
+        scanned = 0
+        for letter in self.admin.iter_dead(None, match):
+            scanned += 1
+            by_reason[letter.reason] += 1
+            if (reason is None or letter.reason == reason) and len(letters) < limit:
+                letters.append(letter.as_dict())
+            if scanned >= DEAD_SCAN_MAX:
+                break
+        return {"by_reason": dict(by_reason.most_common()), "letters": letters,
+                "complete": scanned < DEAD_SCAN_MAX, "reason": reason, "host": host}
+
+    def refused(self) -> list[dict[str, Any]]:
+        """URLs refused by every worker and script, by reason, with the last few."""
+        refused = self.admin.status(oldest=False).refused
+        found = with_examples(self.admin.client, self.admin.keys, refused)
+        return [{"reason": r.reason, "count": r.count, "examples": list(r.examples)}
+                for r in sorted(found, key=lambda r: -r.count)]
+
+
+def _host_match(host: str | None) -> HostMatch | None:
+    if not host:
+        return None
+    try:
+        return parse_host_match(host)
+    except AdminError as exc:
+        raise BadQuery(str(exc)) from None
+
+
+__all__ = ["BadQuery", "NotFound", "UnknownTarget", "Views"]
