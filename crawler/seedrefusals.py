@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 
 from crawler.addressguard import SeenOnce, normalise_host, parse_ip, parse_ipv4_loose
 from crawler.seeds import SEED_META
+from crawler.signals import seed_refused
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -87,8 +88,9 @@ class SeedRefusals:
     refused by both is logged once), its own under another scheduler.
     """
 
-    def __init__(self, stats: Any) -> None:
+    def __init__(self, stats: Any, signals: Any = None) -> None:
         self.stats = stats
+        self.signals = signals  # a crawler's: each refusal is a seed_refused signal too
         self._logged = SeenOnce()
 
     def refused(self, request: Request, reason: str, guard_reason: str | None = None) -> None:
@@ -99,6 +101,8 @@ class SeedRefusals:
         """
         shown = guard_reason or reason
         self.stats.inc_value(REFUSED_PREFIX + shown)
+        if self.signals is not None:
+            self.signals.send_catch_log(seed_refused, url=request.url, reason=shown)
         host = _host(request.url)
         if not self._logged.first(host or request.url):
             return

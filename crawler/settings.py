@@ -344,6 +344,9 @@ DOWNLOADER_MIDDLEWARES = {
     "crawler.middlewares.revisit.RevisitMiddleware": 640,
     # Next to the downloader, so it sees every download error first.
     "crawler.middlewares.outcome.FrontierOutcomeMiddleware": 950,
+    # Tallies every answer and download error for the crawl's report: nearest
+    # the downloader, so it sees them as they came, before anyone acts on them.
+    "crawler.middlewares.report.ReportMiddleware": 960,
     # Refuses non-public destinations. Above 950: its process_exception turns a
     # DNS answer the guarded resolver refused into a refusal before
     # FrontierOutcomeMiddleware notes it as an error and the retry policy
@@ -585,6 +588,17 @@ PROMETHEUS_BASIC_AUTH_USER = ""
 PROMETHEUS_BASIC_AUTH_PASSWORD_FILE = ""
 # Seconds between reads of the shared frontier for metrics (one worker reads).
 PROMETHEUS_FRONTIER_INTERVAL = 5.0
+
+# --- Crawl reports --------------------------------------------------------------
+# Every worker tallies its downloads (per host: pages, bytes, status codes,
+# media types, errors, robots.txt; per seed: what became of it) and saves the
+# tally in the frontier when it closes; then it writes the crawl's report,
+# every worker's tallies and what the frontier still holds, into
+# REPORT_DIR/<crawl> (hosts.csv, seeds.csv, statuses.csv, mimes.csv,
+# left.csv, off_scope.csv, report.json, report.html). scrapy frontier report
+# writes it again on demand.
+REPORT_ENABLED = True
+REPORT_DIR = "output/reports"
 
 # --- The operator's console (scrapy frontier serve) --------------------------
 # A web page over the frontier scrapy frontier reads, in its own process:

@@ -24,3 +24,8 @@ dns_lookup_done = object()
 #: policy only announces them; a spider that wants them (the broad spider
 #: with ``-a sitemaps=1``) connects to this signal and queues them itself.
 robots_sitemaps_found = object()
+
+#: A seed was refused before it was fetched (the address guard, the
+#: frontier's intake). Arguments: ``url``, ``reason``; the crawl report says
+#: what became of each seed.
+seed_refused = object()

@@ -139,7 +139,7 @@ def start_crawl(
         seeds_path = workdir / "seeds.txt"
         seeds_path.write_text("".join(f"{s}\n" for s in seeds))
     settings = {"JOBDIR": str(workdir / "job"), "WARC_DIR": str(workdir / "warc"),
-                **(settings or {})}
+                "REPORT_DIR": str(workdir / "reports"), **(settings or {})}
     log = (workdir / "crawl.log").open("w")
     try:
         proc = subprocess.Popen(

@@ -45,7 +45,13 @@ from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
 from scrapy.utils.project import data_path
 
-from crawler.commands import frontier_budget, frontier_rules, frontier_scope, frontier_serve
+from crawler.commands import (
+    frontier_budget,
+    frontier_report,
+    frontier_rules,
+    frontier_scope,
+    frontier_serve,
+)
 from crawler.commands.frontier_output import (
     MAX_WORKER_ROWS,
     ago,
@@ -87,7 +93,7 @@ from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.redaction import one_line, safe_url, url_password
 
 SUBCOMMANDS = ("status", "hosts", "dead", "refused", "requeue", "drop-host", "revisit-now",
-               "host", "scope", "budget", "rules", "crawls", "delete", "serve")
+               "host", "scope", "budget", "rules", "crawls", "delete", "serve", "report")
 #: The options that change a host (or domain) rather than show it.
 _BUDGETS = ("budget_pages", "budget_bytes", "budget_seconds")
 _CHANGES = ("delay", "concurrency", "pause", "resume", "reset", *_BUDGETS)
@@ -103,7 +109,7 @@ class Command(ScrapyCommand):
 
     def syntax(self) -> str:
         return ("status|hosts|dead|refused|requeue|drop-host HOST|host NAME|scope|budget|"
-                "rules [FILE]|crawls|delete|serve [options]")
+                "rules [FILE]|crawls|delete|serve|report [options]")
 
     def short_desc(self) -> str:
         return "Show and repair the crawl frontier (status, dead letters, requeue, drop a host)"
@@ -152,6 +158,9 @@ class Command(ScrapyCommand):
             "of hosts, on 127.0.0.1 (--bind ADDRESS, --port PORT; CONSOLE_HOST, "
             "CONSOLE_PORT; off loopback the PROMETHEUS_TLS_* and PROMETHEUS_BASIC_AUTH_* "
             "settings protect it), until Ctrl-C. "
+            "report: write the crawl's report (hosts, seeds, status codes, media types, what "
+            "is left; CSV, JSON and one HTML page) from every worker's saved tally into "
+            "--out DIR, else REPORT_DIR/CRAWL, as each closing worker does. "
             "Redis: --redis-url, else REDIS_URL, REDIS_URL_FILE or $BROADCRAWL_REDIS_URL, "
             "else the embedded Redis of JOBDIR or .scrapy/frontier/SPIDER."
         )
@@ -215,6 +224,7 @@ class Command(ScrapyCommand):
                            help="host: remove everything the host's pages taught")
         frontier_scope.add_options(group)
         frontier_serve.add_options(group)
+        frontier_report.add_options(group)
         frontier_budget.add_options(group)
         group.add_argument("--idle-days", type=float, metavar="N",
                            help="delete: every crawl of the spider idle for N days or more")
@@ -296,6 +306,8 @@ class Command(ScrapyCommand):
             raise UsageError(f"unexpected argument(s): {' '.join(rest)}")
         if sub != "serve" and (opts.bind or opts.port):
             raise UsageError("--bind and --port apply to serve only")
+        if sub != "report" and opts.out:
+            raise UsageError("--out applies to report only")
         if opts.watch is not None and (sub != "status" or opts.watch <= 0):
             raise UsageError("--watch SECONDS (> 0) applies to status only")
         if opts.limit < 0:
@@ -383,6 +395,8 @@ class Command(ScrapyCommand):
         elif sub == "rules":
             assert self.settings is not None
             frontier_rules.run(admin, self.settings, rest, opts.reset)
+        elif sub == "report":
+            frontier_report.run(admin, self.settings, opts)
         elif sub == "serve":
             frontier_serve.run(admin, conn.url, self.settings, opts,
                                lambda: self._crawls(conn, opts.spider))

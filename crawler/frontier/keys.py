@@ -435,6 +435,11 @@ class Keys:
         guard, ...): :mod:`crawler.frontier.refusals`."""
         return f"{self.namespace}:refused"
 
+    def reports(self) -> str:
+        """Worker -> its tally of the crawl's downloads, for the crawl's reports
+        (:mod:`crawler.frontier.reports`)."""
+        return f"{self.namespace}:reports"
+
     def refused_examples(self, reason: str) -> str:
         """The last URLs refused for ``reason``, newest first (a capped list)."""
         return f"{self.namespace}:refused:{reason}"
@@ -487,7 +492,7 @@ class Keys:
         return [self.workers(), self.layout(), self.seen_at(), self.warc_digests(),
                 self.warc_digests() + ":old", self.control_log(), self.scope_forms(),
                 self.scope_log(), self.scope_rules(), self.budgets(), self.site_rules(),
-                self.refused()]
+                self.refused(), self.reports()]
 
     # --- patterns for SCAN MATCH (the namespace escaped)
 

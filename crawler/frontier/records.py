@@ -58,6 +58,9 @@ DEFAULT_META_KEYS: tuple[str, ...] = (
     "redirect_reasons",
     # links off the crawl's scope (crawler/middlewares/scope.py HOPS_META)
     "scope_hops",
+    # a seed stays one once claimed (crawler/seeds.py SEED_META): the crawl
+    # report says what became of it, a refusal of it is a seed's
+    "broad_seed",
 )
 
 

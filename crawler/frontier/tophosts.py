@@ -59,7 +59,7 @@ class TopHosts:
         if by not in RANKINGS:
             raise ValueError(f"--by takes one of {', '.join(RANKINGS)}, not {by!r}")
         if by == "queued":
-            scores = self._queued()
+            scores = self.queued_by_host()
         elif by == "dead":
             scores = self._dead()
         else:
@@ -67,7 +67,8 @@ class TopHosts:
         best = heapq.nlargest(n, scores.items(), key=lambda kv: (kv[1], kv[0]))
         return self._details([host for host, score in best if score > 0])
 
-    def _queued(self) -> dict[str, int]:
+    def queued_by_host(self) -> dict[str, int]:
+        """Every host key with a queue, and how many URLs it holds."""
         keys = list(self.client.scan_iter(match=self.keys.queues_pattern(), count=_BATCH))
         out: dict[str, int] = {}
         for chunk in _chunks(keys):

@@ -76,7 +76,7 @@ class AddressGuardMiddleware:
         #: The installed guarded resolver; found on the running reactor when None.
         self.resolver: GuardedResolver | CrawlResolver | None = None
         self._logged = SeenOnce()
-        self._seed_refusals = SeedRefusals(crawler.stats)
+        self._seed_refusals = SeedRefusals(crawler.stats, crawler.signals)
         _warn_if_dns_unchecked(crawler.settings)
 
     @classmethod

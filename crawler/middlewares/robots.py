@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
+#: How a refusal by robots.txt starts (the crawl report counts them by it).
+DENIED_MESSAGE = "forbidden by robots.txt"
+
 #: The reason a disallowed page's lease ends as done with.
 DENIED_REASON = "robots"
 
@@ -67,7 +70,7 @@ class RobotsPolicyMiddleware:
             self.crawler.stats.inc_value("robots/denied")
             logger.debug("Forbidden by robots.txt: %s", request.url,
                          extra={"url": request.url, "host": host})
-            raise IgnoreRequest(f"forbidden by robots.txt: {request.url}")
+            raise IgnoreRequest(f"{DENIED_MESSAGE}: {request.url}")
         self.crawler.stats.inc_value("robots/allowed")
 
     def _not_from_frontier(self, request: Request) -> NoReturn:

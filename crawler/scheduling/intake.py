@@ -56,7 +56,7 @@ class Intake:
         #: Per-site settings (SITE_RULES, or the file an operator loaded since).
         self.site_rules: SiteRules = load_site_rules(s.get("SITE_RULES"))
         #: Seeds refused, said once per host (the address guard middleware's too).
-        self.seed_refusals = SeedRefusals(crawler.stats)
+        self.seed_refusals = SeedRefusals(crawler.stats, crawler.signals)
         #: Told of every refusal (reason, URL): the frontier's record of them
         #: (``scheduling/refusalnotes.py``), once the frontier is open.
         self.on_refused: Callable[[str, str], None] | None = None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
@@ -163,6 +163,10 @@ class WorkerFrontier:
         self.idle_since: float | None = None
         #: What was left in the frontier when the crawl stopped (the summary's).
         self.left: Leftover | None = None
+        #: What others save in the frontier when this worker closes, after its
+        #: leases and before it leaves the list of workers (the crawl report's
+        #: tally): ``await hook(client, keys)``.
+        self.on_close: list[Callable[[Any, Keys], Awaitable[None]]] = []
         #: Why this worker claims nothing now, by who paused it (the disk guard).
         self.pauses: dict[str, str] = {}
         self._crawler = crawler
@@ -218,6 +222,8 @@ class WorkerFrontier:
                 await self.learning.flush()
             if self.seed_feed is not None and self.seed_feed.holding:
                 await self.seed_feed.give_back()
+            for hook in self.on_close:
+                await hook(self.client, self.keys)
             await self.client.hdel(self.keys.workers(), self.worker)
         except (RedisError, OSError, TimeoutError) as exc:
             logger.error("Frontier: could not save the last changes on close: %s", exc)

@@ -1,0 +1,35 @@
+"""``scrapy frontier report``: write the crawl's report now (crawler/reports/).
+
+The same report every closing worker writes (:mod:`crawler.middlewares.report`),
+from the tallies the workers saved and what the frontier holds now; into
+``--out DIR``, else ``REPORT_DIR``/CRAWL.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from crawler.commands.frontier_output import note
+from crawler.frontier.admin import FrontierAdmin
+from crawler.middlewares.report import crawl_folder
+from crawler.reports.build import build
+from crawler.reports.write import write
+
+
+def add_options(group: argparse._ArgumentGroup) -> None:
+    group.add_argument("--out", metavar="DIR",
+                       help="report: the folder to write into (default REPORT_DIR/CRAWL)")
+
+
+def run(admin: FrontierAdmin, settings: Any, opts: argparse.Namespace) -> None:
+    folder = Path(opts.out) if opts.out else (
+        Path(settings.get("REPORT_DIR", "output/reports")) / crawl_folder(admin.keys.namespace))
+    report = build(admin)
+    page = write(report, folder)
+    workers = report["workers"]
+    if not workers:
+        note("no worker of this crawl saved a tally yet (workers save theirs when they "
+             "close): the report shows only what the frontier holds")
+    print(f"{page} (and CSV and JSON beside it; the tallies of {len(workers)} worker(s))")

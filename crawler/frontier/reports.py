@@ -1,0 +1,48 @@
+"""Every worker's tally of a crawl's downloads, kept in the frontier for its reports.
+
+A worker saves its tally (:class:`crawler.reports.tally.Tally`, as JSON,
+zlib-compressed) when it closes, under its id in ``NS:reports``; a worker of
+the same id in a later run of the crawl adds its own to it. A report reads
+them all, so it covers every worker, on any machine.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any
+
+from crawler.frontier.keys import Keys
+
+
+def pack(tally: dict[str, Any]) -> bytes:
+    return zlib.compress(json.dumps(tally, separators=(",", ":")).encode(), 6)
+
+
+def unpack(raw: bytes) -> dict[str, Any] | None:
+    """A saved tally, or None for what no worker of this build saved."""
+    try:
+        data = json.loads(zlib.decompress(raw))
+    except (zlib.error, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+async def saved(client: Any, keys: Keys, worker: str) -> dict[str, Any] | None:
+    """What ``worker`` saved before (an earlier run of the crawl), if anything."""
+    raw = await client.hget(keys.reports(), worker)
+    return None if raw is None else unpack(raw)
+
+
+async def save(client: Any, keys: Keys, worker: str, tally: dict[str, Any]) -> None:
+    await client.hset(keys.reports(), worker, pack(tally))
+
+
+def read_all(client: Any, keys: Keys) -> dict[str, dict[str, Any]]:
+    """Every worker's saved tally, by worker id (a blocking client)."""
+    out = {}
+    for worker, raw in client.hgetall(keys.reports()).items():
+        data = unpack(raw)
+        if data is not None:
+            out[worker.decode("utf-8", "replace")] = data
+    return out

@@ -1,0 +1,149 @@
+"""Downloader middleware: tally every download for the crawl's reports.
+
+Next to the downloader (960, after the outcome middleware's 950), it sees
+each answer as it came (a redirect before it is followed, robots.txt
+fetches too) and each download error first, and it sees the robots policy's
+refusals, whose ``IgnoreRequest`` every middleware's ``process_exception``
+is shown. What it counts (:class:`crawler.reports.tally.Tally`) is saved in
+the frontier when the worker closes, added to what the same worker id saved
+in earlier runs of the crawl; then this worker writes the crawl's report,
+every worker's tallies together, into ``REPORT_DIR``/CRAWL
+(:mod:`crawler.reports.write`). ``scrapy frontier report`` writes it again
+on demand.
+
+Settings: ``REPORT_ENABLED`` (True), ``REPORT_DIR`` (``output/reports``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from scrapy import signals
+from scrapy.exceptions import IgnoreRequest, NotConfigured
+
+from crawler.frontier import reports as saved_reports
+from crawler.frontier.admin import FrontierAdmin
+from crawler.frontier.keys import Keys, site_of
+from crawler.middlewares.robots import DENIED_MESSAGE
+from crawler.middlewares.scope import scope_of
+from crawler.reports.build import build
+from crawler.reports.tally import Tally
+from crawler.reports.write import write
+from crawler.robots.fetch import ROBOTS_FETCH_META
+from crawler.scheduling.worker import frontier_of
+from crawler.seeds import SEED_META
+from crawler.signals import seed_refused
+from crawler.urls import host_key
+
+if TYPE_CHECKING:
+    from scrapy import Request
+    from scrapy.crawler import Crawler
+    from scrapy.http import Response
+
+logger = logging.getLogger(__name__)
+
+
+def crawl_folder(namespace: str) -> str:
+    """The report folder's name of a crawl: its namespace, file-name safe."""
+    return "".join(c if c.isalnum() or c in "-_." else "-" for c in namespace)
+
+
+class ReportMiddleware:
+    """Tallies downloads; saves the tally and writes the crawl's report on close."""
+
+    def __init__(self, crawler: Crawler, folder: Path) -> None:
+        self.crawler = crawler
+        self.folder = folder
+        self.tally = Tally()
+
+    @classmethod
+    def from_crawler(cls, crawler: Crawler) -> ReportMiddleware:
+        if not crawler.settings.getbool("REPORT_ENABLED", True):
+            raise NotConfigured("REPORT_ENABLED is off")
+        middleware = cls(crawler, Path(crawler.settings.get("REPORT_DIR", "output/reports")))
+        crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
+        crawler.signals.connect(middleware.seed_refused, signal=seed_refused)
+        return middleware
+
+    def spider_opened(self) -> None:
+        frontier = frontier_of(self.crawler)
+        if frontier is None:
+            logger.info("Report: none is written without the frontier scheduler")
+            return
+        frontier.on_close.append(self._save)
+
+    # --- what the downloads show
+
+    def process_response(self, request: Request, response: Response) -> Response:
+        host = _site(request.url)
+        if request.meta.get(ROBOTS_FETCH_META):
+            self.tally.robots(host, str(response.status))
+            return response
+        kind = response.headers.get(b"Content-Type") or b""
+        mime = kind.split(b";", 1)[0].strip().lower().decode("latin-1")
+        latency = request.meta.get("download_latency")
+        self.tally.page(host, response.status, mime, len(response.body),
+                        latency if isinstance(latency, float | int) else 0.0, time.time())
+        if request.meta.get(SEED_META) and not 300 <= response.status < 400:
+            self.tally.seed(_seed_url(request), str(response.status))
+        return response
+
+    def process_exception(self, request: Request, exception: BaseException) -> None:
+        host = _site(request.url)
+        if isinstance(exception, IgnoreRequest):
+            if str(exception).startswith(DENIED_MESSAGE):
+                self.tally.denied(host)
+                if request.meta.get(SEED_META):
+                    self.tally.seed(_seed_url(request), "robots-denied")
+            return
+        kind = type(exception).__name__
+        if request.meta.get(ROBOTS_FETCH_META):
+            self.tally.robots(host, f"error: {kind}")
+            return
+        self.tally.error(host, kind)
+        if request.meta.get(SEED_META):
+            self.tally.seed(_seed_url(request), f"error: {kind}")
+
+    def seed_refused(self, url: str, reason: str) -> None:
+        self.tally.seed(url, f"refused: {reason}")
+
+    # --- on close
+
+    async def _save(self, client: Any, keys: Keys) -> None:
+        frontier = frontier_of(self.crawler)
+        assert frontier is not None
+        scope = scope_of(self.crawler)
+        if scope is not None:
+            self.tally.off_scope.update(scope.off_scope)
+        tally = Tally.of(await saved_reports.saved(client, keys, frontier.worker) or {})
+        tally.merge(self.tally)
+        await saved_reports.save(client, keys, frontier.worker, tally.as_dict())
+        folder = self.folder / crawl_folder(keys.namespace)
+        try:
+            page = await asyncio.to_thread(self._write, frontier.sync_client, keys, folder)
+        except OSError as exc:
+            logger.error("Report: could not write %s: %s", folder, exc)
+            return
+        logger.info("Report: %s (and CSV and JSON beside it)", page)
+
+    def _write(self, sync_client: Any, keys: Keys, folder: Path) -> Path:
+        client = sync_client()
+        try:
+            return write(build(FrontierAdmin(client, keys)), folder)
+        finally:
+            client.close()
+
+
+def _site(url: str) -> str:
+    key = host_key(url)
+    return site_of(key) if key else "(not a URL)"
+
+
+def _seed_url(request: Request) -> str:
+    """The seed a request is (or was redirected from)."""
+    chain = request.meta.get("redirect_urls") or [request.url]
+    return str(chain[0])

@@ -1,0 +1,50 @@
+"""A crawl's report, as data: every worker's tally and what the frontier still holds.
+
+Read with a blocking client, from the closing worker's thread or from
+``scrapy frontier report``: the saved tallies (:mod:`crawler.frontier.reports`),
+the counts by state, the queued URLs and dead letters host by host, and the
+refusals by reason. The dead letters are read up to :data:`DEAD_SCAN_MAX`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from typing import Any
+
+from crawler.frontier import reports as saved_reports
+from crawler.frontier.admin import FrontierAdmin
+from crawler.frontier.keys import site_of
+from crawler.frontier.tophosts import TopHosts
+from crawler.reports.tally import Tally
+
+DEAD_SCAN_MAX = 200_000
+
+
+def build(admin: FrontierAdmin, *, crawl: str = "") -> dict[str, Any]:
+    """The report of the crawl ``admin`` reads (``crawl``: its name, as shown)."""
+    tallies = saved_reports.read_all(admin.client, admin.keys)
+    tally = Tally()
+    for data in tallies.values():
+        tally.merge(Tally.of(data))
+    status = admin.status(oldest=False)
+    queued: Counter[str] = Counter()
+    for host, n in TopHosts(admin.client, admin.keys).queued_by_host().items():
+        queued[site_of(host)] += n
+    dead: dict[str, Counter[str]] = defaultdict(Counter)
+    scanned = 0
+    for letter in admin.iter_dead():
+        dead[site_of(letter.host)][letter.reason] += 1
+        scanned += 1
+        if scanned >= DEAD_SCAN_MAX:
+            break
+    return {
+        "crawl": crawl or admin.keys.namespace,
+        "generated_at": round(time.time(), 3),
+        "workers": sorted(tallies),
+        "tally": tally.as_dict(),
+        "left": {"counts": status.counts, "refused": status.refused,
+                 "queued": {host: n for host, n in queued.items() if n},
+                 "dead": {host: dict(reasons) for host, reasons in dead.items()},
+                 "dead_complete": scanned < DEAD_SCAN_MAX},
+    }
