@@ -228,3 +228,34 @@ def test_crawl_ids_naming_one_digest_index_archive_a_payload_once(
     assert len(types) == 5
     second = "revisit" if shared else "response"
     assert all(kinds == ["response", second] for kinds in types.values()), types
+
+
+def test_the_report_says_what_changed_since_the_last_run(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
+    """A recurring crawl's report: the latest run's pages next to their last
+    fetch, per host (changes.csv) and in report.json; a page removed is gone."""
+    web = realweb(Web([Host("a.test", pages={
+        "/": links_to("/etag", "/changes", "/gone"),
+        "/etag": page("same body", headers={"ETag": '"e1"'}),
+        "/changes": page("version 1"),
+        "/gone": page("here today"),
+    })]))
+    _crawl(web, tmp_path, FRONTIER_REVISIT_AFTER=4)
+    folder = next((tmp_path / "reports").iterdir())
+    assert _changes(folder) == {"new": 4, "changed": 0, "unchanged": 0, "gone": 0}
+    web.set_page("a.test", "/changes", page("version 2"))
+    web.set_page("a.test", "/gone", None)
+    time.sleep(4.2)  # every URL is due again
+    _crawl(web, tmp_path, FRONTIER_REVISIT_AFTER=4, FRONTIER_REVISIT_MIN=4)
+    # "/" the same digest, "/etag" a 304; "/gone" a 404 now
+    assert _changes(folder) == {"new": 0, "changed": 1, "unchanged": 2, "gone": 1}
+    report = json.loads((folder / "report.json").read_text())
+    assert report["changes"] == {"a.test": {"changed": 1, "unchanged": 2, "gone": 1}}
+    assert report["tally"]["hosts"]["a.test"]["pages"] == 8  # both runs' pages
+
+
+def _changes(folder: Path) -> dict[str, int]:
+    rows = (folder / "changes.csv").read_text().splitlines()
+    header, (values,) = rows[0].split(","), rows[1:]
+    assert values.startswith("a.test,")
+    return dict(zip(header[1:], map(int, values.split(",")[1:]), strict=True))

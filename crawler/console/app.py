@@ -8,6 +8,8 @@ Routes (``GET`` unless said; every page has its JSON under ``/api``):
 - ``/dead?reason=R&host=H``, ``/api/dead``: dead letters by reason, with examples;
 - ``/refused``, ``/api/refused``: refusals by reason, with examples;
 - ``/crawls``, ``/api/crawls``: the spider's crawls;
+- ``/report``, ``/api/report``: the crawl's report as ``scrapy frontier report``
+  writes it (hosts, seeds, what changed in the latest run), built now;
 - ``POST /host?name=NAME`` and ``POST /api/host?name=NAME``: pause, resume,
   slow, limit, reset or drop a site (or its domain);
 - ``POST /requeue``, ``POST /api/requeue``: dead letters back to their queues.
@@ -38,6 +40,7 @@ from crawler.console.history import sparkline
 from crawler.console.views import BadQuery, NotFound, Views
 from crawler.frontier.status import HOST_STATES
 from crawler.frontier.tophosts import RANKINGS
+from crawler.reports.write import render as render_report
 
 if TYPE_CHECKING:
     from wsgiref.types import StartResponse, WSGIEnvironment
@@ -146,6 +149,8 @@ class ConsoleApp:
             "/api/dead": lambda r: _json(self.views.dead(*_dead_args(r))),
             "/api/refused": lambda r: _json(self.views.refused()),
             "/api/crawls": lambda r: _json(self.views.crawls()),
+            "/report": lambda r: Reply("200 OK", render_report(self.views.report()).encode()),
+            "/api/report": lambda r: _json(self.views.report()),
             "/api/csrf": lambda r: _json({"csrf": self.csrf}),
         }
         post: dict[str, Callable[[Request], Reply]] = {

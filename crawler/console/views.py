@@ -27,6 +27,7 @@ from crawler.frontier.crawls import CrawlInfo
 from crawler.frontier.keys import site_of
 from crawler.frontier.refusals import with_examples
 from crawler.frontier.tophosts import RANKINGS, TopHosts
+from crawler.reports.build import build
 
 #: Dead letters read at most to count them by reason (a frontier can hold
 #: millions; the count then says "at least").
@@ -76,6 +77,10 @@ class Views:
             raise NotFound(f"the crawl's frontier has {stored.partitions} partitions, this "
                            f"console reads {keys.partitions}: start it again")
         reader.layout_found = found
+
+    def report(self) -> dict[str, Any]:
+        """The crawl's report as ``scrapy frontier report`` writes it, now."""
+        return build(self.admin)
 
     def crawls(self) -> list[dict[str, Any]]:
         return [asdict(crawl) for crawl in self.crawls_of()]

@@ -1,9 +1,11 @@
 """Every worker's tally of a crawl's downloads, kept in the frontier for its reports.
 
-A worker saves its tally (:class:`crawler.reports.tally.Tally`, as JSON,
-zlib-compressed) when it closes, under its id in ``NS:reports``; a worker of
-the same id in a later run of the crawl adds its own to it. A report reads
-them all, so it covers every worker, on any machine.
+A worker saves its tallies (:class:`crawler.reports.tally.Tally`, as JSON,
+zlib-compressed) when it closes, under its id in ``NS:reports``:
+``{"total": ..., "run": ..., "started": ..., "ended": ...}``, the total of
+every run of that worker id (a later run of the crawl adds to it) and its
+latest run alone (what a recurring crawl's week changed). A report reads them
+all, so it covers every worker, on any machine.
 """
 
 from __future__ import annotations

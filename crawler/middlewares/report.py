@@ -28,16 +28,19 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from crawler.frontier import reports as saved_reports
 from crawler.frontier.admin import FrontierAdmin
 from crawler.frontier.keys import Keys, site_of
+from crawler.lease import ticket_of
 from crawler.middlewares.robots import DENIED_MESSAGE
 from crawler.middlewares.scope import scope_of
 from crawler.reports.build import build
-from crawler.reports.tally import Tally
+from crawler.reports.tally import Tally, change_of
 from crawler.reports.write import write
+from crawler.revisit import short_digest
 from crawler.robots.fetch import ROBOTS_FETCH_META
 from crawler.scheduling.worker import frontier_of
 from crawler.seeds import SEED_META
 from crawler.signals import seed_refused
 from crawler.urls import host_key
+from crawler.warc.records import payload_digest
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -58,7 +61,8 @@ class ReportMiddleware:
     def __init__(self, crawler: Crawler, folder: Path) -> None:
         self.crawler = crawler
         self.folder = folder
-        self.tally = Tally()
+        self.tally = Tally()  # this run's (the process's); the frontier keeps the total
+        self.started = round(time.time(), 3)
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ReportMiddleware:
@@ -88,9 +92,23 @@ class ReportMiddleware:
         latency = request.meta.get("download_latency")
         self.tally.page(host, response.status, mime, len(response.body),
                         latency if isinstance(latency, float | int) else 0.0, time.time())
+        self._compare(request, response, host)
         if request.meta.get(SEED_META) and not 300 <= response.status < 400:
             self.tally.seed(_seed_url(request), str(response.status))
         return response
+
+    def _compare(self, request: Request, response: Response, host: str) -> None:
+        """With revisits on: the page next to its last fetch (the digest is the
+        one the revisit middleware computes too: only for a revisit's answer)."""
+        frontier = frontier_of(self.crawler)
+        ticket = ticket_of(request.meta)
+        if frontier is None or frontier.leases.revisits is None or ticket is None:
+            return
+        previous = ticket.revisit.digest if ticket.revisit is not None else None
+        what = change_of(response.status, previous,
+                         lambda: short_digest(payload_digest(response.body)))
+        if what is not None:
+            self.tally.change(host, what)
 
     def process_exception(self, request: Request, exception: BaseException) -> None:
         host = _site(request.url)
@@ -119,9 +137,12 @@ class ReportMiddleware:
         scope = scope_of(self.crawler)
         if scope is not None:
             self.tally.off_scope.update(scope.off_scope)
-        tally = Tally.of(await saved_reports.saved(client, keys, frontier.worker) or {})
-        tally.merge(self.tally)
-        await saved_reports.save(client, keys, frontier.worker, tally.as_dict())
+        earlier = await saved_reports.saved(client, keys, frontier.worker) or {}
+        total = Tally.of(earlier.get("total", {}))
+        total.merge(self.tally)
+        await saved_reports.save(client, keys, frontier.worker, {
+            "total": total.as_dict(), "run": self.tally.as_dict(),
+            "started": self.started, "ended": round(time.time(), 3)})
         folder = self.folder / crawl_folder(keys.namespace)
         try:
             page = await asyncio.to_thread(self._write, frontier.sync_client, keys, folder)

@@ -21,12 +21,28 @@ from crawler.reports.tally import Tally
 DEAD_SCAN_MAX = 200_000
 
 
+def latest_run(saved: dict[str, dict[str, Any]]) -> dict[str, list[float]]:
+    """The workers of the crawl's latest run, with when each started and ended:
+    the last to start, and every worker still running then (workers of one run
+    overlap; last week's ended before this week's began)."""
+    times = {worker: (float(data.get("started") or 0), float(data.get("ended") or 0))
+             for worker, data in saved.items()}
+    if not times:
+        return {}
+    last_start = max(started for started, _ in times.values())
+    return {worker: [started, ended] for worker, (started, ended) in sorted(times.items())
+            if ended >= last_start}
+
+
 def build(admin: FrontierAdmin, *, crawl: str = "") -> dict[str, Any]:
     """The report of the crawl ``admin`` reads (``crawl``: its name, as shown)."""
-    tallies = saved_reports.read_all(admin.client, admin.keys)
-    tally = Tally()
-    for data in tallies.values():
-        tally.merge(Tally.of(data))
+    saved = saved_reports.read_all(admin.client, admin.keys)
+    tally, latest = Tally(), Tally()
+    for data in saved.values():
+        tally.merge(Tally.of(data.get("total", {})))
+    runs = latest_run(saved)
+    for worker in runs:
+        latest.merge(Tally.of(saved[worker].get("run", {})))
     status = admin.status(oldest=False)
     queued: Counter[str] = Counter()
     for host, n in TopHosts(admin.client, admin.keys).queued_by_host().items():
@@ -41,8 +57,11 @@ def build(admin: FrontierAdmin, *, crawl: str = "") -> dict[str, Any]:
     return {
         "crawl": crawl or admin.keys.namespace,
         "generated_at": round(time.time(), 3),
-        "workers": sorted(tallies),
+        "workers": sorted(saved),
         "tally": tally.as_dict(),
+        # What the latest run of each worker saw: a recurring crawl's week.
+        "latest_runs": runs,
+        "changes": {name: dict(h.changes) for name, h in latest.hosts.items() if h.changes},
         "left": {"counts": status.counts, "refused": status.refused,
                  "queued": {host: n for host, n in queued.items() if n},
                  "dead": {host: dict(reasons) for host, reasons in dead.items()},

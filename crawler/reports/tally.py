@@ -9,6 +9,7 @@ counted under ``(other hosts)``, and the report says how many were folded.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,12 +34,17 @@ class HostTally:
     robots_denied: int = 0  # URLs robots.txt did not allow
     first: float = 0.0  # Unix seconds of its first and last answer
     last: float = 0.0
+    #: Pages by what they are next to their last fetch (revisits, FRONTIER_REVISIT_AFTER):
+    #: "new" (never fetched before), "changed", "unchanged" (304, or the same payload),
+    #: "gone" (404 or 410 now).
+    changes: Counter[str] = field(default_factory=Counter)
 
     def as_dict(self) -> dict[str, Any]:
         return {"pages": self.pages, "bytes": self.bytes, "seconds": round(self.seconds, 3),
                 "statuses": dict(self.statuses), "mimes": dict(self.mimes),
                 "errors": dict(self.errors), "robots": self.robots,
-                "robots_denied": self.robots_denied, "first": self.first, "last": self.last}
+                "robots_denied": self.robots_denied, "first": self.first, "last": self.last,
+                "changes": dict(self.changes)}
 
     @classmethod
     def of(cls, data: dict[str, Any]) -> HostTally:
@@ -46,7 +52,8 @@ class HostTally:
                    float(data.get("seconds", 0.0)), Counter(data.get("statuses", {})),
                    Counter(data.get("mimes", {})), Counter(data.get("errors", {})),
                    str(data.get("robots", "")), int(data.get("robots_denied", 0)),
-                   float(data.get("first", 0.0)), float(data.get("last", 0.0)))
+                   float(data.get("first", 0.0)), float(data.get("last", 0.0)),
+                   Counter(data.get("changes", {})))
 
     def add(self, other: HostTally) -> None:
         self.pages += other.pages
@@ -60,6 +67,7 @@ class HostTally:
         self.first = min(t for t in (self.first, other.first) if t) if (
             self.first or other.first) else 0.0
         self.last = max(self.last, other.last)
+        self.changes.update(other.changes)
 
 
 @dataclass(slots=True)
@@ -96,6 +104,10 @@ class Tally:
         tally.mimes[mime or "(none)"] += 1
         tally.first = tally.first or at
         tally.last = max(tally.last, at)
+
+    def change(self, host: str, what: str) -> None:
+        """A page is ``what`` (new, changed, unchanged, gone) next to its last fetch."""
+        self.host(host).changes[what] += 1
 
     def error(self, host: str, kind: str) -> None:
         self.host(host).errors[kind] += 1
@@ -135,6 +147,22 @@ class Tally:
         return cls({name: HostTally.of(t) for name, t in data.get("hosts", {}).items()},
                    {str(k): str(v) for k, v in data.get("seeds", {}).items()},
                    int(data.get("folded_hosts", 0)), Counter(data.get("off_scope", {})))
+
+
+def change_of(status: int, previous_digest: str | None, digest: Callable[[], str]) -> str | None:
+    """What a page is next to its last fetch (see :attr:`HostTally.changes`);
+    ``previous_digest`` None: never fetched before; ``digest``: this answer's
+    payload digest, computed only when there is one to compare with. None: an
+    answer that says neither (a redirect, a server error)."""
+    if previous_digest is None:
+        return "new"
+    if status == 304:
+        return "unchanged"
+    if status in (404, 410):
+        return "gone"
+    if not 200 <= status < 300:
+        return None
+    return "unchanged" if previous_digest and digest() == previous_digest else "changed"
 
 
 def _reached(outcome: str) -> bool:

@@ -26,6 +26,8 @@ from crawler.urls import host_key
 
 #: Rows of a table on the HTML page (the CSV files have them all).
 HTML_ROWS = 200
+#: What a page is next to its last fetch (:attr:`crawler.reports.tally.HostTally.changes`).
+CHANGES = ("new", "changed", "unchanged", "gone")
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("crawler.reports", "templates"),
@@ -68,6 +70,10 @@ def tables(report: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]
         "left.csv": (["host", "queued", "dead_letters", "dead_by_reason"], left_rows),
         "off_scope.csv": (["host", "links"], [[k, v] for k, v in Counter(
             tally.get("off_scope", {})).most_common()]),
+        "changes.csv": (["host", *CHANGES], sorted(
+            ([name, *(c.get(k, 0) for k in CHANGES)]
+             for name, c in report.get("changes", {}).items()),
+            key=lambda row: (-sum(row[1:]), row[0]))),
     }
 
 
@@ -81,11 +87,18 @@ def write(report: dict[str, Any], folder: Path) -> Path:
     for name, (header, rows) in all_tables.items():
         _replace(folder / name, _csv(header, rows))
     _replace(folder / "report.json", json.dumps(report, indent=1, sort_keys=True) + "\n")
-    html = _ENV.get_template("report.html").render(
-        report=report, tables=all_tables, rows=HTML_ROWS, bars=_bars)
+    html = render(report, all_tables)
     page = folder / "report.html"
     _replace(page, html)
     return page
+
+
+def render(report: dict[str, Any],
+           all_tables: dict[str, tuple[list[str], list[list[Any]]]] | None = None) -> str:
+    """The report's HTML page."""
+    return _ENV.get_template("report.html").render(
+        report=report, tables=all_tables or tables(report), rows=HTML_ROWS, bars=_bars,
+        changes=CHANGES)
 
 
 def _csv(header: list[str], rows: list[list[Any]]) -> str:
