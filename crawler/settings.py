@@ -610,6 +610,9 @@ CONSOLE_HOST = "127.0.0.1"
 CONSOLE_PORT = "9440-9449"
 # Seconds between the samples of the console's charts of the last hour.
 CONSOLE_SAMPLE_SECONDS = 10.0
+# Seconds between a worker's writes of its recent fetches per host and its
+# download errors by kind, which the console shows (one HSET; 0: never).
+CONSOLE_LIVE_SECONDS = 5.0
 EXTENSIONS = {
     # First: the crawl does not start on a Scrapy or Twisted whose private
     # names, which crawler/compat.py uses, changed (it names what and why).

@@ -32,6 +32,7 @@ import pytest
 from crawler.console.app import ConsoleApp
 from crawler.console.history import History
 from crawler.console.views import Views
+from crawler.frontier import live
 from crawler.frontier.control import HostControl
 from crawler.frontier.tophosts import TopHosts
 from crawler.frontier.values import Limits, Release
@@ -289,3 +290,44 @@ def test_scrapy_frontier_serve_serves_the_crawl_on_loopback(world: World, redis_
         if proc.stderr is not None:
             proc.stderr.close()
     assert code == 130  # Ctrl-C: the server stopped, the command said so
+
+
+def test_a_host_s_recent_fetches_and_the_errors_by_kind_come_from_the_workers(
+        world: World, console: tuple[Browser, ConsoleApp]) -> None:
+    browser, _ = console
+
+
+    feeds = {name: live.LiveFetches() for name in ("w1", "w2")}
+    feeds["w1"].fetched("a.test", "http://a.test/1", "200", 0.25, 1200)
+    time.sleep(0.01)  # (the newest first: a later millisecond)
+    feeds["w2"].fetched("a.test", "http://a.test/2", "error: TimeoutError", 0.0, 0)
+    feeds["w2"].error("TimeoutError")
+    feeds["w1"].fetched("b.test", "http://b.test/1", "404", 0.1, 10)
+    for name, feed in feeds.items():
+        world.client.hset(world.keys.workers(), name, "")
+        world.run(live.write(world.aclient, world.keys, name, feed))
+        assert feed.pending() == ({}, [])  # written: nothing left to write
+    recent = browser.json("/api/host?name=a.test")["recent"]
+    assert [(f["url"], f["outcome"], f["worker"]) for f in recent] == [
+        ("http://a.test/2", "error: TimeoutError", "w2"), ("http://a.test/1", "200", "w1")]
+    page = browser.get("/host?name=a.test")
+    assert "http://a.test/1" in page and "error: TimeoutError" in page
+    assert "http://b.test/1" not in page
+
+
+def test_a_worker_keeps_the_recent_fetches_of_its_busiest_hosts_only(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+
+
+    monkeypatch.setattr(live, "HOSTS_KEPT", 2)
+    feed = live.LiveFetches()
+    for i in range(live.RECENT + 3):
+        feed.fetched("a.test", f"http://a.test/{i}", "200", 0.0, 1)
+    feed.fetched("b.test", "http://b.test/", "200", 0.0, 1)
+    fields, gone = feed.pending()
+    assert gone == []
+    assert [row[1] for row in json.loads(fields["recent:a.test"])] == [
+        f"http://a.test/{i}" for i in range(3, live.RECENT + 3)]
+    feed.fetched("c.test", "http://c.test/", "200", 0.0, 1)  # a.test is the oldest: out
+    assert feed.pending() == ({"recent:c.test": json.dumps(list(feed.recent["c.test"]))},
+                              ["recent:a.test"])

@@ -108,7 +108,7 @@ def test_an_operator_pauses_a_host_from_the_browser_and_the_crawl_obeys(
     settings = {"REDIS_URL": redis_url, "FRONTIER_NAMESPACE": namespace,
                 "FRONTIER_PARTITIONS": 4, "FRONTIER_SEEN_BUCKETS": 64, "DOWNLOAD_DELAY": 0.25,
                 "DEPTH_LIMIT": 0, "ADMISSION_MAX_PAGES_PER_HOST": 60,
-                "FRONTIER_IDLE_WAIT": 4}
+                "FRONTIER_IDLE_WAIT": 4, "CONSOLE_LIVE_SECONDS": 1}
     console = browser = None
     try:
         with SimWebProcess(seed=47, n_hosts=6, mix=MIX) as web:
@@ -158,6 +158,12 @@ def test_an_operator_pauses_a_host_from_the_browser_and_the_crawl_obeys(
             assert [e["path"] for e in during if e["host"] == chosen] == []
             others = {e["host"] for e in during if e["host"] != chosen}
             assert others, "the other hosts stopped too"
+            # Its recent fetches, as the workers wrote them: what the server saw.
+            browser.refresh()
+            cells = browser.find_elements(By.CSS_SELECTOR, "#recent td.url")
+            shown = {cell.text.split(chosen, 1)[1] for cell in cells}
+            asked = {e["path"] for e in ledger if e["host"] == chosen}
+            assert shown and shown <= asked, (shown, asked)
 
             # Resume it: it is fetched again.
             browser.find_element(By.ID, "resume-site").click()

@@ -25,6 +25,7 @@ from crawler.frontier.admin import (
 from crawler.frontier.control import HostControl, UnknownTarget
 from crawler.frontier.crawls import CrawlInfo
 from crawler.frontier.keys import site_of
+from crawler.frontier.live import errors_of, recent_of
 from crawler.frontier.refusals import with_examples
 from crawler.frontier.tophosts import RANKINGS, TopHosts
 from crawler.reports.build import build
@@ -62,6 +63,8 @@ class Views:
         out["redis"] = self.redis
         out["refused_total"] = sum(status.refused.values())
         out["history"] = self.history.as_dict()
+        alive = [w.id for w in status.workers if w.state == "alive"]
+        out["errors"] = dict(errors_of(self.admin.client, self.admin.keys, alive).most_common())
         return out
 
     def _look_for_layout(self) -> None:
@@ -107,7 +110,10 @@ class Views:
         view = self.control.view(site)
         if view is None:
             raise NotFound(f"no site {site} in the frontier {self.admin.keys.namespace}")
-        return view.as_dict()
+        workers = [w.decode("utf-8", "replace")
+                   for w in self.admin.client.hkeys(self.admin.keys.workers())]
+        return {**view.as_dict(),
+                "recent": recent_of(self.admin.client, self.admin.keys, workers, site)}
 
     def dead(self, reason: str | None = None, host: str | None = None,
              limit: int = 50) -> dict[str, Any]:

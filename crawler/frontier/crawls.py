@@ -72,7 +72,7 @@ def delete_crawl(client: redis.Redis, keys: Keys) -> int:
     """
     patterns = [keys.partition_pattern(part) for part in range(keys.partitions)]
     removed = sum(_unlink_matching(client, pattern) for pattern in [
-        *patterns, keys.ips_pattern(), keys.refused_examples_pattern()])
+        *patterns, keys.ips_pattern(), keys.refused_examples_pattern(), keys.live_pattern()])
     for key in keys.globals():
         removed += client.unlink(key)
     return removed

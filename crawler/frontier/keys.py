@@ -426,6 +426,15 @@ class Keys:
         """Worker id -> its last heartbeat (:class:`crawler.frontier.workers.Heartbeat`)."""
         return f"{self.namespace}:workers"
 
+    def live(self, worker: str) -> str:
+        """What a running worker fetched lately, host by host, and its download
+        errors by kind (:mod:`crawler.frontier.live`): the console reads it."""
+        return f"{self.namespace}:live:{worker}"
+
+    def live_pattern(self) -> str:
+        """Every worker's :meth:`live` hash."""
+        return glob_escape(self.namespace) + ":live:*"
+
     def control_log(self) -> str:
         """The operators' live-control changes, newest first (JSON lines, capped)."""
         return f"{self.namespace}:control"

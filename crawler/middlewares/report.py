@@ -11,7 +11,12 @@ every worker's tallies together, into ``REPORT_DIR``/CRAWL
 (:mod:`crawler.reports.write`). ``scrapy frontier report`` writes it again
 on demand.
 
-Settings: ``REPORT_ENABLED`` (True), ``REPORT_DIR`` (``output/reports``).
+While the worker runs, its most recent fetches per host and its download
+errors by kind go to the frontier every ``CONSOLE_LIVE_SECONDS`` (5; 0: never)
+for the operator's console (:mod:`crawler.frontier.live`).
+
+Settings: ``REPORT_ENABLED`` (True), ``REPORT_DIR`` (``output/reports``),
+``CONSOLE_LIVE_SECONDS``.
 """
 
 from __future__ import annotations
@@ -22,12 +27,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from redis.exceptions import RedisError
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 
+from crawler.frontier import live
 from crawler.frontier import reports as saved_reports
 from crawler.frontier.admin import FrontierAdmin
 from crawler.frontier.keys import Keys, site_of
+from crawler.frontier.live import LiveFetches
 from crawler.lease import ticket_of
 from crawler.middlewares.robots import DENIED_MESSAGE
 from crawler.middlewares.scope import scope_of
@@ -58,9 +66,11 @@ def crawl_folder(namespace: str) -> str:
 class ReportMiddleware:
     """Tallies downloads; saves the tally and writes the crawl's report on close."""
 
-    def __init__(self, crawler: Crawler, folder: Path) -> None:
+    def __init__(self, crawler: Crawler, folder: Path, live_s: float = 5.0) -> None:
         self.crawler = crawler
         self.folder = folder
+        self.live_s = live_s
+        self.live = LiveFetches()
         self.tally = Tally()  # this run's (the process's); the frontier keeps the total
         self.started = round(time.time(), 3)
 
@@ -68,7 +78,9 @@ class ReportMiddleware:
     def from_crawler(cls, crawler: Crawler) -> ReportMiddleware:
         if not crawler.settings.getbool("REPORT_ENABLED", True):
             raise NotConfigured("REPORT_ENABLED is off")
-        middleware = cls(crawler, Path(crawler.settings.get("REPORT_DIR", "output/reports")))
+        s = crawler.settings
+        middleware = cls(crawler, Path(s.get("REPORT_DIR", "output/reports")),
+                         s.getfloat("CONSOLE_LIVE_SECONDS", 5.0))
         crawler.signals.connect(middleware.spider_opened, signal=signals.spider_opened)
         crawler.signals.connect(middleware.seed_refused, signal=seed_refused)
         return middleware
@@ -79,6 +91,17 @@ class ReportMiddleware:
             logger.info("Report: none is written without the frontier scheduler")
             return
         frontier.on_close.append(self._save)
+        if self.live_s > 0:
+            frontier.tasks.spawn(self._write_live(frontier))
+
+    async def _write_live(self, frontier: Any) -> None:
+        """Every ``live_s`` seconds, what changed in the recent fetches (until close)."""
+        while not frontier.tasks.closing:
+            await asyncio.sleep(self.live_s)
+            try:
+                await live.write(frontier.client, frontier.keys, frontier.worker, self.live)
+            except (RedisError, OSError) as exc:  # the next round writes it
+                logger.debug("Report: recent fetches not written: %s", exc)
 
     # --- what the downloads show
 
@@ -86,12 +109,14 @@ class ReportMiddleware:
         host = _site(request.url)
         if request.meta.get(ROBOTS_FETCH_META):
             self.tally.robots(host, str(response.status))
+            self.live.fetched(host, request.url, str(response.status), 0.0, len(response.body))
             return response
         kind = response.headers.get(b"Content-Type") or b""
         mime = kind.split(b";", 1)[0].strip().lower().decode("latin-1")
         latency = request.meta.get("download_latency")
-        self.tally.page(host, response.status, mime, len(response.body),
-                        latency if isinstance(latency, float | int) else 0.0, time.time())
+        seconds = latency if isinstance(latency, float | int) else 0.0
+        self.tally.page(host, response.status, mime, len(response.body), seconds, time.time())
+        self.live.fetched(host, request.url, str(response.status), seconds, len(response.body))
         self._compare(request, response, host)
         if request.meta.get(SEED_META) and not 300 <= response.status < 400:
             self.tally.seed(_seed_url(request), str(response.status))
@@ -119,6 +144,8 @@ class ReportMiddleware:
                     self.tally.seed(_seed_url(request), "robots-denied")
             return
         kind = type(exception).__name__
+        self.live.fetched(host, request.url, f"error: {kind}", 0.0, 0)
+        self.live.error(kind)
         if request.meta.get(ROBOTS_FETCH_META):
             self.tally.robots(host, f"error: {kind}")
             return
@@ -143,6 +170,7 @@ class ReportMiddleware:
         await saved_reports.save(client, keys, frontier.worker, {
             "total": total.as_dict(), "run": self.tally.as_dict(),
             "started": self.started, "ended": round(time.time(), 3)})
+        await client.delete(keys.live(frontier.worker))  # a worker gone fetches nothing
         folder = self.folder / crawl_folder(keys.namespace)
         try:
             page = await asyncio.to_thread(self._write, frontier.sync_client, keys, folder)
