@@ -551,3 +551,16 @@ async def _exists(worker: Worker, url: str) -> bool:
     assert page is not None and host is not None
     key = page_evidence(page, b"", None).key
     return bool(await worker.h.client.hexists(worker.facts_key(host), f"d:{key}"))
+
+
+def test_two_values_of_a_parameter_with_one_payload_confirm_its_canonical_links(
+        worker: Worker) -> None:
+    """The page itself never fetched: two spellings of it with the same payload are
+    the content's word that the parameter changes nothing."""
+    assert worker.see("http://a.test/p/1?ref=a", b"one", "http://a.test/p/1") == []
+    assert worker.see("http://a.test/p/1?ref=b", b"one", "http://a.test/p/1") == [
+        learned("ref", "1 canonical link(s), 1 identical payload(s)")]
+    # two values, two pages: the parameter matters after all
+    worker.see("http://a.test/q?sel=1", b"first")
+    worker.see("http://a.test/q?sel=2", b"second")
+    assert "sel" not in worker.rules().noise

@@ -135,3 +135,23 @@ def test_scrapy_frontier_report_writes_it_again(crawl: Crawl, redis_url: str,
     assert done.returncode == 0, done.stderr[-2000:]
     assert str(out / "report.html") in done.stdout
     _check(out, crawl)
+
+
+def test_a_crawl_next_to_another_crawl_id(crawl: Crawl, redis_url: str, tmp_path: Path) -> None:
+    """--compare: here with a crawl id nothing ran under, so every host is new."""
+    out = tmp_path / "compared"
+    done = subprocess.run(
+        [sys.executable, "-m", "scrapy", "frontier", "report", "--out", str(out),
+         "--compare", "never-ran", "-s", f"REDIS_URL={redis_url}",
+         "-s", f"FRONTIER_NAMESPACE={crawl.namespace}", "-s", "FRONTIER_PARTITIONS=4"],
+        cwd=REPO, env=proxy_env(None), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    truth = _truth(crawl.ledger)
+    rows = {row["host"]: row for row in _rows(out, "compare.csv")}
+    assert set(rows) == set(truth)
+    for name, expected in truth.items():
+        assert (rows[name]["state"], rows[name]["pages_before"], rows[name]["pages_now"]) == (
+            "new", "0", str(expected["pages"]))
+    report = json.loads((out / "report.json").read_text())
+    assert report["compare"]["with"] == f"{crawl.namespace}:never-ran"
+    assert "Next to the crawl" in (out / "report.html").read_text()

@@ -10,6 +10,8 @@ import pytest
 
 from crawler.reports import tally as tally_module
 from crawler.reports.build import latest_run
+from crawler.reports.compare import compare
+from crawler.reports.compare import rows as compare_rows
 from crawler.reports.tally import OTHER_HOSTS, Tally, change_of
 from crawler.reports.write import write
 
@@ -88,3 +90,20 @@ def test_the_files_hold_the_tables_and_the_page_runs_nothing(tmp_path: Path) -> 
     html = page.read_text()
     assert "<script" not in html and "What changed in the latest run" in html
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_two_crawls_side_by_side_host_by_host() -> None:
+    def report(name: str, hosts: dict[str, tuple[int, dict[str, int]]]) -> dict:
+        return {"crawl": name, "tally": {"hosts": {
+            h: {"pages": p, "bytes": p * 10, "statuses": s} for h, (p, s) in hosts.items()}}}
+
+    before = report("week1", {"a.test": (5, {"200": 5}), "gone.test": (2, {"200": 2})})
+    now = report("week2", {"a.test": (4, {"200": 3, "404": 1}), "new.test": (1, {"200": 1})})
+    result = compare(before, now)
+    assert result["totals"] == {"hosts_new": 1, "hosts_gone": 1, "hosts_in_both": 1,
+                                "pages": [7, 5]}
+    assert result["hosts"]["a.test"]["status_changes"] == {"200": -2, "404": 1}
+    assert compare_rows(result) == [
+        ["gone.test", "gone", 2, 0, -2, 20, 0, "200:-2"],
+        ["a.test", "both", 5, 4, -1, 50, 40, "200:-2 404:+1"],
+        ["new.test", "new", 0, 1, 1, 0, 10, "200:+1"]]

@@ -306,8 +306,8 @@ class Command(ScrapyCommand):
             raise UsageError(f"unexpected argument(s): {' '.join(rest)}")
         if sub != "serve" and (opts.bind or opts.port):
             raise UsageError("--bind and --port apply to serve only")
-        if sub != "report" and opts.out:
-            raise UsageError("--out applies to report only")
+        if sub != "report" and (opts.out or opts.compare is not None):
+            raise UsageError("--out and --compare apply to report only")
         if opts.watch is not None and (sub != "status" or opts.watch <= 0):
             raise UsageError("--watch SECONDS (> 0) applies to status only")
         if opts.limit < 0:
@@ -330,10 +330,12 @@ class Command(ScrapyCommand):
         jobdir = self.settings.get("JOBDIR")
         return Path(jobdir) / "frontier" if jobdir else Path(data_path(f"frontier/{spider}"))
 
-    def _admin(self, conn: Connection, spider: str) -> FrontierAdmin:
+    def _admin(self, conn: Connection, spider: str, crawl_id: str | None = None
+               ) -> FrontierAdmin:
+        """The admin of the crawl ``crawl_id`` (None: the one the command acts on)."""
         s = self.settings
         assert s is not None
-        namespace = self._namespace(spider, self._crawl_id)
+        namespace = self._namespace(spider, self._crawl_id if crawl_id is None else crawl_id)
         keys, found = frontier_keys(conn.client, namespace, s.getint("FRONTIER_PARTITIONS", 16),
                                     s.getint("FRONTIER_SEEN_BUCKETS", 4096))
         return FrontierAdmin(
@@ -396,7 +398,8 @@ class Command(ScrapyCommand):
             assert self.settings is not None
             frontier_rules.run(admin, self.settings, rest, opts.reset)
         elif sub == "report":
-            frontier_report.run(admin, self.settings, opts)
+            frontier_report.run(admin, self.settings, opts,
+                                lambda crawl_id: self._admin(conn, opts.spider, crawl_id))
         elif sub == "serve":
             frontier_serve.run(admin, conn.url, self.settings, opts,
                                lambda: self._crawls(conn, opts.spider))

@@ -8,25 +8,37 @@ from the tallies the workers saved and what the frontier holds now; into
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from crawler.commands.frontier_output import note
-from crawler.frontier.admin import FrontierAdmin
+from crawler.frontier.admin import AdminError, FrontierAdmin
 from crawler.middlewares.report import crawl_folder
 from crawler.reports.build import build
+from crawler.reports.compare import compare
 from crawler.reports.write import write
 
 
 def add_options(group: argparse._ArgumentGroup) -> None:
     group.add_argument("--out", metavar="DIR",
                        help="report: the folder to write into (default REPORT_DIR/CRAWL)")
+    group.add_argument("--compare", metavar="ID",
+                       help="report: set the crawl next to the crawl ID (\"\" for the "
+                            "default crawl), host by host: pages, bytes, status codes, hosts "
+                            "new and gone")
 
 
-def run(admin: FrontierAdmin, settings: Any, opts: argparse.Namespace) -> None:
+def run(admin: FrontierAdmin, settings: Any, opts: argparse.Namespace,
+        admin_of: Callable[[str], FrontierAdmin]) -> None:
     folder = Path(opts.out) if opts.out else (
         Path(settings.get("REPORT_DIR", "output/reports")) / crawl_folder(admin.keys.namespace))
     report = build(admin)
+    if opts.compare is not None:
+        other = admin_of(opts.compare)
+        if other.keys.namespace == admin.keys.namespace:
+            raise AdminError("--compare names the crawl the report is of: name another one")
+        report["compare"] = compare(build(other), report)
     page = write(report, folder)
     workers = report["workers"]
     if not workers:

@@ -172,12 +172,14 @@ class ReportMiddleware:
             "started": self.started, "ended": round(time.time(), 3)})
         await client.delete(keys.live(frontier.worker))  # a worker gone fetches nothing
         folder = self.folder / crawl_folder(keys.namespace)
+        began = time.monotonic()
         try:
             page = await asyncio.to_thread(self._write, frontier.sync_client, keys, folder)
         except OSError as exc:
             logger.error("Report: could not write %s: %s", folder, exc)
             return
-        logger.info("Report: %s (and CSV and JSON beside it)", page)
+        logger.info("Report: %s (and CSV and JSON beside it; written in %.1f s)", page,
+                    time.monotonic() - began)
 
     def _write(self, sync_client: Any, keys: Keys, folder: Path) -> Path:
         client = sync_client()

@@ -22,6 +22,7 @@ from typing import Any
 import jinja2
 
 from crawler.frontier.keys import site_of
+from crawler.reports.compare import rows as compare_rows
 from crawler.urls import host_key
 
 #: Rows of a table on the HTML page (the CSV files have them all).
@@ -70,6 +71,9 @@ def tables(report: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]
         "left.csv": (["host", "queued", "dead_letters", "dead_by_reason"], left_rows),
         "off_scope.csv": (["host", "links"], [[k, v] for k, v in Counter(
             tally.get("off_scope", {})).most_common()]),
+        "compare.csv": (["host", "state", "pages_before", "pages_now", "pages_change",
+                         "bytes_before", "bytes_now", "status_changes"],
+                        compare_rows(report["compare"]) if report.get("compare") else []),
         "changes.csv": (["host", *CHANGES], sorted(
             ([name, *(c.get(k, 0) for k in CHANGES)]
              for name, c in report.get("changes", {}).items()),

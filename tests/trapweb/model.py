@@ -356,44 +356,40 @@ class TrapWeb:
                   for i, p in enumerate(others)]
         return pages
 
-    def _calendar_site(self, host: str) -> list[Page]:
+    def _calendar_site(self, host: str, entry: str = "") -> list[Page]:
         """Four real pages; ``/`` also enters the endless day pages at today."""
         real = ["/about", "/p/1", "/p/2"]
-        pages = [self._distinct(host, "/", [*real, _event_path(self.today)])]
+        pages = [self._distinct(host, "/", [*real, entry or _event_path(self.today)])]
         return pages + [self._distinct(host, p, ["/", *(r for r in real if r != p)]) for p in real]
 
-    def _calendar_day(self, host: str, t: Target) -> Page | None:
-        """Any valid day in the year window: boilerplate plus one sentence naming it."""
-        if t.query or (m := _EVENT.fullmatch(t.path)) is None:
+    def _day(self, pattern: re.Pattern[str], t: Target) -> dt.date | None:
+        """The valid day in the year window a calendar's target names, if any."""
+        if t.query or (m := pattern.fullmatch(t.path)) is None:
             return None
         try:
             day = dt.date(int(m[1]), int(m[2]), int(m[3]))
         except ValueError:
             return None
-        if day.year not in self.years:
+        return day if day.year in self.years else None
+
+    def _calendar_day(self, host: str, t: Target) -> Page | None:
+        """Any valid day in the year window: boilerplate plus one sentence naming it."""
+        if (day := self._day(_EVENT, t)) is None:
             return None
-        near = (day - dt.timedelta(days=1), day + dt.timedelta(days=1), _next_month(day))
+        near = (day - dt.timedelta(days=1), day + dt.timedelta(days=1), _months_away(day, 1))
         links = [_event_path(d) for d in near if d.year in self.years] + ["/"]
         paras = (self._boilerplate(host), f"No events on {day.isoformat()}.")
         return Page(None, f"Events on {day.isoformat()}", paras, tuple(links))
 
     def _minical_site(self, host: str) -> list[Page]:
         """Like the calendar's, but its endless day pages are near-empty."""
-        real = ["/about", "/p/1", "/p/2"]
-        pages = [self._distinct(host, "/", [*real, _day_path(self.today)])]
-        return pages + [self._distinct(host, p, ["/", *(r for r in real if r != p)]) for p in real]
+        return self._calendar_site(host, _day_path(self.today))
 
     def _minical_day(self, host: str, t: Target) -> Page | None:
         """Any valid day in the year window: its date as the title, and six links,
         to the day before and after, and the same day a month and a year
         before and after (the last day of a shorter month)."""
-        if t.query or (m := _DAY.fullmatch(t.path)) is None:
-            return None
-        try:
-            day = dt.date(int(m[1]), int(m[2]), int(m[3]))
-        except ValueError:
-            return None
-        if day.year not in self.years:
+        if (day := self._day(_DAY, t)) is None:
             return None
         near = (day - dt.timedelta(days=1), day + dt.timedelta(days=1),
                 _months_away(day, -1), _months_away(day, 1),
@@ -470,8 +466,3 @@ def _months_away(day: dt.date, months: int) -> dt.date:
     month += 1
     return dt.date(year, month, min(day.day, calendar.monthrange(year, month)[1]))
 
-
-def _next_month(day: dt.date) -> dt.date:
-    """The same day next month, or that month's last day when it is shorter."""
-    year, month = (day.year + 1, 1) if day.month == 12 else (day.year, day.month + 1)
-    return dt.date(year, month, min(day.day, calendar.monthrange(year, month)[1]))

@@ -16,7 +16,8 @@
 --              without P; k:P evidence that P matters (a canonical link that
 --              keeps it, a payload that differs): any blocks the rule
 --   d:KEY      a fetched page's payload digest; w:KEY "P DIGEST": the first
---              page fetched at KEY plus P, to compare with KEY when it comes
+--              page fetched at KEY plus P, to compare with KEY when it comes, or
+--              with KEY plus another value of P (the same payload agrees)
 --   wn         how many w: fields there are (so a new page looks for its
 --              w: only when some wait)
 --   nf         how many fields the hash holds, as this script counts them
@@ -171,8 +172,9 @@ local function learn_host(host, items)
     local first = words(redis.call('HGET', fk, 'w:' .. base))
     if #first == 0 then
       if set_new('w:' .. base, param .. ' ' .. digest) and waiting then waiting = waiting + 1 end
-    elseif first[1] == param and first[2] ~= digest then
-      against(param)  -- two values of P, two different pages
+    elseif first[1] == param then
+      -- two values of P: two different pages, or one page whatever P says
+      compare(param, digest, first[2])
     end
   end
 
@@ -306,7 +308,9 @@ local function learn_host(host, items)
     local noise = against_n == 0 and same + bases >= learn_min
       and same > 0
     local known = has(rules, param)
-    if noise and not known then
+    if noise and known then
+      remember_fetched(param)  -- pages in flight when it was learned taught it since
+    elseif noise and not known then
       rules[#rules + 1] = param
       changed = true
       remember_fetched(param)
