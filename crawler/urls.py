@@ -243,11 +243,11 @@ def _encode_query(href: str, encoding: str) -> str:
     ``encoding``; one it cannot encode as its HTML character reference, as
     the URL Standard says."""
     href = _WS.sub("", href)
-    start = href.find("?")
+    end = href.find("#")
+    end = len(href) if end < 0 else end
+    start = href.find("?", 0, end)  # (a "?" in the fragment starts no query)
     if start < 0:
         return href
-    end = href.find("#", start)
-    end = len(href) if end < 0 else end
     query = "".join(c if c.isascii() else _percent(c, encoding) for c in href[start:end])
     return f"{href[:start]}{query}{href[end:]}"
 

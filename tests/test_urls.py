@@ -300,6 +300,13 @@ def test_a_link_s_query_is_encoded_in_its_page_s_encoding(href: str, encoding: s
     assert request_url(resolve_link(href, "http://h.test/p", encoding) or "") == sent
 
 
+def test_a_fragment_is_utf_8_whatever_the_page_s_encoding() -> None:
+    assert resolve_link("/s?q=\u0434#\u0434?\u0434", "http://h.test/", "cp1251") == (
+        "http://h.test/s?q=%E4#%D0%B4?%D0%B4")
+    assert resolve_link("/s#?q=\u0434", "http://h.test/", "cp1251") == (
+        "http://h.test/s#?q=%D0%B4")
+
+
 def _fixed_points(url: str) -> None:
     forms = url_forms(url)
     if forms is None:
