@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import redis
+
 from crawler.console.history import History
 from crawler.frontier.admin import (
     AdminError,
@@ -25,6 +27,7 @@ from crawler.frontier.admin import (
 from crawler.frontier.control import HostControl, UnknownTarget
 from crawler.frontier.crawls import CrawlInfo
 from crawler.frontier.keys import site_of
+from crawler.frontier.leftover import states_of
 from crawler.frontier.live import errors_of, recent_of
 from crawler.frontier.refusals import with_examples
 from crawler.frontier.tophosts import RANKINGS, TopHosts
@@ -99,7 +102,17 @@ class Views:
         rows = TopHosts(self.admin.client, self.admin.keys).top(
             by, HOSTS_MAX if query else top)
         query = query.strip().lower()
-        return [row.as_dict() for row in rows if query in row.host.lower()][:top]
+        shown = [row.as_dict() for row in rows if query in row.host.lower()][:top]
+        try:
+            states = states_of(self.admin.client, self.admin.keys,
+                               [row["host"] for row in shown if "://" in row["host"]])
+        except redis.exceptions.NoPermissionError:  # a reader's ACL runs no script
+            states = {}
+        for row in shown:
+            left = states.get(row["host"])
+            row["state"] = left.state if left else ""
+            row["why"] = left.detail if left else ""
+        return shown
 
     def host(self, name: str) -> dict[str, Any]:
         """A site, its domain and its server address: limits and why, holds, log."""

@@ -28,7 +28,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
-from crawler.frontier.keys import STATES, Count, Keys, add_counts
+from crawler.frontier.keys import STATES, Count, Keys, add_counts, partition_of
 from crawler.frontier.store import Call, run_per_partition, script_source
 
 #: States of a host that waits on something slow to change: a hold of the
@@ -191,6 +191,23 @@ class LeftoverReader:
                 firsts.append(int(first[0][1]))
         sec, usec = await self.client.time()
         return counts, (min(firsts) if firsts else None), int(sec) * 1000 + int(usec) // 1000
+
+
+def states_of(client: Any, keys: Keys, hosts: Iterable[str]) -> dict[str, HostLeft]:
+    """Why each of ``hosts`` (host keys) waits, read now with a blocking client
+    and nothing repaired: the console's hosts page (a host with nothing queued
+    is left out)."""
+    by_part: dict[int, list[str]] = defaultdict(list)
+    for host in hosts:
+        by_part[partition_of(host, keys.partitions)].append(host)
+    script = client.register_script(script_source("leftover"))
+    out: dict[str, HostLeft] = {}
+    for part, names in by_part.items():
+        for i in range(0, len(names), BATCH):
+            batch = names[i:i + BATCH]
+            reply = script(keys=[keys.counts(part)], args=[keys.prefix(part), 0, 0, *batch])
+            out.update((h.host, h) for h in parse(batch, reply[2:]))
+    return out
 
 
 def parse(hosts: Iterable[str], reply: list[Any]) -> list[HostLeft]:
