@@ -117,13 +117,17 @@ def test_no_page_is_lost(trapweb: TrapWebProcess, requests: dict[str, list[str]]
     assert {host: pages for host, pages in lost.items() if pages} == {}
 
 
-def test_noise_parameters_cost_at_most_one_duplicate_per_host(
+def test_noise_parameters_cost_at_most_two_duplicates_per_host(
         trapweb: TrapWebProcess, requests: dict[str, list[str]]) -> None:
+    """One page fetched in two spellings is how the crawler learns that the
+    parameter changes nothing (a canonical link alone does not teach it); a
+    second can be fetched by the other worker, whose copy of the host's rules
+    is one batch behind."""
     web = trapweb.web
     for host in web.hosts("noise"):
         fetched = _fetched(web, host, requests[host])
         duplicates = sum(n - 1 for n in fetched.values())
-        assert duplicates <= 1, f"{host}: {' '.join(requests[host])}"
+        assert duplicates <= 2, f"{host}: {' '.join(requests[host])}"
         # and the parameter did reach the crawler: links carrying it were seen
         assert any(f"{web.param_of(host)}=" in t for t in requests[host]) or duplicates == 0
 

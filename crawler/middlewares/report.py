@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 from scrapy import signals
 from scrapy.exceptions import IgnoreRequest, NotConfigured
 
@@ -164,19 +164,29 @@ class ReportMiddleware:
         scope = scope_of(self.crawler)
         if scope is not None:
             self.tally.off_scope.update(scope.off_scope)
-        earlier = await saved_reports.saved(client, keys, frontier.worker) or {}
-        total = Tally.of(earlier.get("total", {}))
-        total.merge(self.tally)
-        await saved_reports.save(client, keys, frontier.worker, {
-            "total": total.as_dict(), "run": self.tally.as_dict(),
-            "started": self.started, "ended": round(time.time(), 3)})
-        await client.delete(keys.live(frontier.worker))  # a worker gone fetches nothing
+        try:
+            earlier = await saved_reports.saved(client, keys, frontier.worker) or {}
+            total = Tally.of(earlier.get("total", {}))
+            total.merge(self.tally)
+            await saved_reports.save(client, keys, frontier.worker, {
+                "total": total.as_dict(), "run": self.tally.as_dict(),
+                "started": self.started, "ended": round(time.time(), 3)})
+            await client.delete(keys.live(frontier.worker))  # a worker gone fetches nothing
+        except (RedisError, RedisClusterException, OSError, TimeoutError) as exc:
+            logger.warning("Report: this worker's tally not saved (%s: %s): the crawl's "
+                           "report will lack its pages", type(exc).__name__, exc)
+            return
         folder = self.folder / crawl_folder(keys.namespace)
         began = time.monotonic()
         try:
             page = await asyncio.to_thread(self._write, frontier.sync_client, keys, folder)
-        except OSError as exc:
+        except OSError as exc:  # the folder: the operator's to mend
             logger.error("Report: could not write %s: %s", folder, exc)
+            return
+        except Exception as exc:  # the frontier's Redis gone (a cluster's node): the tally
+            # is saved, and scrapy frontier report writes the report once it is back
+            logger.warning("Report: not written (%s: %s); scrapy frontier report writes it",
+                           type(exc).__name__, exc)
             return
         logger.info("Report: %s (and CSV and JSON beside it; written in %.1f s)", page,
                     time.monotonic() - began)
