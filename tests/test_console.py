@@ -38,6 +38,7 @@ from crawler.frontier.tophosts import TopHosts
 from crawler.frontier.values import Limits, Release
 from crawler.metrics.auth import Credentials, require_basic_auth
 from crawler.metrics.server import serve_app, stop
+from crawler.scope.rules import Rules, Scope
 from tests.frontier_world import PARTITIONS, World, filled_world, lease_url
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -337,3 +338,17 @@ def test_a_worker_keeps_the_recent_fetches_of_its_busiest_hosts_only(
     feed.fetched("c.test", "http://c.test/", "200", 0.0, 1)  # a.test is the oldest: out
     assert feed.pending() == ({"recent:c.test": json.dumps(list(feed.recent["c.test"]))},
                               ["recent:a.test"])
+
+
+def test_a_host_s_page_says_whether_it_is_in_the_crawl_s_scope(world: World) -> None:
+    seeds = Scope()
+    forms = seeds.add_seed("http://a.test/")  # as a worker shares its seeds' forms
+    world.client.sadd(world.keys.scope_forms(), *forms)
+    control = HostControl(world.client, world.keys, Limits())
+    views = Views(world.admin, control, History(), "redis://test", lambda: [],
+                  Rules(mode="domain"))
+    assert views.host("a.test")["scope"] == {
+        "rules": Rules(mode="domain").describe(), "from": "settings", "in_scope": True,
+        "rule": "in-scope"}
+    assert views.host("b.test")["scope"]["in_scope"] is False
+    assert views.host("b.test")["scope"]["rule"] == "domain"

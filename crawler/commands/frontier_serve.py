@@ -27,6 +27,7 @@ from crawler.frontier.values import Limits
 from crawler.metrics.access import Access, AccessError, exposure_warning
 from crawler.metrics.auth import require_basic_auth
 from crawler.metrics.server import parse_ports, serve_app, stop
+from crawler.middlewares.scope import scope_from_settings
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +52,8 @@ def run(admin: FrontierAdmin, redis_shown: str, settings: Any, opts: argparse.Na
     host = opts.bind or settings.get("CONSOLE_HOST", "127.0.0.1")
     history = History()
     control = HostControl(admin.client, admin.keys, Limits.from_settings(settings))
-    views = Views(admin, control, history, redis_shown, crawls_of)
+    views = Views(admin, control, history, redis_shown, crawls_of,
+                  scope_from_settings(settings).rules())
     app = ConsoleApp(views, title=f"broadcrawl {admin.keys.namespace}")
     served = app if access.credentials is None else require_basic_auth(
         app, access.credentials, realm="broadcrawl console", what="this console")

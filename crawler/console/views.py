@@ -30,8 +30,10 @@ from crawler.frontier.keys import site_of
 from crawler.frontier.leftover import states_of
 from crawler.frontier.live import errors_of, recent_of
 from crawler.frontier.refusals import with_examples
+from crawler.frontier.scopestate import scope_in_force
 from crawler.frontier.tophosts import RANKINGS, TopHosts
 from crawler.reports.build import build
+from crawler.scope.rules import Rules
 
 #: Dead letters read at most to count them by reason (a frontier can hold
 #: millions; the count then says "at least").
@@ -57,6 +59,9 @@ class Views:
     history: History
     redis: str  # where the frontier lives, as shown (no password)
     crawls_of: Callable[[], list[CrawlInfo]]
+    #: The scope this console's settings give (what a worker without an
+    #: operator's rules decides by); None: the host page shows no scope.
+    scope_rules: Rules | None = None
 
     def overview(self) -> dict[str, Any]:
         """Counts by state, hosts, workers, pace and ceiling, refusals, the last hour."""
@@ -126,7 +131,17 @@ class Views:
         workers = [w.decode("utf-8", "replace")
                    for w in self.admin.client.hkeys(self.admin.keys.workers())]
         return {**view.as_dict(),
-                "recent": recent_of(self.admin.client, self.admin.keys, workers, site)}
+                "recent": recent_of(self.admin.client, self.admin.keys, workers, site),
+                "scope": self._scope_of(site)}
+
+    def _scope_of(self, site: str) -> dict[str, Any] | None:
+        """Whether the site's front page is in the crawl's scope, by which rule."""
+        if self.scope_rules is None:
+            return None
+        scope, operator = scope_in_force(self.admin.client, self.admin.keys, self.scope_rules)
+        verdict = scope.decide(f"http://{site}/")
+        return {"rules": scope.rules().describe(), "from": "operator" if operator else "settings",
+                "in_scope": verdict.rule == "in-scope", "rule": verdict.rule}
 
     def dead(self, reason: str | None = None, host: str | None = None,
              limit: int = 50) -> dict[str, Any]:

@@ -24,7 +24,7 @@ from typing import Any
 
 from crawler.frontier.keys import Keys
 from crawler.frontier.store import script_source
-from crawler.scope.rules import Rules
+from crawler.scope.rules import Rules, Scope
 
 #: A log entry that is an operator's rules (``x:`` + JSON), not a seed's form.
 RULES_ENTRY = "x:"
@@ -92,3 +92,15 @@ def write_rules(client: Any, keys: Keys, rules: Rules | None) -> None:
         pipe.set(keys.scope_rules(), rules.json())
         pipe.rpush(keys.scope_log(), RULES_ENTRY + rules.json())
     pipe.execute()
+
+
+def scope_in_force(client: Any, keys: Keys, own: Rules) -> tuple[Scope, bool]:
+    """The scope every worker decides by now (a blocking client): the operator's
+    rules if set, else ``own`` (the reader's settings), with every seed's
+    forms; and whether the rules are the operator's."""
+    operator = read_rules(client, keys)
+    scope = Scope()
+    scope.use(operator or own)
+    for form in client.sscan_iter(keys.scope_forms(), count=1000):
+        scope.add_form(form.decode())
+    return scope, operator is not None
