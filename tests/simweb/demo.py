@@ -61,6 +61,7 @@ def run_demo(args: argparse.Namespace) -> int:
         settings = {"SCOPE": "any", "DEPTH_LIMIT": args.depth, "DOWNLOAD_DELAY": args.delay,
                     "DOWNLOAD_TIMEOUT": args.timeout, "LOGSTATS_INTERVAL": 10,
                     "JOBDIR": str(jobdir), "WARC_DIR": str(warc), "ROBOTS_TIMEOUT": 5,
+                    "REPORT_DIR": str(out / "reports"),
                     "ROBOTS_UNREACHABLE_MAX_ATTEMPTS": 1, "BREAKER_COOLDOWN": 5,
                     "BREAKER_MAX_OPENINGS": 1, "RETRY_BACKOFF_BASE": 1.0,
                     "RETRY_AFTER_MAX": 10}
@@ -70,7 +71,16 @@ def run_demo(args: argparse.Namespace) -> int:
         seconds = time.monotonic() - started
         _report(sim, seconds, out)
         _report_archive(sim, warc, before)
+        _report_files(out, jobdir)
     return code
+
+
+def _report_files(out: Path, jobdir: Path) -> None:
+    """Where the crawl's report is, and how to look at its frontier in a browser."""
+    pages = sorted((out / "reports").glob("*/report.html"))
+    if pages:
+        print(f"Crawl report: {pages[-1]} (CSV and JSON beside it)")
+    print(f"Its frontier in a browser: .venv/bin/scrapy frontier serve -s JOBDIR={jobdir}")
 
 
 def _report(sim: Any, seconds: float, out: Path) -> None:
