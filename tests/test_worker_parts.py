@@ -10,9 +10,11 @@ part asked of the rest of the worker.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from scrapy import Request, Spider
 from scrapy.utils.test import get_crawler
 
@@ -209,3 +211,23 @@ def test_a_heartbeat_renews_held_leases_and_says_the_worker_is_paused(make_harne
     assert beat is not None and beat.held == 1 and beat.paused == "disk full"
     h.clock.advance(10_000)  # no beat for a whole lease: another worker takes it
     assert len(h.run(h.frontier.claim(1, "w2")).leases) == 1
+
+
+def test_a_lease_taken_from_under_its_worker_is_named_with_where_it_went(
+        make_harness, caplog: pytest.LogCaptureFixture) -> None:
+    h = make_harness("lost", clock=True, delay_ms=0, lease_ms=10_000)
+    h.run(h.frontier.admit([admission("http://a.test/"), admission("http://b.test/")]))
+    parts = Parts(h)
+    beats = Heartbeats(h.frontier, "w1", parts.leases, parts.stats, parts.health,
+                       lambda: "")
+    h.run(parts.claimed())
+    held = parts.leases.leases()
+    assert len(held) == 2
+    h.clock.advance(11_000)  # past the lease: another worker takes them back
+    assert len(h.run(h.frontier.claim(5, "w2")).leases) == 2
+    with caplog.at_level(logging.WARNING, logger="crawler.scheduling.heartbeat"):
+        h.run(beats.beat())
+    assert parts.stats.get_value("frontier/leases/lost") == 2
+    line = next(r.getMessage() for r in caplog.records if "expired before" in r.getMessage())
+    for lease in held:
+        assert f"{lease.host} {lease.fingerprint.hex()[:12]} gone" in line

@@ -312,6 +312,22 @@ class Frontier:
                  for part, fps in groups.items()]
         return sum(await self._per_partition(calls))
 
+    async def lease_places(self, leases: list[Lease], worker: str) -> list[str]:
+        """Where each of ``leases`` is now: "leased" (still this worker's),
+        "delayed", "dead", or "gone" (back in its queue, done, or another
+        worker's). Read when a renewal missed some, to say where they went."""
+        pipe = self.client.pipeline(transaction=False)
+        for lease in leases:
+            part = self.partition(lease.host)
+            pipe.zscore(self.keys.leased(part), self._member(worker, lease.fingerprint))
+            pipe.hexists(self.keys.delayed_details(part), lease.fingerprint)
+            pipe.hexists(self.keys.dead(part), lease.fingerprint)
+        replies = await pipe.execute()
+        return ["leased" if held is not None else "delayed" if delayed else
+                "dead" if dead else "gone"
+                for held, delayed, dead in zip(replies[0::3], replies[1::3], replies[2::3],
+                                               strict=True)]
+
     async def _per_partition(self, calls: list[Call]) -> list[Any]:
         return await run_per_partition(self.client, calls)
 

@@ -17,6 +17,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from crawler.frontier.store import Frontier
+from crawler.frontier.values import Lease
 from crawler.frontier.workers import Heartbeat, beat_interval
 from crawler.scheduling.health import RedisHealth
 from crawler.scheduling.leases import LeaseTable
@@ -101,8 +102,21 @@ class Heartbeats:
         if renewed < len(leases):
             self.stats.inc_value("frontier/leases/lost", len(leases) - renewed)
             logger.warning("Frontier: %d lease(s) expired before this worker renewed "
-                           "them; their URLs may be fetched twice", len(leases) - renewed)
+                           "them; their URLs may be fetched twice%s", len(leases) - renewed,
+                           await self._where(leases))
         await self.announce(rate)
+
+    async def _where(self, leases: list[Lease]) -> str:
+        """Where the first few leases the renewal missed went (for the log: a
+        lease taken from under its worker is a bug or a clock jump to explain)."""
+        try:
+            places = await self.store.lease_places(leases, self.worker)
+        except (RedisError, OSError):
+            return ""
+        missed = [f"{lease.host} {lease.fingerprint.hex()[:12]} {place}"
+                  for lease, place in zip(leases, places, strict=True) if place != "leased"]
+        return f" ({'; '.join(missed[:5])}{' ...' if len(missed) > 5 else ''})" if missed \
+            else ""
 
     async def announce(self, rate: float | None = None) -> None:
         """Note the worker as seen, with what it holds and whether it is paused."""
