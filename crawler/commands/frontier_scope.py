@@ -24,7 +24,7 @@ from crawler.commands.frontier_output import note
 from crawler.frontier.admin import FrontierAdmin
 from crawler.frontier.keys import Keys
 from crawler.frontier.scopeend import Keep, end_out_of_scope
-from crawler.frontier.scopestate import read_rules, scope_in_force, write_rules
+from crawler.frontier.scopestate import read_rules, scope_with_forms, write_rules
 from crawler.middlewares.scope import scope_from_settings
 from crawler.scope.rules import Rules, ScopeError
 
@@ -99,8 +99,7 @@ def _changed(rules: Rules, opts: argparse.Namespace) -> Rules:
 def keeper(client: redis.Redis, keys: Keys, rules: Rules) -> Keep:
     """Whether a queued URL stays: the new rules with every seed's forms; a
     URL fetched as a hop (``hops``) is judged from the page that linked it."""
-    scope, _ = scope_in_force(client, keys, rules)
-    scope.use(rules)  # (what was just written, or the settings after a reset)
+    scope = scope_with_forms(client, keys, rules)
     return lambda url, hops: scope.decide(url, max(hops - 1, 0)).fetch
 
 

@@ -99,8 +99,13 @@ def scope_in_force(client: Any, keys: Keys, own: Rules) -> tuple[Scope, bool]:
     rules if set, else ``own`` (the reader's settings), with every seed's
     forms; and whether the rules are the operator's."""
     operator = read_rules(client, keys)
+    return scope_with_forms(client, keys, operator or own), operator is not None
+
+
+def scope_with_forms(client: Any, keys: Keys, rules: Rules) -> Scope:
+    """A scope deciding by ``rules``, with every seed's forms (a blocking client)."""
     scope = Scope()
-    scope.use(operator or own)
+    scope.use(rules)
     for form in client.sscan_iter(keys.scope_forms(), count=1000):
         scope.add_form(form.decode())
-    return scope, operator is not None
+    return scope

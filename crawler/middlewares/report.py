@@ -71,6 +71,7 @@ class ReportMiddleware:
         self.folder = folder
         self.live_s = live_s
         self.live = LiveFetches()
+        self.revisits = False  # whether the frontier revisits (known once it is open)
         self.tally = Tally()  # this run's (the process's); the frontier keeps the total
         self.started = round(time.time(), 3)
 
@@ -91,6 +92,7 @@ class ReportMiddleware:
             logger.info("Report: none is written without the frontier scheduler")
             return
         frontier.on_close.append(self._save)
+        self.revisits = frontier.leases.revisits is not None
         if self.live_s > 0:
             frontier.tasks.spawn(self._write_live(frontier))
 
@@ -125,9 +127,8 @@ class ReportMiddleware:
     def _compare(self, request: Request, response: Response, host: str) -> None:
         """With revisits on: the page next to its last fetch (the digest is the
         one the revisit middleware computes too: only for a revisit's answer)."""
-        frontier = frontier_of(self.crawler)
-        ticket = ticket_of(request.meta)
-        if frontier is None or frontier.leases.revisits is None or ticket is None:
+        ticket = ticket_of(request.meta) if self.revisits else None
+        if ticket is None:
             return
         previous = ticket.revisit.digest if ticket.revisit is not None else None
         what = change_of(response.status, previous,

@@ -64,8 +64,7 @@ class HostTally:
         self.errors.update(other.errors)
         self.robots = self.robots or other.robots
         self.robots_denied += other.robots_denied
-        self.first = min(t for t in (self.first, other.first) if t) if (
-            self.first or other.first) else 0.0
+        self.first = min(filter(None, (self.first, other.first)), default=0.0)
         self.last = max(self.last, other.last)
         self.changes.update(other.changes)
 

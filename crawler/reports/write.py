@@ -10,9 +10,9 @@ script, nothing fetched), so it can be mailed or archived as one file.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
-import tempfile
 import time
 from collections import Counter
 from html import escape
@@ -54,8 +54,8 @@ def tables(report: dict[str, Any]) -> dict[str, tuple[list[str], list[list[Any]]
           sum(left["dead"].get(name, {}).values())]
          for name, h in hosts.items()),
         key=lambda row: (-row[1], row[0]))
-    seed_rows = [[url, outcome, _site(url), pages_of_site.get(_site(url), 0)]
-                 for url, outcome in sorted(tally["seeds"].items())]
+    seed_rows = [[url, outcome, site, pages_of_site.get(site, 0)]
+                 for url, outcome in sorted(tally["seeds"].items()) for site in [_site(url)]]
     left_hosts = sorted(set(left["queued"]) | set(left["dead"]))
     left_rows = sorted(([name, left["queued"].get(name, 0),
                          sum(left["dead"].get(name, {}).values()),
@@ -106,12 +106,11 @@ def render(report: dict[str, Any],
 
 
 def _csv(header: list[str], rows: list[list[Any]]) -> str:
-    with tempfile.SpooledTemporaryFile(mode="w+", newline="", encoding="utf-8") as buffer:
-        writer = csv.writer(buffer)
-        writer.writerow(header)
-        writer.writerows(rows)
-        buffer.seek(0)
-        return buffer.read()
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer)
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buffer.getvalue()
 
 
 def _replace(path: Path, text: str) -> None:
