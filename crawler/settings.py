@@ -187,10 +187,11 @@ FRONTIER_NAMESPACE = "frontier:%(spider)s"
 # All workers of a frontier must use the same value.
 FRONTIER_PARTITIONS = 16
 # A worker asks a partition for URLs only when the last claim there said
-# something is due, or after it changed something there; every partition is
-# asked again at least this often (seconds), for what other workers did. 0:
-# every partition at every claim.
-FRONTIER_CLAIM_SWEEP = 1.0
+# something is due, after it changed something there, or when another
+# worker's change made something due sooner (a message on the crawl's wake
+# channel); every partition is asked again at least this often (seconds),
+# behind the messages. 0: every partition at every claim.
+FRONTIER_CLAIM_SWEEP = 30.0
 # A claim reserves a site's next URLs, as many as its delay and concurrency
 # allow in this many seconds of its schedule; the worker starts each on its
 # turn, without asking Redis again. A worker that dies loses at most its

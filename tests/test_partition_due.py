@@ -7,9 +7,11 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import redis
 
 from crawler.frontier.partitiondue import PartitionDue
 from crawler.frontier.values import Lease, Release
+from crawler.scheduling.wakes import PartitionWakes
 from tests.frontier_harness import Harness, admission, own_server_harness
 from tests.redis_server import started_redis
 
@@ -169,3 +171,56 @@ def test_a_partition_touched_while_its_claim_ran_is_asked_at_once() -> None:
     due.touch(0)
     due.answered(0, stamp, due.now() + 30_000, more=False)
     assert due.next_ms() is not None and due.next_ms() <= due.now()
+
+
+def test_a_waiting_worker_hears_what_another_worker_made_due() -> None:
+    """A worker whose claims found nothing waits for the time they named, and
+    asks no partition meanwhile; another worker's admission there is a
+    message on the wake channel, which makes that partition due for it."""
+    with started_redis() as server:
+        mine = Harness(server.url, "wake", delay_ms=0, claim_sweep_ms=60_000)
+        other = Harness(server.url, "wake", delay_ms=0)
+        channel = mine.frontier.keys.wake_channel()
+        listener = redis.Redis.from_url(server.url).pubsub(ignore_subscribe_messages=True)
+        listener.subscribe(channel)
+        try:
+            listener.get_message(timeout=0.5)  # (the subscription's own answer)
+            assert mine.run(mine.frontier.claim(4, "w1")).leases == []  # waits now
+            every = list(range(len(mine.frontier.due)))
+            assert mine.frontier.due.due(every) == []
+            other.run(other.frontier.admit([admission("http://b.test/1")]))
+            message = listener.get_message(timeout=2)
+            assert message is not None, "no wake for a waiting worker"
+            part, at_ms = (int(x) for x in message["data"].split())
+            assert part == mine.frontier.partition("http://b.test:80")
+            woken: list[int] = []
+            wakes = PartitionWakes(None, channel, mine.frontier.due, woken.append)
+            wakes.heard_message(message["data"])
+            assert woken == [at_ms] and mine.frontier.due.due(every) == [part]
+            assert len(mine.run(mine.frontier.claim(4, "w1")).leases) == 1
+            # Each waiting worker is told once: the partition's "sl" now says
+            # nobody waits for later than that message's time.
+            other.run(other.frontier.admit([admission("http://b.test/2")]))
+            second = listener.get_message(timeout=0.5)
+            assert second is not None  # mine waits again (its claim got 1 of 4)
+            other.run(other.frontier.admit([admission("http://b.test/3")]))
+            assert listener.get_message(timeout=0.5) is None
+        finally:
+            listener.close()
+            mine.close()
+            other.close()
+
+
+def test_nobody_waiting_means_no_message() -> None:
+    """Admissions into partitions no worker waits for publish nothing."""
+    with started_redis() as server:
+        h = Harness(server.url, "quiet", delay_ms=0)
+        listener = redis.Redis.from_url(server.url).pubsub(ignore_subscribe_messages=True)
+        listener.subscribe(h.frontier.keys.wake_channel())
+        try:
+            listener.get_message(timeout=0.5)
+            h.run(h.frontier.admit([admission(f"http://h{i}.test/") for i in range(20)]))
+            assert listener.get_message(timeout=0.5) is None
+        finally:
+            listener.close()
+            h.close()

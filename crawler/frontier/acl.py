@@ -50,7 +50,11 @@ WRITE_COMMANDS: Final = (
     "zadd", "zrem", "zpopmin", "zremrangebyscore", "zunionstore",
 )
 
-WORKER_COMMANDS: Final = READ_COMMANDS + WRITE_COMMANDS
+#: A worker's wakes (the crawl's wake channel, ``Keys.wake_channel``): its
+#: scripts publish, it listens.
+PUBSUB_COMMANDS: Final = ("publish", "subscribe", "unsubscribe")
+
+WORKER_COMMANDS: Final = READ_COMMANDS + WRITE_COMMANDS + PUBSUB_COMMANDS
 
 #: What a Redis Cluster client asks any node: the slot map and the commands'
 #: key positions.
@@ -83,7 +87,10 @@ def acl_line(user: str, role: str, patterns: Iterable[str], password: str | None
     """One ``aclfile`` line (the same words follow ``ACL SETUSER``) for ``user``
     as ``role`` (``worker`` or ``reader``)."""
     commands = (*CONNECTION, *ROLES[role], *(CLUSTER_COMMANDS if cluster else ()))
+    patterns = list(patterns)
+    # The wake channels, NS:wake for every crawl id: the keys' first pattern.
+    channels = [f"&{patterns[0]}"] if role == "worker" and patterns else []
     return " ".join([
         "user", user, "on", password_rule(password), "resetkeys", "resetchannels",
-        *(f"~{p}" for p in patterns), "-@all", *(f"+{c}" for c in commands),
+        *(f"~{p}" for p in patterns), *channels, "-@all", *(f"+{c}" for c in commands),
     ])

@@ -270,13 +270,16 @@ class Count:
     #: When a claim next looks at the partition's timed sets (and, as
     #: ``mt:SET``, at each of them): not counts either.
     TIMERS: Final = "mt"
+    #: The latest time a worker waits for in the partition (claim.lua raises
+    #: it; ``wake_sleepers`` in lua/common.lua): not a count.
+    SLEEPERS: Final = "sl"
 
 
 #: Where a URL is: every admitted URL is counted in exactly one of these.
 STATES: Final = (Count.QUEUED, Count.LEASED, Count.DELAYED, Count.DONE, Count.DEAD)
 
 
-NOT_COUNTS: Final = frozenset((Count.SEQ, Count.MARK, Count.TIMERS))
+NOT_COUNTS: Final = frozenset((Count.SEQ, Count.MARK, Count.TIMERS, Count.SLEEPERS))
 
 
 def add_counts(total: dict[str, int], raw: Mapping[bytes, bytes]) -> None:
@@ -434,6 +437,12 @@ class Keys:
     def live_pattern(self) -> str:
         """Every worker's :meth:`live` hash."""
         return glob_escape(self.namespace) + ":live:*"
+
+    def wake_channel(self) -> str:
+        """The pub/sub channel on which a script tells the workers waiting for a
+        partition that something there is due sooner: "PART AT_MS"
+        (``wake_sleepers`` in lua/common.lua, :mod:`crawler.scheduling.wakes`)."""
+        return f"{self.namespace}:wake"
 
     def control_log(self) -> str:
         """The operators' live-control changes, newest first (JSON lines, capped)."""

@@ -11,9 +11,11 @@ noted, a parked host woken (``touch``: ask at the next claim). An admission
 or a release says itself when the partition's next thing is due after it
 (``told``), so that a release of a host paced a second away costs no claim.
 
-What other workers do is not seen here: every ``sweep_ms`` every partition
-is asked again, so a host another worker made ready waits that long at most
-for this worker (the others find it sooner). ``sweep_ms`` 0 asks every
+What other workers do reaches this worker as a message: a script that makes
+something due sooner than a waiting worker was told says so on the crawl's
+wake channel (:meth:`woken`, :mod:`crawler.scheduling.wakes`). Behind it,
+every ``sweep_ms`` every partition is asked again (a message lost with its
+connection, a frontier an older worker writes to). ``sweep_ms`` 0 asks every
 partition at every claim.
 
 Times are the server's (the scripts' clock): the worker keeps the offset
@@ -46,6 +48,10 @@ class PartitionDue:
         self._offset = 0.0  # server ms - local ms
         self._swept = -math.inf  # local ms of the last sweep
 
+    def __len__(self) -> int:
+        """The number of partitions."""
+        return len(self._due)
+
     def now(self) -> int:
         """The server's time now, as this worker reckons it."""
         return int(_local_ms() + self._offset)
@@ -72,6 +78,17 @@ class PartitionDue:
         due = next_ms if next_ms >= 0 else NEVER
         if due < self._due[partition]:
             self._due[partition] = due
+
+    def woken(self, partition: int, at_ms: int) -> bool:
+        """Another worker's script made something due in ``partition`` at
+        ``at_ms``, sooner than a claim had said (the wake channel): whether
+        that brings the partition's turn closer. A claim under way does not
+        count (it may have run before the change), as after a touch."""
+        self._touches[partition] += 1
+        if at_ms < self._due[partition]:
+            self._due[partition] = at_ms
+            return True
+        return False
 
     def stamp(self, partition: int) -> int:
         """Taken when a claim is sent: its answer counts only if the partition

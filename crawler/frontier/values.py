@@ -282,7 +282,7 @@ class Limits:
     revisit_new_first: bool = True
     #: Every partition is asked again at least this often, whatever the last
     #: claims said (partitiondue.py; FRONTIER_CLAIM_SWEEP). 0: at every claim.
-    claim_sweep_ms: int = 1000
+    claim_sweep_ms: int = 30_000
     #: A claimed URL started this soon after its claim needs no start gate.
     start_window_ms: int = START_WINDOW_MS
     #: How far ahead a claim reserves a site's next URLs (0: one per claim).
@@ -309,7 +309,7 @@ class Limits:
             adaptive_max_ms=round(s.getfloat("FRONTIER_ADAPTIVE_MAX_DELAY", 30.0) * 1000),
             ip_concurrency=s.getint("FRONTIER_IP_CONCURRENCY", 0),
             ip_delay_ms=round(s.getfloat("FRONTIER_IP_DELAY", 0) * 1000),
-            claim_sweep_ms=round(s.getfloat("FRONTIER_CLAIM_SWEEP", 1.0) * 1000),
+            claim_sweep_ms=round(s.getfloat("FRONTIER_CLAIM_SWEEP", 30.0) * 1000),
             reserve_ms=round(s.getfloat("FRONTIER_RESERVE_SECONDS", 0) * 1000),
             breaker=Breaker(
                 threshold=s.getint("BREAKER_THRESHOLD", 5),

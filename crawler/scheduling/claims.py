@@ -5,7 +5,8 @@ started holds its host's slot in Redis for every worker, so a worker claims
 only what it can start now. A claim also reserves the same sites' next URLs,
 due later (:mod:`.reserved`): they wait apart and join the buffer on their
 turn. When no host is due, the claim says when the next one is and a timer
-wakes the worker then.
+wakes the worker then; what another worker makes due sooner is a message
+on the wake channel (:mod:`.wakes`), not a poll.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ logger = logging.getLogger("crawler.scheduling.scheduler")
 #: Reserved URLs a worker keeps at most, per download slot: beyond that it
 #: claims only what it starts now.
 RESERVED_PER_SLOT = 16
+#: The longest a claim's timer waits (s). Waking costs no Redis command (the
+#: claim asks only the partitions whose time came: partitiondue.py); what
+#: other workers make due sooner comes as a message (wakes.py).
+WAKE_MAX_S = 5.0
 
 
 @dataclass
@@ -268,13 +273,32 @@ class Claims:
         if self._wakeup is None:
             self.claimable = True
 
+    @property
+    def waiting(self) -> bool:
+        """Whether this worker waits for a time a claim named (nothing due now)."""
+        return self._wakeup is not None and not self.claimable
+
     def wake_in(self, seconds: float) -> None:
-        """Claim again in ``seconds`` (between 5 ms and 1 s)."""
+        """Claim again in ``seconds`` (between 5 ms and WAKE_MAX_S)."""
         if self.tasks.closing:
             return
         self._cancel_wakeup()
-        delay = min(max(seconds, 0.005), 1.0)
+        delay = min(max(seconds, 0.005), WAKE_MAX_S)
         self._wakeup = asyncio.get_event_loop().call_later(delay, self._on_wakeup)
+
+    def wake_at(self, server_ms: int) -> None:
+        """Something is due at ``server_ms`` (the server's clock; another worker
+        said so on the wake channel): claim then, or sooner if a timer says so."""
+        if self.tasks.closing:
+            return
+        seconds = (server_ms - self.store.due.now()) / 1000
+        if seconds <= 0.005:
+            self._cancel_wakeup()
+            self._on_wakeup()
+            return
+        loop = asyncio.get_event_loop()
+        if self._wakeup is None or self._wakeup.when() > loop.time() + seconds:
+            self.wake_in(seconds)
 
     def cancel(self) -> None:
         """No more timers (the worker closes)."""

@@ -21,6 +21,9 @@ from crawler.scheduling.tasks import Tasks
 
 #: Seconds between two reads of the frontier's counts.
 COUNTS_INTERVAL = 0.5
+#: ... while this worker waits for a time a claim named: what the counts
+#: tell then (another worker ended the crawl's last URLs) may wait that long.
+COUNTS_WAITING_INTERVAL = 5.0
 
 
 class FrontierCounts:
@@ -46,12 +49,14 @@ class FrontierCounts:
         """Whether the last read was made after the last flush, nothing left to send."""
         return self._epoch == self.epoch()
 
-    def refresh(self) -> None:
-        """Read the counts again, now or once COUNTS_INTERVAL has passed since the last read."""
+    def refresh(self, waiting: bool = False) -> None:
+        """Read the counts again, now or once COUNTS_INTERVAL (COUNTS_WAITING_INTERVAL
+        while ``waiting``) has passed since the last read."""
         if self.tasks.closing or self._reading:
             return
         self._reading = True
-        wait = self._read_at + COUNTS_INTERVAL - time.monotonic()
+        interval = COUNTS_WAITING_INTERVAL if waiting else COUNTS_INTERVAL
+        wait = self._read_at + interval - time.monotonic()
         if wait > 0:
             asyncio.get_event_loop().call_later(wait, self._read_now)
         else:

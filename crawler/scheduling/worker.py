@@ -50,6 +50,7 @@ from crawler.scheduling.robotsjobs import RobotsJobs
 from crawler.scheduling.siteruleswatch import SiteRulesWatch
 from crawler.scheduling.sync import Sync, SyncHooks
 from crawler.scheduling.tasks import Tasks
+from crawler.scheduling.wakes import PartitionWakes
 from crawler.scheduling.watchdog import Watchdog
 from crawler.sitemaps import LASTMOD_META
 from crawler.siterules import SiteRules
@@ -156,7 +157,7 @@ class WorkerFrontier:
         self.watchdog = Watchdog(
             LeftoverReader(client, keys), stats, self._poke,
             interval_s=s.getfloat("FRONTIER_WATCHDOG_INTERVAL", 5.0),
-            grace_ms=max(10_000, 4 * limits.claim_sweep_ms),
+            grace_ms=10_000,
             held_wait_ms=round(s.getfloat("FRONTIER_HELD_WAIT", 20.0) * 1000))
         self.beats = Heartbeats(store, worker, leases, stats, health, lambda: self.paused)
         #: When the frontier was last seen with nothing to do (FRONTIER_IDLE_WAIT).
@@ -187,6 +188,10 @@ class WorkerFrontier:
         rules = SiteRulesWatch(self.client, self.keys.site_rules(), self.intake.site_rules,
                                self._use_site_rules)
         self.tasks.spawn(rules.run(lambda: self.tasks.closing))
+        if self.limits.claim_sweep_ms > 0:  # (0: every claim asks every partition)
+            wakes = PartitionWakes(self.client, self.keys.wake_channel(), self.store.due,
+                                   self.claims.wake_at)
+            self.tasks.spawn(wakes.run(lambda: self.tasks.closing))
         if self.limits.reserve_ms > 0:
             control = ControlWatch(self.client, self.keys.control_log(),
                                    holds=lambda: bool(self.claims.reserved),
@@ -276,7 +281,7 @@ class WorkerFrontier:
             # (A robots job in flight is no reason to wait when only held work
             # is left: it is then the next try of a host in a run of failures.)
             self.idle_since = None
-            self.refresh_counts()
+            self.counts.refresh(waiting=self.claims.waiting)
             return not self._only_held(c)
         now = time.monotonic()
         self.idle_since = self.idle_since or now

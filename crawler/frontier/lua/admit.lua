@@ -237,4 +237,5 @@ for name, n in pairs({queued = added, dup = dups, refused = refused, hosts = hos
   end
 end
 hset_fields(KEYS[1], w)
+wake_sleepers(p)  -- (common.lua: workers waiting for this partition)
 return {added, dups, refused, blocked, parked, spent, due_reply(), forward}

@@ -91,7 +91,7 @@ local ready = p .. ':ready'
 -- own set's time came.
 -- (mt:iwake, read with it, says whether hosts are parked: negative when
 -- the set was found empty, and every park lowers it to a time.)
-local mt = redis.call('HMGET', KEYS[1], 'mt', 'mt:iwake', 'mt:leased', 'leased', 'queued')
+local mt = redis.call('HMGET', KEYS[1], 'mt', 'mt:iwake', 'mt:leased', 'leased', 'queued', 'sl')
 local timers = num(mt[1], 0)
 local maintain = now >= math.abs(timers)
   or (not ipscope and num(mt[2], 0) >= 0 and redis.call('EXISTS', p .. ':iwake') == 1)
@@ -453,6 +453,14 @@ end
 local next_ms = head_at
 if timers_lowered then timers = num(redis.call('HGET', KEYS[1], 'mt'), 0) end
 if timers > 0 and (next_ms < 0 or timers < next_ms) then next_ms = timers end
+
+-- A claim that got less than it asked, or nothing more due now, leaves its
+-- worker waiting for next_ms: a script that makes something due sooner
+-- tells it (common.lua, wake_sleepers).
+local waits_for = next_ms < 0 and SLEEP_FOREVER or next_ms
+if not (got >= want and next_ms >= 0 and next_ms <= now) and waits_for > num(mt[6], 0) then
+  redis.call('HSET', KEYS[1], 'sl', waits_for)
+end
 
 local result = {now, next_ms}
 for _, v in ipairs(out) do result[#result + 1] = v end

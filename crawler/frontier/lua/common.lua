@@ -68,6 +68,24 @@ local function due_reply(now)
   return soonest_due
 end
 
+-- Workers that found nothing due in a partition wait for its next time
+-- (partitiondue.py) without asking it again: PP:n's "sl" is the latest time
+-- any of them waits for (claim.lua raises it). A script that makes something
+-- due sooner than that tells them on the crawl's wake channel ("PART AT",
+-- scheduling/wakes.py) and lowers "sl": every waiting worker now waits for
+-- no later than AT. Nobody waiting ("sl" past): no message.
+local SLEEP_FOREVER = 9007199254740991  -- a partition with nothing timed
+
+local function wake_sleepers(p)
+  if soonest_due < 0 then return end
+  local k = p .. ':n'
+  local sl = num(redis.call('HGET', k, 'sl'), 0)
+  if soonest_due >= sl or sl <= now_ms() then return end
+  redis.call('HSET', k, 'sl', soonest_due)
+  local ns, part = string.match(p, '^{(.*)/p(%d+)}$')
+  if ns then redis.call('PUBLISH', ns .. ':wake', part .. ' ' .. soonest_due) end
+end
+
 -- Whether timer_at wrote a partition's "mt" in this script (a claim that
 -- read it at its start reads it again only then).
 local timers_lowered = false

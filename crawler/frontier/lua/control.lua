@@ -78,4 +78,5 @@ elseif redis.call('HLEN', key) > 0 then
     redis.call('PEXPIRE', key, 3600000)
   end
 end
+if scope ~= 'ip' then wake_sleepers(p) end  -- (common.lua: workers waiting here)
 return 1

@@ -63,4 +63,5 @@ redis.call('HSET', sk, 'da', attempts, 'du', now + wait, 'dk', ARGV[8] or 'servf
 job_over(now + wait)
 hold_host(sk, now + wait)  -- no claim (w), and no start (bk) of URLs claimed already
 refresh_site(p, host)
+wake_sleepers(p)  -- (common.lua: workers waiting for this partition)
 return {'hold', attempts, wait, count and 1 or 0}

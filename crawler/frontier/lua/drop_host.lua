@@ -64,4 +64,5 @@ refresh_host(p, host)
 if queued > 0 then hincr(KEYS[1], 'queued', -queued) end
 if delayed > 0 then hincr(KEYS[1], 'delayed', -delayed) end
 if queued + delayed > 0 then hincr(KEYS[1], 'dead', queued + delayed) end
+wake_sleepers(p)  -- (common.lua: workers waiting for this partition)
 return {queued, delayed, left}

@@ -20,4 +20,5 @@ hold_host(sk, now_ms() + tonumber(ARGV[3]))
 -- can overlap an answer that may carry another Retry-After.
 redis.call('HSET', sk, 'c', 1)
 refresh_site(p, host)
+wake_sleepers(p)  -- (common.lua: workers waiting for this partition)
 return 1

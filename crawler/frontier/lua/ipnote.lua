@@ -39,4 +39,5 @@ for i = 2, #ARGV, 5 do
     end
   end
 end
+wake_sleepers(p)  -- (common.lua: workers waiting for this partition)
 return parked

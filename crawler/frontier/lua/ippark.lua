@@ -17,4 +17,5 @@ redis.call('HSET', sk, 'rj', 0, 'ip', addr, 'ipx', now + tonumber(ARGV[5]))
 domain_lease_ended(p, sk, 'R' .. host, now)
 refresh_site(p, host)
 park_for_ip(p, host, addr, now + tonumber(ARGV[4]))
+wake_sleepers(p)  -- (common.lua: workers waiting for this partition)
 return 1

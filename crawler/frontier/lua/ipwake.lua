@@ -32,4 +32,5 @@ for i = 2, #ARGV, 3 do
     out[#out + 1] = 0
   end
 end
+wake_sleepers(p)  -- (common.lua: workers waiting for this partition)
 return out

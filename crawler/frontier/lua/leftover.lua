@@ -190,4 +190,5 @@ for i = 4, #ARGV do
     put('lost', -1, '')
   end
 end
+wake_sleepers(p)  -- (common.lua: workers waiting for this partition)
 return out

@@ -330,4 +330,5 @@ for _, t in ipairs(transitions) do
   out[#out + 1] = t[2]
   out[#out + 1] = t[3]
 end
+wake_sleepers(p)  -- (common.lua: workers waiting for this partition)
 return out

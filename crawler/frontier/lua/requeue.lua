@@ -62,4 +62,5 @@ if moved > 0 then
   if not front then redis.call('HSET', KEYS[1], 'seq', seq) end
 end
 if hosts > 0 then hincr(KEYS[1], 'hosts', hosts) end
+wake_sleepers(p)  -- (common.lua: workers waiting for this partition)
 return {moved, skipped}

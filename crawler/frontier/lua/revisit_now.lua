@@ -27,4 +27,5 @@ end
 if #hosts > 0 then timer_at(p, 0, 'vdue') end
 local left = 0
 if only == '' then left = redis.call('ZCOUNT', vdue, '(0', '+inf') end
+wake_sleepers(p)  -- (common.lua: workers waiting for this partition)
 return {#hosts, urls, left}

@@ -105,4 +105,5 @@ local max_attempts = tonumber(ARGV[12])
 if max_attempts > 0 and attempts >= max_attempts then
   return {'park', attempts, version}
 end
+wake_sleepers(p)  -- (common.lua: workers waiting for this partition)
 return {'unreachable', attempts, version}

@@ -28,4 +28,5 @@ if ended > 0 then
   hincr(KEYS[1], 'queued', -ended)
   hincr(KEYS[1], 'dead', ended)
 end
+wake_sleepers(p)  -- (common.lua: workers waiting for this partition)
 return ended
