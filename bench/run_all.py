@@ -23,7 +23,7 @@ from bench.common import REPO, Report, machine_info
 
 BENCHMARKS = ("vanilla", "headofline", "ipscope", "adaptive", "claimcost", "memory", "workermem",
               "throughput", "faults", "warc", "linkparse", "revisit", "learning", "failover",
-              "leftover", "ackcost", "scaleout", "priorities", "console")
+              "leftover", "ackcost", "scaleout", "priorities", "console", "gatedweb")
 #: Seconds a benchmark may take before it is stopped (full run, quick run).
 #: Expected full runs on 2 cores (from the last full run and quick runs since
 #: the scrapy-redis sides came): headofline ~330 s, ipscope ~230 s, adaptive
@@ -34,14 +34,16 @@ BENCHMARKS = ("vanilla", "headofline", "ipscope", "adaptive", "claimcost", "memo
 #: crawls, the baselines' six stopped after 240 s each), vanilla ~25 min (two webs,
 #: three sides, three runs), failover ~5 min (twelve crawls on fresh clusters),
 #: priorities ~4 min (nine crawls of 400 pages), console ~5 min (six crawls of 600
-#: hosts); about two hours in all.
+#: hosts), gatedweb ~12 min (three real-socket webs and the simulated one, three
+#: runs); about two hours in all.
 TIMEOUTS = {"vanilla": (2400, 900), "headofline": (900, 360), "ipscope": (1200, 400),
             "adaptive": (600, 240), "claimcost": (500, 240), "memory": (1800, 300),
             "workermem": (1200, 400),
             "throughput": (1200, 400), "faults": (1200, 500), "warc": (600, 300),
             "linkparse": (300, 120), "revisit": (2700, 400), "learning": (3000, 900),
             "failover": (900, 300), "leftover": (600, 120), "ackcost": (300, 120),
-            "scaleout": (1800, 400), "priorities": (900, 300), "console": (900, 300)}
+            "scaleout": (1800, 400), "priorities": (900, 300), "console": (900, 300),
+            "gatedweb": (2400, 600)}
 README = Path(__file__).resolve().parent / "README.md"
 RUN_ONE = (".venv/bin/python -m bench.NAME [--quick] [--runs N]   # one of: "
            + ", ".join(BENCHMARKS))
