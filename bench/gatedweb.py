@@ -168,29 +168,19 @@ def one_crawl(kind: str, quick: bool, root: Path, checkout: Path | None) -> dict
            "scripts_per_page": usage.scripts / pages,
            "redis_cpu_ms_per_page": usage.cpu_s * 1000 / pages}
     if domains:
-        gated = [r for r in ledger if any(r.host.endswith("." + d) for d in domains)]
+        gated = [r for d in domains for r in ledger.for_domain(d)]
         span = max(r.done or r.arrival for r in gated) - min(r.arrival for r in gated)
         allowed = len(domains) / DOMAIN_DELAY_S
         out["domain_pages_per_s"] = len(gated) / span
         out["domain_pace_share"] = len(gated) / span / allowed
-        out["address_max_in_flight"] = max(
-            _max_in_flight([r for r in gated if r.host.endswith("." + d)]) for d in domains)
+        # (each domain's names share one address: the address's requests)
+        out["address_max_in_flight"] = max(ledger.max_in_flight_in_domain(d) for d in domains)
     else:
         arrivals = sorted(r.arrival for r in ledger)
         # The wait between the second and third request: every host waits.
         a, b = arrivals[1], arrivals[2]
         out["waiting_commands_per_s"] = sampler.rate(a + 1.0, b - 1.0)
     return out
-
-
-def _max_in_flight(requests: list[Any]) -> int:
-    events = sorted([(r.arrival, 1) for r in requests]
-                    + [(r.done or r.arrival, -1) for r in requests])
-    most = now = 0
-    for _, step in events:
-        now += step
-        most = max(most, now)
-    return most
 
 
 def main(argv: list[str] | None = None) -> Report:

@@ -37,15 +37,13 @@ class PartitionWakes:
     """Listens on the wake channel; ``wake(at_ms)`` is told when to claim."""
 
     def __init__(self, client: Any, channel: str, due: PartitionDue,
-                 wake: Callable[[int], None]) -> None:
+                 wake: Callable[[int], None], stats: Any = None) -> None:
         self.client = client
         self.channel = channel
         self.due = due
         #: Claim no later than this server time (ms).
         self.wake = wake
-        #: Messages heard, and those that brought a partition's turn closer.
-        self.heard = 0
-        self.woke = 0
+        self.stats = stats
 
     async def run(self, closing: Callable[[], bool]) -> None:
         first = True
@@ -86,9 +84,12 @@ class PartitionWakes:
             return
         if not 0 <= part < len(self.due):
             return
-        self.heard += 1
-        if self.due.woken(part, at_ms):
-            self.woke += 1
+        woke = self.due.woken(part, at_ms)
+        if self.stats is not None:  # (heard, and brought a partition's turn closer)
+            self.stats.inc_value("frontier/wakes/heard")
+            if woke:
+                self.stats.inc_value("frontier/wakes/woke")
+        if woke:
             self.wake(at_ms)
 
 

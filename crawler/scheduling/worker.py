@@ -190,7 +190,7 @@ class WorkerFrontier:
         self.tasks.spawn(rules.run(lambda: self.tasks.closing))
         if self.limits.claim_sweep_ms > 0:  # (0: every claim asks every partition)
             wakes = PartitionWakes(self.client, self.keys.wake_channel(), self.store.due,
-                                   self.claims.wake_at)
+                                   self.claims.wake_at, self.stats)
             self.tasks.spawn(wakes.run(lambda: self.tasks.closing))
         if self.limits.reserve_ms > 0:
             control = ControlWatch(self.client, self.keys.control_log(),
