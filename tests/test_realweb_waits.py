@@ -1,4 +1,4 @@
-"""A worker whose only host waits asks Redis for no claim until the gate opens.
+"""Waiting costs nothing: no claim while every host waits, and a gated domain at its pace.
 
 The short variant of ``python -m bench.gatedweb --webs crawldelay``: one host
 of the real-socket web whose robots.txt says ``Crawl-delay: 8``, crawled by
@@ -19,10 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from bench.gatedweb import SETTINGS as GATED
 from bench.gatedweb import Sampler
+from bench.gatedweb import domain_web as domain_web_spec
 from tests.crawl_runner import REALWEB_DEFAULTS, finish_crawl, realweb_settings, start_crawl
 from tests.realweb import Host, RealWebProcess, Web
-from tests.realweb.sites import chain_site
+from tests.realweb.sites import SLACK, chain_site
 from tests.redis_server import started_redis
 
 pytestmark = pytest.mark.crawl
@@ -56,3 +58,47 @@ def test_a_worker_whose_host_waits_sends_no_claim_until_its_turn(
     # claims were 16 a second.
     assert spent.scripts / seconds <= 2.5, (spent.scripts, seconds, spent.by_command)
     assert spent.commands / seconds <= 40, (spent.commands, seconds, spent.by_command)
+
+
+DOMAIN_NAMES = 20
+DOMAIN_DELAY = 0.25  # FRONTIER_DOMAIN_DELAY's default: the tightest gate here
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_names_of_one_domain_on_one_address_go_at_the_domains_pace(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path, workers: int) -> None:
+    """20 names of one registered domain on one address, pages answering in
+    200 ms, with the address's concurrency 2 and no delay of its own, and
+    the domain's delay of 0.25 s (4 pages a second) binding: the domain goes
+    at 80% of that at least (the benchmark's target is 90%, on an unloaded
+    machine; bench.gatedweb), every page fetched once, never more than two
+    requests open at the address, and no two of the domain's requests
+    starting closer than the delay less its jitter. (Before a turn its host
+    did not take, for a DNS job or to wait for the address, went to the next
+    host, the domain went at about half its pace.)"""
+    web, _ = domain_web_spec(True)
+    farm = [h for h in web.hosts if h.name.endswith(".farm.test")]
+    assert len(farm) == DOMAIN_NAMES
+    w = realweb(web)
+    seeds = [w.url(h.name) for h in web.hosts]
+    with started_redis() as server:
+        started = time.monotonic()
+        procs = [start_crawl(None, seeds[i::workers], tmp_path / f"w{i}", {
+            **realweb_settings(w.nameserver), **GATED, **REALWEB_DEFAULTS,
+            "REDIS_URL": server.url, "FRONTIER_WORKER_ID": f"w{i}",
+            "JOBDIR": str(tmp_path / f"w{i}" / "job")}) for i in range(workers)]
+        results = [finish_crawl(p, tmp_path / f"w{i}", started, timeout=180)
+                   for i, p in enumerate(procs)]
+    for result in results:
+        assert result.returncode == 0, result.log[-3000:]
+    ledger = w.ledger()
+    requests = ledger.for_domain("farm.test")
+    pages = [r for r in requests if r.target != b"/robots.txt"]
+    assert sorted((r.host, r.target) for r in pages) == sorted(
+        (h.name, t) for h in farm for t in h.pages), "a page fetched twice or never"
+    assert ledger.max_in_flight_in_domain("farm.test") <= 2
+    gaps = ledger.gaps_in_domain("farm.test")
+    assert min(gaps) >= DOMAIN_DELAY * 0.5 - SLACK, sorted(gaps)[:5]
+    span = max(r.done or r.arrival for r in requests) - requests[0].arrival
+    pace = len(requests) / span
+    assert pace >= 0.8 / DOMAIN_DELAY, (pace, len(requests), span)

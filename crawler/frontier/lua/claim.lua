@@ -349,6 +349,20 @@ local function ready_head()
     end
   end
 end
+-- A domain's turn that its host did not take (it went for a DNS job, or to
+-- wait for its server's address) goes to the next host waiting for the
+-- domain, in this claim: a turn wasted so would leave the domain a turn
+-- behind for every new host (at most PASS_MAX a claim).
+local PASS_MAX, passed = 8, 0
+local function pass_turn(dom)
+  if passed >= PASS_MAX then return end
+  passed = passed + 1
+  local woken = redis.call('ZPOPMIN', p .. ':dw:' .. dom, 1)
+  if #woken == 0 then return end
+  dw_filled[dom] = nil
+  refresh_host(p, woken[1])
+end
+
 local head_at = nil
 while got < want and dns_jobs < dns_job_max do
   local host, score = ready_head()
@@ -384,7 +398,10 @@ while got < want and dns_jobs < dns_job_max do
     -- alone_in_domain in common.lua)
     local gated = g.d and not alone_in_domain(g, dconc, ddelay)
     dom, dom_delay, droom, dturns = domain_turn(host, gated and g.d or nil)
-    if dom ~= false and joins_ip_waiters(host, sk, g, h) then dom = false end
+    if dom ~= false and joins_ip_waiters(host, sk, g, h) then
+      if dom then pass_turn(dom) end
+      dom = false
+    end
   end
   if dom == false then
     -- not its turn yet, or waits for its domain or its server's address
