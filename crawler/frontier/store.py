@@ -62,7 +62,7 @@ def claim_limits(limits: Limits) -> str:
         "ip_fallback_ms": limits.ip_fallback_ms, "dns_job_ms": limits.dns_job_ms,
         "dns_job_max": limits.dns_job_max, "revisit_new_first": limits.revisit_new_first,
         "reserve_ms": limits.reserve_ms, "budget": limits.budgets.script_args(),
-        "inlinks": limits.inlink_boost > 0, "adaptive": limits.adaptive_factor > 0})
+        "inlinks": limits.inlink_boost > 0})
 
 
 _INCLUDE = re.compile(r"^--#include (\w+)$", re.MULTILINE)

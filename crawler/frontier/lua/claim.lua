@@ -35,8 +35,7 @@
 --          next URLs (0: one URL per host and claim); budget, the
 --          BUDGET_* settings (host_pages, host_bytes, host_ms, domain_pages,
 --          domain_bytes, domain_ms; 0: off); inlinks (true: queued URLs are
---          raised by their inlinks, admit.lua); adaptive (true: adaptive
---          pacing is on, so a site not answered yet reserves a chain)
+--          raised by their inlinks, admit.lua)
 -- Returns {now_ms, next_ready_ms or -1, then per claim: host, entry, robots
 -- version, then for a URL "SITE_TURN DOMAIN_TURN OFFSET LATEST DELAY FLOOR SCORE"
 -- (turns 0: none; offset -1: see reservation below; latest: when it must
@@ -83,7 +82,6 @@ local ipscope, ip_fallback = limits.ip_scope == true, num(limits.ip_fallback_ms,
 local dns_job_ms, dns_job_max = num(limits.dns_job_ms, 0), num(limits.dns_job_max, 0)
 local revisit_new_first = limits.revisit_new_first ~= false
 local reserve_ms = extras > 0 and num(limits.reserve_ms, 0) or 0
-local adaptive = limits.adaptive == true
 local dns_jobs = 0
 local now = now_ms()
 local ready = p .. ':ready'

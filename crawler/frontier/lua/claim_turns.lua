@@ -194,9 +194,8 @@ end
 -- gap between starts), as many as the site's and the domain's room (droom)
 -- allow, its queue holds, fit in reserve_ms and the claim may still take.
 -- A site that takes one request at a time (a Crawl-delay, adaptive pacing,
--- a concurrency of 1), and with adaptive pacing on a site not answered yet
--- (no lt: how slowly it answers, and so its pause, is known from its first
--- answer on), is paced from the end of each answer, which no claim can know: its next URLs get the offset -1, "after the one before ended",
+-- a concurrency of 1) is paced from the end of each answer, which no claim
+-- can know: its next URLs get the offset -1, "after the one before ended",
 -- and the worker starts each the site's delay after the start of the one
 -- before and its floor (or adaptive delay) after its end; as many as about
 -- reserve_ms of its answers and delays hold (lt: its answers' mean time),
@@ -207,7 +206,7 @@ local function reservation(g, h, delay, floor, dom, ddelay, droom)
   local offs = {0}
   if reserve_ms <= 0 or g.bs == 'o' or g.bs == 'h' then return offs end
   local conc = site_concurrency(g.c, g.xc, g.fl, g.dl, g.ad)
-  if conc == 1 or (adaptive and not g.lt) then
+  if conc == 1 then
     if num(g.i, 0) > 0 then return offs end
     local cycle = num(g.lt, 0) + math.max(delay, floor, num(g.ad, 0))
     local k = math.min(num(h.n, 0), extras + 1, SERIAL_MAX, droom or math.huge,
