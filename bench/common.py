@@ -309,6 +309,16 @@ def redis_cpu_seconds(client: redis.Redis) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
+def idle_cpu_per_s(client: redis.Redis, seconds: float = 4.0) -> float:
+    """The server's CPU a second while nobody asks it anything: its own
+    timers (serverCron, ten times a second by default), about 1.5 ms a
+    second here. A slow crawl (a gated web: 4 pages a second) would count
+    a third of a millisecond a page of it, paid whether or not it runs."""
+    before, at = RedisUsage.read(client), time.monotonic()
+    time.sleep(seconds)
+    return (RedisUsage.read(client) - before).cpu_s / (time.monotonic() - at)
+
+
 #: What the bench's own INFO calls send (RESP2): subtracted from the server's
 #: byte counters. Replies are measured as they arrive (``RedisUsage.read``).
 _INFO_SECTIONS = ("commandstats", "cpu", "stats")  # "stats" last: its counters see the others

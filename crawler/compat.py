@@ -21,19 +21,15 @@ versions before the crawl starts (:class:`CompatibilityCheck`, in
 :class:`CompatibilityError`, naming the Scrapy and Twisted versions and each
 name that changed. The crawl does not start.
 
-Private lookups never fail at import time (:func:`_module`): a missing name
+Private lookups never fail at import time (``optional_module``): a missing name
 is reported by :func:`check` with all the others, not as a bare ImportError.
 """
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from types import CodeType, ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import scrapy
@@ -51,7 +47,9 @@ from twisted.internet.task import Clock
 from twisted.protocols.tls import TLSMemoryBIOFactory, TLSMemoryBIOProtocol
 from zope.interface import implementer
 
-from crawler.wiretap import RecordingTransport
+from crawler import probes
+from crawler.probes import Probe
+from crawler.wiretap import RecordingTransport, read_through
 
 if TYPE_CHECKING:
     from scrapy import Request
@@ -86,17 +84,9 @@ def _fail(problem: str) -> NoReturn:
     raise CompatibilityError(_report([problem]))
 
 
-def _module(name: str) -> ModuleType | None:
-    """A private module, or None: :func:`check` says so, with every other problem."""
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
-
-
-_NEWTLS = _module("twisted.internet._newtls")
-_NEWCLIENT = _module("twisted.web._newclient")
-_SCRAPY_DOWNLOAD_UTILS = _module("scrapy.utils._download_handlers")
+_NEWTLS = probes.optional_module("twisted.internet._newtls")
+_NEWCLIENT = probes.optional_module("twisted.web._newclient")
+_SCRAPY_DOWNLOAD_UTILS = probes.optional_module("scrapy.utils._download_handlers")
 _SCRAPY_AGENT: Any = getattr(http11, "_ScrapyAgent", object)
 
 
@@ -136,11 +126,8 @@ def hook_request_done(engine: ExecutionEngine, callback: Callable[[Request], Non
 
 
 def engine_wakeup(engine: ExecutionEngine) -> Callable[[], None]:
-    """What makes the open engine ask its scheduler for requests on its next turn.
-
-    For a scheduler whose requests arrive later (claimed from Redis): without
-    it the engine looks again only on its 5 s heartbeat.
-    """
+    """What makes the open engine ask its scheduler for requests on its next
+    turn, not at its heartbeat (for requests that arrive later: claimed ones)."""
     schedule: Callable[[], None] = _engine_slot(engine).nextcall.schedule
     return schedule
 
@@ -153,18 +140,11 @@ def engine_wakeup(engine: ExecutionEngine) -> Callable[[], None]:
 
 
 def pass_through_download_slots(downloader: Downloader) -> None:
-    """Make Scrapy's download slots add no delay: the frontier paces every host.
-
-    The frontier spaces the starts of each host's requests for all workers at
-    once (claims, then the start gate right before the downloader, then the
-    download handler's stale-turn check). Scrapy's slots come after the gate:
-    a delay there could only hold a request whose turn has come, making it
-    leave late, right before another worker's next turn at the same host;
-    and a ``DOWNLOAD_SLOTS`` delay would pace that host a second time, with
-    its own jitter. So every slot, new or existing, gets delay 0 and no jitter;
-    a ``DOWNLOAD_SLOTS`` entry keeps its concurrency (a local cap the
-    frontier's own, across workers, never exceeds).
-    """
+    """Make Scrapy's download slots add no delay: the frontier paces every host
+    (why: ``FrontierScheduler._install_engine_hooks``). Every slot, new or
+    existing, gets delay 0 and no jitter, a ``DOWNLOAD_SLOTS`` entry's too (it
+    would pace its host a second time); an entry keeps its concurrency (a local
+    cap the frontier's own, across workers, never exceeds)."""
     for name in ("_delay", "_jitter"):
         if not isinstance(getattr(downloader, name, None), int | float):
             _fail(f"Downloader.{name}: not set on this downloader (renamed?); writing it "
@@ -273,10 +253,8 @@ def tapped_request(proto: ClientProtocol, request: TxRequest, tap: WireTap
 
     ``HTTP11ClientProtocol.request`` writes the request head at once through
     ``proto.transport`` (``request.writeTo(self.transport)``): a recording
-    transport stands in for that call. The answer comes in through the
-    protocol's ``dataReceived`` (the transport, or the TLS layer above it,
-    calls it): the tap reads each chunk first, until the head is complete,
-    and then steps aside.
+    transport stands in for that call. The tap reads the answer's first
+    chunks as they come in (:func:`~crawler.wiretap.read_through`).
     """
     real = proto.transport
     proto.transport = RecordingTransport(real, tap.wrote)
@@ -285,14 +263,7 @@ def tapped_request(proto: ClientProtocol, request: TxRequest, tap: WireTap
     finally:
         proto.transport = real
         tap.seal()
-    parse = type(proto).dataReceived.__get__(proto)
-
-    def received(data: bytes) -> None:
-        if tap.received(data) and vars(proto).get("dataReceived") is received:
-            del proto.dataReceived  # (the class's again)
-        parse(data)
-
-    proto.dataReceived = received  # type: ignore[method-assign]
+    read_through(proto, tap)
     return answer
 
 
@@ -368,21 +339,6 @@ def command_crawler(command: BaseRunSpiderCommand, spider: str) -> Crawler:
 # --- The start-up check ---------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Probe:
-    """One private name, and how to tell it is still what the code above expects."""
-
-    name: str
-    test: Callable[[], None]  # raises when the name changed
-
-    def problem(self) -> str | None:
-        try:
-            self.test()
-        except Exception as e:
-            return f"{self.name}: {type(e).__name__}: {e}"
-        return None
-
-
 def check() -> None:
     """Raise :class:`CompatibilityError` unless every probe passes on the installed versions."""
     problems = [p for probe in PROBES if (p := probe.problem()) is not None]
@@ -403,108 +359,39 @@ class CompatibilityCheck:
         return cls()
 
 
-def _attribute(module: ModuleType | None, module_name: str, name: str) -> Any:
-    if module is None:
-        raise ImportError(f"no module {module_name}")
-    if not hasattr(module, name):
-        raise AttributeError(f"{module_name} has no {name}")
-    return getattr(module, name)
-
-
-def _names_read(func: Any) -> set[str]:
-    """The attribute and global names a function's code reads or writes (nested code too)."""
-    names: set[str] = set()
-    codes: list[CodeType] = [inspect.unwrap(func).__code__]
-    while codes:
-        code = codes.pop()
-        names.update(code.co_names)
-        codes.extend(c for c in code.co_consts if isinstance(c, CodeType))
-    return names
-
-
-def _reads(func: Any, *names: str) -> None:
-    if missing := [n for n in names if n not in _names_read(func)]:
-        raise AttributeError(f"{func.__qualname__} no longer uses {', '.join(missing)}")
-
-
-def _set_in_init(cls: type, *names: str) -> None:
-    """That ``cls`` (or a base) sets ``names`` in ``__init__``: attributes of instances only."""
-    found: set[str] = set()
-    for klass in cls.__mro__:
-        init = vars(klass).get("__init__")
-        if inspect.isfunction(init):
-            found |= _names_read(init)
-    if missing := [n for n in names if n not in found]:
-        raise AttributeError(f"{cls.__name__}.__init__ sets no {', '.join(missing)}")
-
-
-def _takes(func: Any, *params: str) -> None:
-    got = list(inspect.signature(func).parameters)
-    if got[:len(params)] != list(params) or any(
-            p.default is inspect.Parameter.empty
-            for p in list(inspect.signature(func).parameters.values())[len(params):]):
-        raise TypeError(f"takes ({', '.join(got)}), not ({', '.join(params)})")
-
-
 def _probe_scrapy_agent() -> None:
-    agent = _attribute(http11, "scrapy.core.downloader.handlers.http11", "_ScrapyAgent")
+    agent = probes.attribute(http11, "scrapy.core.downloader.handlers.http11", "_ScrapyAgent")
     if not issubclass(ConnectTimeoutAgent, agent):
         raise TypeError("ConnectTimeoutAgent was built on another class")
-    wanted = {"contextFactory", "bindAddress", "pool", "maxsize", "warnsize",
-              "fail_on_dataloss", "crawler", "tls_verbose_logging"}
-    if missing := wanted - set(inspect.signature(agent).parameters):
-        raise TypeError(f"takes no {', '.join(sorted(missing))}")
-    _takes(agent._get_agent, "self", "request", "timeout")
-    _reads(agent.download_request, "_get_agent")
-
-
-def _probe_handler() -> None:
-    _set_in_init(http11.HTTP11DownloadHandler, "_pool", "_contextFactory", "_bind_address",
-                 "_default_maxsize", "_default_warnsize", "_fail_on_dataloss",
-                 "_tls_verbose_logging", "_fail_on_dataloss_warned")
-
-
-def _probe_download_utils() -> None:
-    for name in ("wrap_twisted_exceptions", "get_dataloss_msg"):
-        if not callable(_attribute(_SCRAPY_DOWNLOAD_UTILS, "scrapy.utils._download_handlers",
-                                   name)):
-            raise TypeError(f"{name} is not callable")
+    probes.accepts(agent, "contextFactory", "bindAddress", "pool", "maxsize", "warnsize",
+                   "fail_on_dataloss", "crawler", "tls_verbose_logging")
+    probes.takes(agent._get_agent, "self", "request", "timeout")
+    probes.reads(agent.download_request, "_get_agent")
 
 
 def _probe_engine() -> None:
     from scrapy.core import engine
 
-    slot = _attribute(engine, "scrapy.core.engine", "_Slot")
-    _takes(slot.remove_request, "self", "request")
-    _set_in_init(slot, "nextcall")
-    _set_in_init(ExecutionEngine, "_slot")
-    callers = [name for name, func in vars(ExecutionEngine).items()
-               if inspect.isfunction(func) and {"_slot", "remove_request"} <= _names_read(func)]
-    if not callers:
+    slot = probes.attribute(engine, "scrapy.core.engine", "_Slot")
+    probes.takes(slot.remove_request, "self", "request")
+    probes.sets_in_init(slot, "nextcall")
+    probes.sets_in_init(ExecutionEngine, "_slot")
+    if not probes.a_method_reads(ExecutionEngine, "_slot", "remove_request"):
         raise AttributeError("the engine never calls _slot.remove_request")
 
 
-def _probe_downloader() -> None:
-    _set_in_init(Downloader, "_delay", "_jitter", "per_slot_settings", "slots")
-    _reads(Downloader._get_slot, "_delay", "_jitter", "per_slot_settings")
-
-
-def _probe_command() -> None:
-    _takes(BaseRunSpiderCommand._create_crawler, "self", "spidercls")
-
-
 def _probe_client_protocol() -> None:
-    protocol = _attribute(_NEWCLIENT, "twisted.web._newclient", "HTTP11ClientProtocol")
-    if protocol().state != "QUIESCENT":
+    protocol = probes.attribute(_NEWCLIENT, "twisted.web._newclient", "HTTP11ClientProtocol")
+    inner = protocol()
+    if not connection_is_idle(inner):
         raise ValueError("a new connection's state is not QUIESCENT")
     from twisted.web import client
 
-    retrying = _attribute(client, "twisted.web.client", "_RetryingHTTP11ClientProtocol")
-    inner = protocol()
+    retrying = probes.attribute(client, "twisted.web.client", "_RetryingHTTP11ClientProtocol")
     if unwrap_client_protocol(retrying(inner, None)) is not inner:
         raise AttributeError("_RetryingHTTP11ClientProtocol keeps no _clientProtocol")
     # (tapped_request: the request is written through self.transport)
-    _reads(protocol.request, "writeTo", "transport")
+    probes.reads(protocol.request, "writeTo", "transport")
 
 
 def _probe_tls() -> None:
@@ -516,7 +403,7 @@ def _probe_tls() -> None:
     if not callable(getattr(vars(tls).get("_aggregator"), "flush", None)):
         raise AttributeError("the TLS layer has no _aggregator.flush()")
     tcp = FileDescriptor(clock)
-    bypass = _attribute(_NEWTLS, "twisted.internet._newtls", "_BypassTLS")
+    bypass = probes.attribute(_NEWTLS, "twisted.internet._newtls", "_BypassTLS")
     if _bypassed(bypass(FileDescriptor, tcp)) is not tcp:
         raise AttributeError("_BypassTLS keeps no _connection")
     if not (callable(getattr(tcp_transports.Client, "startTLS", None))
@@ -537,11 +424,20 @@ PROBES: tuple[Probe, ...] = (
     Probe("scrapy.core.downloader.handlers.http11._ScrapyAgent(...)._get_agent(request, timeout)",
           _probe_scrapy_agent),
     Probe("scrapy.core.downloader.handlers.http11.HTTP11DownloadHandler's private attributes",
-          _probe_handler),
-    Probe("scrapy.utils._download_handlers", _probe_download_utils),
+          lambda: probes.sets_in_init(
+              http11.HTTP11DownloadHandler, "_pool", "_contextFactory", "_bind_address",
+              "_default_maxsize", "_default_warnsize", "_fail_on_dataloss",
+              "_tls_verbose_logging", "_fail_on_dataloss_warned")),
+    Probe("scrapy.utils._download_handlers", lambda: probes.callables(
+        _SCRAPY_DOWNLOAD_UTILS, "scrapy.utils._download_handlers",
+        "wrap_twisted_exceptions", "get_dataloss_msg")),
     Probe("scrapy.core.engine.ExecutionEngine._slot.remove_request / .nextcall", _probe_engine),
-    Probe("scrapy.core.downloader.Downloader._delay / ._jitter", _probe_downloader),
-    Probe("scrapy.commands.BaseRunSpiderCommand._create_crawler(spidercls)", _probe_command),
+    Probe("scrapy.core.downloader.Downloader._delay / ._jitter",
+          lambda: probes.sets_in_init(Downloader, "_delay", "_jitter", "per_slot_settings",
+                                      "slots"),
+          lambda: probes.reads(Downloader._get_slot, "_delay", "_jitter", "per_slot_settings")),
+    Probe("scrapy.commands.BaseRunSpiderCommand._create_crawler(spidercls)",
+          lambda: probes.takes(BaseRunSpiderCommand._create_crawler, "self", "spidercls")),
     Probe("twisted.web._newclient.HTTP11ClientProtocol state / _clientProtocol",
           _probe_client_protocol),
     Probe("twisted TLS transports (_aggregator, _newtls._BypassTLS._connection, TLS)",

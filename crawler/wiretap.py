@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 from weakref import WeakKeyDictionary
 
 from scrapy import Request
@@ -119,3 +120,17 @@ class RecordingTransport:
         for chunk in data:
             self._record(chunk)
         self._transport.writeSequence(data)  # type: ignore[attr-defined]
+
+
+def read_through(protocol: Any, tap: WireTap) -> None:
+    """Have ``tap`` read each chunk ``protocol`` receives (its ``dataReceived``)
+    before the protocol parses it, until the response head is complete; the
+    protocol's own ``dataReceived`` (its class's) takes over then."""
+    parse = type(protocol).dataReceived.__get__(protocol)
+
+    def received(data: bytes) -> None:
+        if tap.received(data) and vars(protocol).get("dataReceived") is received:
+            del protocol.dataReceived  # (the class's again)
+        parse(data)
+
+    protocol.dataReceived = received

@@ -15,6 +15,7 @@ crawl's real requests and the phantom's turns as between any two workers'.
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -76,8 +77,9 @@ class StallAfterGate:
     def _phantom(self, host: str, key: tuple[str, str], jitter: float) -> None:
         client = redis.Redis.from_url(self.crawler.settings["REDIS_URL"])
         try:
-            wait = client.register_script(script_source("start"))(keys=list(key),
-                                                                args=[jitter, ""])[0]
+            # (no lease: ARGV[1] ""; no earlier turns, no domain delay)
+            wait = client.register_script(script_source("start"))(
+                keys=list(key), args=["", json.dumps({"jitter": jitter})])[0]
         finally:
             client.close()
         logger.warning("Phantom worker passed the gate of %s at %.3f (wait %s ms)",

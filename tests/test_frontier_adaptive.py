@@ -78,3 +78,31 @@ def test_off_it_changes_nothing(make_harness: Callable[..., Harness]) -> None:
     _answer(h, first, 1500)
     h.clock.advance(100 + f.limits.start_window_ms)
     assert len(h.run(f.claim(10, "w")).leases) == 1
+
+
+def test_a_new_site_takes_one_request_until_its_first_answer(
+        make_harness: Callable[..., Harness]) -> None:
+    # No delay, four at a time allowed: only the unknown answer time holds it.
+    h = _harness(make_harness, "af", delay_ms=0)
+    f = h.frontier
+    assert len(h.run(f.claim(10, "w")).leases) == 1
+    assert h.run(f.claim(10, "w")).leases == []  # not before that answer
+    site = h.keys.site(f.partition(HOST), HOST)
+    assert h.run(h.client.hexists(site, "fa"))
+
+
+def test_the_first_answer_opens_the_site(make_harness: Callable[..., Harness]) -> None:
+    h = _harness(make_harness, "ag", delay_ms=1000)
+    f = h.frontier
+    (first,) = h.run(f.claim(10, "w")).leases
+    _answer(h, first, 20)  # fast: 40 ms of adaptive delay, under the 1 s delay
+    assert not h.run(h.client.hexists(h.keys.site(f.partition(HOST), HOST), "fa"))
+    h.clock.advance(1000 + f.limits.start_window_ms)
+    # the first lease ended: the next start is the delay's, not an answer's wait
+    assert len(h.run(f.claim(10, "w")).leases) == 1
+
+
+def test_without_adaptive_pacing_a_new_site_opens_at_once(
+        make_harness: Callable[..., Harness]) -> None:
+    h = _harness(make_harness, "ah", delay_ms=0, adaptive_factor=0)
+    assert len(h.run(h.frontier.claim(10, "w")).leases) == 4

@@ -23,7 +23,7 @@ from crawler.frontier.dnsstate import DNSRetry, HostDNS
 from crawler.frontier.ipgates import DnsNote, IpGates
 from crawler.frontier.leftover import LeftoverReader
 from crawler.frontier.values import Release
-from crawler.scheduling.watchdog import Watchdog
+from crawler.scheduling.watchdog import WAITING_GAP_S, Watchdog
 from tests.frontier_harness import Harness, admission
 
 ADDR = "127.0.7.1"
@@ -249,3 +249,16 @@ def test_a_host_in_a_run_of_failed_lookups_is_held_by_it_while_it_waits_for_its_
     waiting = {x.host: x for x in h.run(reader.read()).hosts}[other]
     assert (waiting.state, waiting.detail, waiting.hold_ms) == ("dns", "timeout 1", 3_000)
     assert waiting.held
+
+
+def test_the_watchdog_reads_seldom_while_the_next_claim_is_soon() -> None:
+    watchdog = Watchdog(None, None, lambda: None, interval_s=5, grace_ms=10_000,  # type: ignore[arg-type]
+                        held_wait_ms=20_000)
+    # (monotonic seconds; no read yet: the last one counts as at 0)
+    assert not watchdog.wants_read(now=9.5)  # idle from now: it settles first
+    assert watchdog.wants_read(now=10.6)
+    # a claim is due in 8 s (a Crawl-delay): a wait, no read until a minute passed
+    assert not watchdog.wants_read(now=10.6, due_in_ms=8_000)
+    assert watchdog.wants_read(now=WAITING_GAP_S, due_in_ms=8_000)
+    # due later than the held wait: maybe only held work is left, so it reads
+    assert watchdog.wants_read(now=10.6, due_in_ms=60_000)

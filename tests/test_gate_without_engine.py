@@ -138,8 +138,15 @@ def test_a_robots_fetch_that_reaches_its_socket_late_passes_the_start_gate_again
     async def scenario() -> None:
         assert worker.offer(Request(f"{host}/1"))  # (the site's record, its delay)
         await _flushed(worker)
+        # The worker claims the page by itself, and a claim reserves the
+        # site's next turn: let it land before the clock moves past it.
+        for _ in range(400):
+            if worker.stats.get_value("frontier/leases/claimed") and not worker.claims.claiming:
+                break
+            await asyncio.sleep(0.005)
+        assert worker.stats.get_value("frontier/leases/claimed") == 1
         window_ms = worker.claims.window.gate_ms
-        await advance(2000)  # (past any claim's turn)
+        await advance(2000)  # (past the claim's turn)
         gate_pass = await robots_turn(worker.store, worker.stats, host, True, None, window_ms)
         assert gate_pass is not None and gate_pass.turn is not None
         request = Request(f"{host}/robots.txt", meta={GATE_PASS_META: gate_pass})

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import redis
 
+from crawler.frontier.keys import Keys, layout_json
 from tests.crawl_runner import REPO, CrawlResult, finish_crawl, proxy_env, start_crawl
 from tests.simweb import SimWebProcess
 from tests.simweb.ledger import Ledger, is_robots_path
@@ -137,14 +138,22 @@ def test_scrapy_frontier_report_writes_it_again(crawl: Crawl, redis_url: str,
     _check(out, crawl)
 
 
-def test_a_crawl_next_to_another_crawl_id(crawl: Crawl, redis_url: str, tmp_path: Path) -> None:
-    """--compare: here with a crawl id nothing ran under, so every host is new."""
-    out = tmp_path / "compared"
-    done = subprocess.run(
-        [sys.executable, "-m", "scrapy", "frontier", "report", "--out", str(out),
-         "--compare", "never-ran", "-s", f"REDIS_URL={redis_url}",
-         "-s", f"FRONTIER_NAMESPACE={crawl.namespace}", "-s", "FRONTIER_PARTITIONS=4"],
+def _report(crawl: Crawl, redis_url: str, out: Path, *extra: str
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "scrapy", "frontier", "report", "--out", str(out), *extra,
+         "-s", f"REDIS_URL={redis_url}", "-s", f"FRONTIER_NAMESPACE={crawl.namespace}",
+         "-s", "FRONTIER_PARTITIONS=4"],
         cwd=REPO, env=proxy_env(None), capture_output=True, text=True, timeout=60)
+
+
+def test_a_crawl_next_to_another_crawl_id(crawl: Crawl, redis_url: str, tmp_path: Path) -> None:
+    """--compare: here with a crawl that a worker opened and that fetched
+    nothing, so every host is new."""
+    opened = Keys(f"{crawl.namespace}:opened", 4)
+    redis.Redis.from_url(redis_url).set(opened.layout(), layout_json(4, opened.seen_buckets))
+    out = tmp_path / "compared"
+    done = _report(crawl, redis_url, out, "--compare", "opened")
     assert done.returncode == 0, done.stderr[-2000:]
     truth = _truth(crawl.ledger)
     rows = {row["host"]: row for row in _rows(out, "compare.csv")}
@@ -153,5 +162,15 @@ def test_a_crawl_next_to_another_crawl_id(crawl: Crawl, redis_url: str, tmp_path
         assert (rows[name]["state"], rows[name]["pages_before"], rows[name]["pages_now"]) == (
             "new", "0", str(expected["pages"]))
     report = json.loads((out / "report.json").read_text())
-    assert report["compare"]["with"] == f"{crawl.namespace}:never-ran"
+    assert report["compare"]["with"] == f"{crawl.namespace}:opened"
     assert "Next to the crawl" in (out / "report.html").read_text()
+
+
+def test_a_crawl_id_nothing_ran_under_is_refused_and_the_known_ones_named(
+        crawl: Crawl, redis_url: str, tmp_path: Path) -> None:
+    """(Set next to nothing, every host would read as new: a typo's report.)"""
+    out = tmp_path / "refused"
+    done = _report(crawl, redis_url, out, "--compare", "never-ran")
+    assert done.returncode == 1
+    assert "no crawl 'never-ran'" in done.stderr and "the crawls it holds: ''" in done.stderr
+    assert not out.exists()

@@ -231,3 +231,20 @@ def test_a_lease_taken_from_under_its_worker_is_named_with_where_it_went(
     line = next(r.getMessage() for r in caplog.records if "expired before" in r.getMessage())
     for lease in held:
         assert f"{lease.host} {lease.fingerprint.hex()[:12]} gone" in line
+
+
+def test_the_leases_a_worker_lost_are_handed_over_to_be_dropped(make_harness) -> None:
+    h = make_harness("lostdrop", clock=True, delay_ms=0, lease_ms=10_000)
+    h.run(h.frontier.admit([admission("http://a.test/"), admission("http://b.test/")]))
+    parts = Parts(h)
+    told: list[list[str]] = []
+    beats = Heartbeats(h.frontier, "w1", parts.leases, parts.stats, parts.health,
+                       lambda: "", lost=told.append)
+    h.run(parts.claimed())
+    h.run(beats.beat())
+    assert told == []  # renewed: nothing lost
+    kept = {lease.token for lease in parts.leases.leases()}
+    h.clock.advance(11_000)  # past the lease: another worker takes them
+    assert len(h.run(h.frontier.claim(5, "w2")).leases) == 2
+    h.run(beats.beat())
+    assert len(told) == 1 and set(told[0]) == kept

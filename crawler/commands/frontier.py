@@ -34,9 +34,7 @@ traceback, and never a password.
 from __future__ import annotations
 
 import argparse
-import getpass
 import os
-import socket
 import sys
 from pathlib import Path
 
@@ -47,6 +45,7 @@ from scrapy.utils.project import data_path
 
 from crawler.commands import (
     frontier_budget,
+    frontier_host,
     frontier_report,
     frontier_rules,
     frontier_scope,
@@ -58,10 +57,8 @@ from crawler.commands.frontier_output import (
     drop_host,
     filters,
     note,
-    print_address,
     print_crawls,
     print_dead,
-    print_host,
     print_refused,
     print_status,
     print_top_hosts,
@@ -71,7 +68,6 @@ from crawler.frontier.admin import (
     AdminError,
     FrontierAdmin,
     frontier_keys,
-    parse_host,
     parse_host_match,
     refuse_older_layout,
 )
@@ -82,9 +78,8 @@ from crawler.frontier.connection import (
     configured_url,
     connect,
 )
-from crawler.frontier.control import Change, HostControl, UnknownTarget
 from crawler.frontier.crawls import CrawlInfo, delete_crawl, list_crawls
-from crawler.frontier.keys import crawl_namespace, site_of
+from crawler.frontier.keys import crawl_namespace
 from crawler.frontier.refusals import with_examples
 from crawler.frontier.status import HOST_STATES
 from crawler.frontier.tophosts import RANKINGS, TopHosts
@@ -94,10 +89,6 @@ from crawler.redaction import one_line, safe_url, url_password
 
 SUBCOMMANDS = ("status", "hosts", "dead", "refused", "requeue", "drop-host", "revisit-now",
                "host", "scope", "budget", "rules", "crawls", "delete", "serve", "report")
-#: The options that change a host (or domain) rather than show it.
-_BUDGETS = ("budget_pages", "budget_bytes", "budget_seconds")
-_CHANGES = ("delay", "concurrency", "pause", "resume", "reset", *_BUDGETS)
-_FORGETS = ("forget_param", "forget_pattern", "forget_learned")
 
 
 class Command(ScrapyCommand):
@@ -194,34 +185,7 @@ class Command(ScrapyCommand):
                                 "latency (mean answer time) or dead letters")
         group.add_argument("--crawl-id", metavar="ID", default=None,
                            help="the crawl (spider argument crawl_id) to act on")
-        group.add_argument("--domain", action="store_true",
-                           help="host: change NAME's registered domain, not the site")
-        group.add_argument("--ip", action="store_true",
-                           help="host: change the server address NAME points at (or NAME, an "
-                                "address): every name on that server")
-        group.add_argument("--delay", type=float, metavar="S",
-                           help="host: seconds between two requests, for every worker")
-        group.add_argument("--concurrency", type=int, metavar="N",
-                           help="host: requests in flight at most, for every worker")
-        group.add_argument("--pause", action="store_true",
-                           help="host: no new request until --resume")
-        group.add_argument("--resume", action="store_true", help="host: undo --pause")
-        group.add_argument("--reset", action="store_true",
-                           help="host: every override off (back to settings and robots.txt)")
-        group.add_argument("--budget-pages", type=int, metavar="N",
-                           help="host: the site's page budget, for every worker (0: none); "
-                                "a raised budget takes its new links again")
-        group.add_argument("--budget-bytes", type=int, metavar="N",
-                           help="host: the site's byte budget (0: none)")
-        group.add_argument("--budget-seconds", type=float, metavar="S",
-                           help="host: the site's time budget, from its first request (0: none)")
-        group.add_argument("--forget-param", metavar="P",
-                           help="host: remove the learned rule that P is noise (and its "
-                                "evidence)")
-        group.add_argument("--forget-pattern", metavar="PATTERN",
-                           help="host: accept URLs of a refused trap pattern again")
-        group.add_argument("--forget-learned", action="store_true",
-                           help="host: remove everything the host's pages taught")
+        frontier_host.add_options(group)
         frontier_scope.add_options(group)
         frontier_serve.add_options(group)
         frontier_report.add_options(group)
@@ -282,7 +246,7 @@ class Command(ScrapyCommand):
         if sub == "drop-host" and len(rest) != 1:
             raise UsageError("drop-host takes one HOST (example.com or https://example.com:8443)")
         if sub == "host":
-            _check_host_options(rest, opts)
+            frontier_host.check_options(rest, opts)
         if sub != "scope" and frontier_scope.changes_asked(opts):
             raise UsageError("--mode, --hops, --include, --exclude and --remove apply to scope "
                              "only")
@@ -294,8 +258,7 @@ class Command(ScrapyCommand):
             raise UsageError("--reset or a change, not both")
         shared = {"scope": ("reset",), "budget": ("reset", "domain"),
                   "rules": ("reset",)}.get(sub, ())
-        host_only = [name for name in (*_CHANGES, *_FORGETS, "domain", "ip")
-                     if name not in shared]
+        host_only = [name for name in frontier_host.OPTIONS if name not in shared]
         if sub != "host" and any(getattr(opts, name) not in (None, False) for name in host_only):
             raise UsageError("--delay, --concurrency, --pause, --resume, --reset, --budget-*, "
                              "--domain, --ip and --forget-* apply to host (--reset to scope "
@@ -387,7 +350,8 @@ class Command(ScrapyCommand):
         elif sub == "delete":
             self._delete(admin, conn, opts)
         elif sub == "host":
-            self._host(admin, rest[0], opts)
+            assert self.settings is not None
+            frontier_host.run(admin, self.settings, rest[0], opts)
         elif sub == "scope":
             assert self.settings is not None
             frontier_scope.run(admin, self.settings, opts)
@@ -399,62 +363,13 @@ class Command(ScrapyCommand):
             frontier_rules.run(admin, self.settings, rest, opts.reset)
         elif sub == "report":
             frontier_report.run(admin, self.settings, opts,
-                                lambda crawl_id: self._admin(conn, opts.spider, crawl_id))
+                                lambda crawl_id: self._admin(conn, opts.spider, crawl_id),
+                                lambda: self._crawls(conn, opts.spider))
         elif sub == "serve":
             frontier_serve.run(admin, conn.url, self.settings, opts,
                                lambda: self._crawls(conn, opts.spider))
         else:
             drop_host(admin, rest[0])
-
-    def _host(self, admin: FrontierAdmin, name: str, opts: argparse.Namespace) -> None:
-        """Show a site, its domain and its server address; change one first when asked."""
-        s = self.settings
-        assert s is not None
-        # The limits the crawl's workers read.
-        control = HostControl(admin.client, admin.keys, Limits.from_settings(s))
-        site = site_of(parse_host(name))
-        change = Change(
-            concurrency=opts.concurrency,
-            delay_ms=None if opts.delay is None else round(opts.delay * 1000),
-            pause=True if opts.pause else False if opts.resume else None, reset=opts.reset,
-            budget_pages=opts.budget_pages, budget_bytes=opts.budget_bytes,
-            budget_ms=None if opts.budget_seconds is None else round(opts.budget_seconds * 1000))
-        scope = "domain" if opts.domain else "ip" if opts.ip else "site"
-        try:
-            if not change.empty():
-                target = control.change(site, change, scope=scope, who=operator())
-                what = {"site": "site", "domain": "domain", "ip": "server address"}[scope]
-                note(f"{what} {target}: {change.words()}, for every worker from its next "
-                     "request")
-                if change.budget():
-                    note(f"its URLs ended by a budget come back with: scrapy frontier requeue "
-                         f"--reason budget --host {target}")
-            self._forget(control, site, opts)
-            view = control.view(site)
-            address = control.address_of(site) if view is None else None
-            if view is None and address is None:
-                raise UnknownTarget(f"no site {site} in the frontier {admin.keys.namespace}")
-        except UnknownTarget as exc:
-            raise AdminError(str(exc)) from None
-        if view is not None:
-            print_host(view, opts.json)
-        else:
-            assert address is not None
-            print_address(control.view_address(address), opts.json)
-
-    @staticmethod
-    def _forget(control: HostControl, site: str, opts: argparse.Namespace) -> None:
-        """--forget-param / --forget-pattern / --forget-learned, before the view."""
-        if not any(getattr(opts, name) for name in _FORGETS):
-            return
-        hosts = control.forget_learned(site, param=opts.forget_param,
-                                       pattern=opts.forget_pattern)
-        what = (f"rule {opts.forget_param!r}" if opts.forget_param else
-                f"pattern {opts.forget_pattern}" if opts.forget_pattern else "what it learned")
-        if not hosts:
-            raise UnknownTarget(f"site {site} has no {what} to forget")
-        note(f"site {site}: {what} forgotten ({', '.join(hosts)}), for every worker within "
-             "LEARN_RULES_TTL")
 
     def _crawls(self, conn: Connection, spider: str) -> list[CrawlInfo]:
         return list_crawls(conn.client, self._namespace(spider, None), self._lease_seconds())
@@ -484,39 +399,3 @@ class Command(ScrapyCommand):
             print(f"deleted {crawl.namespace}: {removed:,} keys")
         if not chosen:
             print("no crawl matched")
-
-
-def _check_host_options(rest: list[str], opts: argparse.Namespace) -> None:
-    if len(rest) != 1:
-        raise UsageError("host takes one NAME (example.com, or a URL of the site)")
-    if opts.pause and opts.resume:
-        raise UsageError("--pause or --resume, not both")
-    if opts.delay is not None and opts.delay < 0:
-        raise UsageError("--delay must be 0 or more seconds")
-    if opts.domain and opts.ip:
-        raise UsageError("--domain or --ip, not both")
-    for name in _BUDGETS:
-        value = getattr(opts, name)
-        if value is not None and (value < 0 or opts.domain or opts.ip):
-            flag = "--" + name.replace("_", "-")
-            raise UsageError(f"{flag} takes 0 (no limit) or more, for a site (a domain's "
-                             "budget is the setting BUDGET_DOMAIN_*)")
-    wide = opts.domain or opts.ip
-    lowest = 0 if wide else 1
-    if opts.concurrency is not None and opts.concurrency < lowest:
-        raise UsageError(f"--concurrency must be {lowest} or more"
-                         + (" (0: no limit)" if wide else ""))
-    if wide and not any(getattr(opts, name) for name in _CHANGES):
-        what = "domain" if opts.domain else "server address"
-        raise UsageError(f"--{'domain' if opts.domain else 'ip'} changes NAME's {what}: give "
-                         "--delay, --concurrency, --pause, --resume or --reset (host NAME "
-                         "alone shows them all)")
-
-
-def operator() -> str:
-    """Who runs this command, for the control log: the system user and machine."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no name for the uid (a container's)
-        user = str(os.getuid())
-    return f"{user}@{socket.gethostname()} (scrapy frontier)"

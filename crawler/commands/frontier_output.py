@@ -19,7 +19,7 @@ from typing import Any
 from crawler.frontier.admin import AdminError, DeadLetter, FrontierAdmin, HostMatch, parse_host
 from crawler.frontier.capacity import Capacity
 from crawler.frontier.connection import Connection
-from crawler.frontier.control import AddressView, Gate, HostView, Spend
+from crawler.frontier.controlviews import AddressView, Gate, HostView, Spend
 from crawler.frontier.crawls import CrawlInfo
 from crawler.frontier.keys import STATES, Count
 from crawler.frontier.refusals import Refusal

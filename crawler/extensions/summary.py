@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 from scrapy import signals
 
 from crawler.frontier.leftover import HostLeft, Leftover
+from crawler.frontier.schema import COUNTS
 from crawler.robots.fetch import ROBOTS_FETCH_META
 from crawler.scheduling.scheduler import scheduler_of
 from crawler.seedrefusals import all_seeds_refused, refused_seeds
@@ -229,7 +230,7 @@ def leftover_lines(left: Leftover, resume: str = "") -> list[str]:
         counts.append(f"{left.delayed} delayed for a retry"
                       + (f" (the first at {_clock(left.delayed_next_ms)})"
                          if left.delayed_next_ms is not None else ""))
-    dead = left.counts.get("dead", 0)
+    dead = left.counts.get(COUNTS.dead, 0)
     if dead:
         counts.append(f"{dead} dead letter(s) in all (scrapy frontier dead)")
     lines = ["  left in the frontier: " + ", ".join(counts)]

@@ -24,8 +24,10 @@ from urllib.parse import urlsplit
 import redis
 
 from crawler.deadletter import DeadReason
-from crawler.frontier.keys import Field, Keys, older_layout, partition_of, site_of
+from crawler.frontier.keys import Keys, older_layout, partition_of, site_of
 from crawler.frontier.records import record_url
+from crawler.frontier.schema import HOST, SITE
+from crawler.frontier.scriptargs import drop_host_args, requeue_args, revisit_now_args
 from crawler.frontier.status import FrontierStatus, Status
 from crawler.frontier.store import script_source
 from crawler.frontier.values import Limits
@@ -226,6 +228,11 @@ class FrontierAdmin:
     def partition(self, host: str) -> int:
         return partition_of(host, self.keys.partitions)
 
+    @property
+    def layout_found(self) -> bool:
+        """Whether a worker ever opened this crawl (it stores the layout then)."""
+        return self.reader.layout_found
+
     def _partitions(self, host: HostMatch | None) -> range | list[int]:
         """Only the host's partition holds its URLs (all its schemes and ports
         too): scan just that one."""
@@ -296,12 +303,13 @@ class FrontierAdmin:
         if match is not None:  # a dropped host with nothing dead left is unblocked all the same
             part = self.partition(match.site)
             for one in self.authorities(match):
-                self.client.hdel(self.keys.host(part, one), Field.HOST_BLOCKED,
-                                 Field.HOST_PARKED_REASON)
+                self.client.hdel(self.keys.host(part, one), HOST.blocked,
+                                 HOST.parked_reason)
         return moved
 
     def _requeue_batch(self, part: int, batch: list[bytes | int], front: bool) -> int:
-        args = [self.keys.prefix(part), int(front), self.concurrency, self.delay_ms, *batch]
+        args = [self.keys.prefix(part), requeue_args(front, self.concurrency, self.delay_ms),
+                *batch]
         moved, _ = self._requeue(keys=[self.keys.counts(part)], args=args)
         return int(moved)
 
@@ -324,17 +332,17 @@ class FrontierAdmin:
         tag = host.encode() + b"\n"
         delayed = [fp for fp, value in self.client.hscan_iter(
             self.keys.delayed_details(part), count=BATCH) if value.startswith(tag)]
-        reason = DeadReason.now(DROPPED).json()
+        args = drop_host_args(host, DeadReason.now(DROPPED).json(), BATCH, "1")  # "1": blocked
         result = DropResult(host)
         while True:
             extra, delayed = delayed[:BATCH], delayed[BATCH:]
             queued, moved_delayed, left = self._drop(
-                keys=[self.keys.counts(part)], args=[prefix, host, reason, BATCH, 1, *extra])
+                keys=[self.keys.counts(part)], args=[prefix, args, *extra])
             result.queued += int(queued)
             result.delayed += int(moved_delayed)
             if (not queued or not left) and not delayed:
                 break
-        in_flight = self.client.hget(self.keys.site(part, host), Field.SITE_IN_FLIGHT)
+        in_flight = self.client.hget(self.keys.site(part, host), SITE.in_flight)
         result.in_flight = int(in_flight or 0)
         return result
 
@@ -350,13 +358,15 @@ class FrontierAdmin:
             part = self.partition(match.site)
             for one in self.authorities(match):
                 moved, due, _ = self._revisit_now(
-                    keys=[self.keys.counts(part)], args=[self.keys.prefix(part), one, BATCH])
+                    keys=[self.keys.counts(part)],
+                    args=[self.keys.prefix(part), revisit_now_args(one, BATCH)])
                 hosts, urls = hosts + int(moved), urls + int(due)
             return hosts, urls
         for part in self._partitions(None):
             while True:
                 moved, due, left = self._revisit_now(
-                    keys=[self.keys.counts(part)], args=[self.keys.prefix(part), "", BATCH])
+                    keys=[self.keys.counts(part)],
+                    args=[self.keys.prefix(part), revisit_now_args(None, BATCH)])
                 hosts, urls = hosts + int(moved), urls + int(due)
                 if not int(left):
                     break

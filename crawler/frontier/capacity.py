@@ -34,13 +34,16 @@ from typing import Any
 import redis
 
 from crawler.frontier.keys import Keys, domain_of, partition_of, site_of
+from crawler.frontier.schema import IP_GATE, SITE
 from crawler.frontier.values import Limits
 
 #: A site whose answers have not been timed yet is taken to answer this fast
 #: (ms), unless other sites of the crawl say otherwise (their median).
 DEFAULT_LATENCY_MS = 1000.0
 _BATCH = 1000
-_SITE_FIELDS = ("c", "dl", "fl", "ad", "xc", "xd", "xp", "lt", "bs", "ip", "ipx")
+_SITE_FIELDS = (SITE.concurrency, SITE.delay, SITE.floor, SITE.adaptive, SITE.ctl_concurrency,
+                SITE.ctl_delay, SITE.ctl_paused, SITE.latency, SITE.breaker, SITE.address,
+                SITE.address_until)
 
 
 @dataclass(slots=True)
@@ -175,7 +178,8 @@ class CapacityReader:
         names = sorted(records)
         pipe = self.client.pipeline(transaction=False)
         for name in names:
-            pipe.hmget(records[name], ("xc", "xd", "xp"))
+            pipe.hmget(records[name], (IP_GATE.ctl_concurrency, IP_GATE.ctl_delay,
+                                       IP_GATE.ctl_paused))  # (a domain's alike)
         return {name: (float(xc) if xc is not None else conc,
                        float(xd) if xd is not None else delay_ms, xp is not None)
                 for name, (xc, xd, xp) in zip(names, pipe.execute(), strict=True)}

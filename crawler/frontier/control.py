@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import redis
 
 from crawler.addressguard import parse_ip
+from crawler.frontier.controlviews import AddressView, Authority, Gate, HostView, Spend
 from crawler.frontier.ipgates import end_args, gate_keys, missed, parse_wakes, wake_calls
 from crawler.frontier.keys import Keys, domain_of, partition_of, site_of
+from crawler.frontier.schema import DOMAIN, HOST, IP_GATE, SITE
+from crawler.frontier.scriptargs import control_args
 from crawler.frontier.sitefacts import facts_of, forget
 from crawler.frontier.store import script_source
 from crawler.frontier.values import Limits
@@ -81,114 +84,12 @@ class Change:
         return ", ".join(said)
 
 
-@dataclass(slots=True)
-class Authority:
-    """One scheme and port of the site: its queue and its robots.txt."""
-
-    host: str
-    queued: int
-    robots: str  # "known", "fetching", "unreachable", "none" (not fetched yet)
-    robots_fetched_ago_s: float | None
-    robots_version: int
-    blocked: str | None  # "dropped", "parked: REASON" or None
-    #: What its pages taught (:mod:`crawler.frontier.sitefacts`): noise
-    #: parameters, trap patterns, the evidence per parameter.
-    learned: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class Gate:
-    """The limits of a site or a domain, each with where it comes from."""
-
-    concurrency: int
-    concurrency_from: str
-    delay_s: float
-    delay_from: str
-    paused: bool = False
-    in_flight: int = 0
-    next_claim_in_s: float = 0.0
-    next_start_in_s: float = 0.0
-
-
-@dataclass(slots=True)
-class Spend:
-    """What a site or a domain spent of its budget, and its limits (0: none)."""
-
-    pages: int
-    bytes: int
-    seconds: float  # since its first URL was claimed
-    pages_limit: int
-    bytes_limit: int
-    seconds_limit: float
-    limits_from: str  # "setting BUDGET_HOST_*", "operator", ...
-
-    @property
-    def spent(self) -> str | None:
-        """Which budget is spent ("pages", "bytes", "seconds"), if any
-        (``budget_left`` in lua/common.lua)."""
-        if self.pages_limit and self.pages >= self.pages_limit:
-            return "pages"
-        if self.bytes_limit and self.bytes >= self.bytes_limit:
-            return "bytes"
-        if self.seconds_limit and self.seconds >= self.seconds_limit:
-            return "seconds"
-        return None
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "spent": self.spent}
-
-
 def _spend(raw: dict[bytes, bytes], now: int, limits: tuple[int, int, int],
            limits_from: str) -> Spend:
-    first = raw.get(b"b0")
-    return Spend(int(_num(raw, "bp")), int(_num(raw, "bb")),
+    first = raw.get(SITE.first_claim.encode())  # (a domain's: the same names)
+    return Spend(int(_num(raw, SITE.pages)), int(_num(raw, SITE.bytes)),
                  (now - int(first)) / 1000 if first else 0.0,
                  limits[0], limits[1], limits[2] / 1000, limits_from)
-
-
-@dataclass(slots=True)
-class HostView:
-    """Everything ``scrapy frontier host NAME`` shows."""
-
-    site: str
-    domain: str
-    partition: int
-    authorities: list[Authority]
-    delayed: int
-    dead: int
-    site_gate: Gate
-    domain_gate: Gate
-    domain_waiting_hosts: int
-    crawl_delay_floor_s: float
-    held_for_s: float  # a hold (Retry-After, 429 / 503, breaker) still running
-    breaker: str  # "closed", "open", "half-open (probing)", "parked"
-    breaker_openings: int
-    dns_failures: int
-    address: AddressView | None = None  # the server address, once the frontier knows it
-    log: list[dict[str, Any]] = field(default_factory=list)
-    #: What the site and its domain spent of their budgets (BUDGET_*).
-    budget: Spend | None = None
-    domain_budget: Spend | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["budget"] = self.budget.as_dict() if self.budget else None
-        out["domain_budget"] = self.domain_budget.as_dict() if self.domain_budget else None
-        return out
-
-
-@dataclass(slots=True)
-class AddressView:
-    """A server address's gate (the IP scope), as ``scrapy frontier host`` shows it."""
-
-    address: str
-    gate: Gate
-    waiting_hosts: int  # in the address's queue, for room
-    known_for_s: float | None = None  # how long the site is known to point here
-    log: list[dict[str, Any]] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 _ROBOTS = {"k": "known", "f": "fetching", "u": "unreachable"}
@@ -198,6 +99,10 @@ _BREAKER = {"o": "open", "h": "half-open (probing)", "x": "parked"}
 def _text(raw: dict[bytes, bytes], name: str) -> str | None:
     value = raw.get(name.encode())
     return value.decode() if value is not None else None
+
+
+def _has(raw: dict[bytes, bytes], name: str) -> bool:
+    return raw.get(name.encode()) is not None
 
 
 def _num(raw: dict[bytes, bytes], name: str, default: float = 0) -> float:
@@ -236,17 +141,9 @@ class HostControl:
             target = domain_of(site) if scope == "domain" else site
             part = partition_of(site, self.keys.partitions)
             keys, prefix = [self.keys.counts(part)], self.keys.prefix(part)
-
-        def arg(value: int | None) -> str | int:
-            return "" if value is None else value
-
-        pause = "" if change.pause is None else int(change.pause)
         if change.budget() and scope != "site":
             raise ValueError("a budget override is a site's (BUDGET_DOMAIN_* set the domains')")
-        if not self._control(keys=keys, args=[prefix, scope, target, arg(change.concurrency),
-                                              arg(change.delay_ms), pause, int(change.reset),
-                                              arg(change.budget_pages), arg(change.budget_bytes),
-                                              arg(change.budget_ms)]):
+        if not self._control(keys=keys, args=[prefix, control_args(scope, target, change)]):
             raise UnknownTarget(f"no site {target} in the frontier {self.keys.namespace}")
         if scope == "ip":
             self._wake_parked(target)
@@ -285,7 +182,7 @@ class HostControl:
             return str(literal)
         site = site_of(name)
         part = partition_of(site, self.keys.partitions)
-        address = self.client.hget(self.keys.site(part, site), "ip")
+        address = self.client.hget(self.keys.site(part, site), SITE.address)
         return address.decode() if address else None
 
     # --- the view
@@ -299,7 +196,7 @@ class HostControl:
             return None
         secs, micros = self.client.time()
         now = secs * 1000 + micros // 1000
-        domain = _text(raw, "d") or domain_of(site)
+        domain = _text(raw, SITE.domain) or domain_of(site)
         hosts = sorted(h.decode() for h in self.client.smembers(self.keys.site_hosts(part, site)))
         authorities = [self._authority(part, host, now) for host in hosts]
         delayed = self._count_of(self.keys.delayed_details(part), hosts)
@@ -311,10 +208,11 @@ class HostControl:
             delayed=delayed, dead=dead, site_gate=site_gate,
             domain_gate=self._domain_gate(part, site, now, self._alone_in_domain(raw, site_gate)),
             domain_waiting_hosts=int(self.client.zcard(self.keys.domain_waiting(part, site))),
-            crawl_delay_floor_s=_num(raw, "fl") / 1000,
-            held_for_s=max(0.0, max(_num(raw, "w"), _num(raw, "bk")) - now) / 1000,
-            breaker=_BREAKER.get(_text(raw, "bs") or "", "closed"),
-            breaker_openings=int(_num(raw, "bo")), dns_failures=int(_num(raw, "da")),
+            crawl_delay_floor_s=_num(raw, SITE.floor) / 1000,
+            held_for_s=max(0.0, max(_num(raw, SITE.held), _num(raw, SITE.backoff)) - now) / 1000,
+            breaker=_BREAKER.get(_text(raw, SITE.breaker) or "", "closed"),
+            breaker_openings=int(_num(raw, SITE.openings)),
+            dns_failures=int(_num(raw, SITE.dns_failures)),
             address=address,
             log=self._log(("site", site), ("domain", domain),
                           ("ip", address.address if address else "")),
@@ -340,76 +238,81 @@ class HostControl:
         return view
 
     def _address(self, site: dict[bytes, bytes], now: int) -> AddressView | None:
-        address = _text(site, "ip")
+        address = _text(site, SITE.address)
         if address is None:
             return None
         view = self._address_view(address, now)
-        view.known_for_s = max(0.0, _num(site, "ipx") - now) / 1000
+        view.known_for_s = max(0.0, _num(site, SITE.address_until) - now) / 1000
         return view
 
     def _address_view(self, address: str, now: int) -> AddressView:
         raw = self.client.hgetall(self.keys.ip_gate(address))
         conc, delay = self.limits.ip_concurrency, self.limits.ip_delay_ms
         conc_from, delay_from = "setting FRONTIER_IP_CONCURRENCY", "setting FRONTIER_IP_DELAY"
-        if raw.get(b"xc") is not None:
-            conc, conc_from = int(_num(raw, "xc")), "operator"
-        if raw.get(b"xd") is not None:
-            delay, delay_from = int(_num(raw, "xd")), "operator"
+        if _has(raw, IP_GATE.ctl_concurrency):
+            conc, conc_from = int(_num(raw, IP_GATE.ctl_concurrency)), "operator"
+        if _has(raw, IP_GATE.ctl_delay):
+            delay, delay_from = int(_num(raw, IP_GATE.ctl_delay)), "operator"
         in_flight = int(self.client.zcount(self.keys.ip_in_flight(address), f"({now}", "+inf"))
         gate = Gate(conc, conc_from, delay / 1000, delay_from,
-                    paused=raw.get(b"xp") is not None, in_flight=in_flight,
-                    next_start_in_s=max(0.0, _num(raw, "s") - now) / 1000)
+                    paused=_has(raw, IP_GATE.ctl_paused), in_flight=in_flight,
+                    next_start_in_s=max(0.0, _num(raw, IP_GATE.next_start) - now) / 1000)
         return AddressView(address, gate, int(self.client.zcard(self.keys.ip_waiting(address))))
 
     def _authority(self, part: int, host: str, now: int) -> Authority:
         raw = self.client.hgetall(self.keys.host(part, host))
-        fetched = _text(raw, "rt")
-        blocked = _text(raw, "b")
+        fetched = _text(raw, HOST.robots_fetched)
+        blocked = _text(raw, HOST.blocked)
         return Authority(
-            host=host, queued=int(_num(raw, "n")),
-            robots=_ROBOTS.get(_text(raw, "rs") or "", "none"),
+            host=host, queued=int(_num(raw, HOST.queued)),
+            robots=_ROBOTS.get(_text(raw, HOST.robots_state) or "", "none"),
             robots_fetched_ago_s=(now - int(fetched)) / 1000 if fetched else None,
-            robots_version=int(_num(raw, "rv")),
+            robots_version=int(_num(raw, HOST.robots_version)),
             blocked=("dropped" if blocked == "1" else
-                     f"parked: {_text(raw, 'pr') or '?'}" if blocked == "p" else
+                     f"parked: {_text(raw, HOST.parked_reason) or '?'}" if blocked == "p" else
                      "budget spent: new links refused" if blocked == "q" else None),
             learned=facts_of(self.client, self.keys, host).as_dict())
 
     def _site_gate(self, raw: dict[bytes, bytes], now: int) -> Gate:
-        conc, delay = int(_num(raw, "c", 1)), int(_num(raw, "dl"))
-        adaptive = int(_num(raw, "ad"))
-        if raw.get(b"xc") is not None:
+        conc, delay = int(_num(raw, SITE.concurrency, 1)), int(_num(raw, SITE.delay))
+        adaptive = int(_num(raw, SITE.adaptive))
+        if _has(raw, SITE.ctl_concurrency):
             conc_from = "operator"
-            conc = int(_num(raw, "xc"))
+            conc = int(_num(raw, SITE.ctl_concurrency))
         elif conc < self.limits.concurrency:
             conc_from = "robots.txt, or a 429 / 503 (one at a time)"
         else:
             conc_from = "setting CONCURRENT_REQUESTS_PER_DOMAIN"
-        if _num(raw, "fl") > 0:
+        if _num(raw, SITE.floor) > 0:
             conc = min(conc, 1)
             conc_from += "; one at a time under a Crawl-delay"
         elif adaptive > delay:
             conc = min(conc, 1)
             conc_from += "; one at a time while adaptation slows it"
-        delay_from = ("operator" if raw.get(b"xd") is not None else
+        elif _has(raw, SITE.first_answer):
+            conc = min(conc, 1)
+            conc_from += "; one at a time until its first answer (adaptive pacing)"
+        delay_from = ("operator" if _has(raw, SITE.ctl_delay) else
                       "adaptation (FRONTIER_ADAPTIVE_FACTOR x its last answer's time)"
                       if adaptive > delay else
                       "setting DOWNLOAD_DELAY" if delay == self.limits.delay_ms else
                       "robots.txt Crawl-delay / Request-rate, or DOWNLOAD_SLOTS")
-        delay = int(_num(raw, "xd")) if raw.get(b"xd") is not None else max(delay, adaptive)
+        delay = (int(_num(raw, SITE.ctl_delay)) if _has(raw, SITE.ctl_delay)
+                 else max(delay, adaptive))
         return Gate(conc, conc_from, delay / 1000, delay_from,
-                    paused=raw.get(b"xp") is not None, in_flight=int(_num(raw, "i")),
-                    next_claim_in_s=max(0.0, _num(raw, "t") - now) / 1000,
-                    next_start_in_s=max(0.0, _num(raw, "s") - now) / 1000)
+                    paused=_has(raw, SITE.ctl_paused),
+                    in_flight=int(_num(raw, SITE.in_flight)),
+                    next_claim_in_s=max(0.0, _num(raw, SITE.next_claim) - now) / 1000,
+                    next_start_in_s=max(0.0, _num(raw, SITE.next_start) - now) / 1000)
 
     def _alone_in_domain(self, raw: dict[bytes, bytes], site_gate: Gate) -> bool:
         """Whether the site's domain gate is not in force: the site is alone in
         its domain and its own limits are no looser (``alone_in_domain`` in
         ``lua/common.lua``, which the claims and releases follow: its delay
         before adaptation, its concurrency as in force)."""
-        if raw.get(b"d1") is None:
+        if not _has(raw, SITE.alone):
             return False
-        delay = _num(raw, "xd") if raw.get(b"xd") is not None else _num(raw, "dl")
+        delay = _num(raw, SITE.ctl_delay if _has(raw, SITE.ctl_delay) else SITE.delay)
         dconc = self.limits.domain_concurrency
         return delay >= self.limits.domain_delay_ms and (
             dconc == 0 or site_gate.concurrency <= dconc)
@@ -420,22 +323,23 @@ class HostControl:
         conc, delay = self.limits.domain_concurrency, self.limits.domain_delay_ms
         conc_from = "setting FRONTIER_DOMAIN_CONCURRENCY"
         delay_from = "setting FRONTIER_DOMAIN_DELAY"
-        if raw.get(b"xc") is not None:
-            conc, conc_from = int(_num(raw, "xc")), "operator"
-        if raw.get(b"xd") is not None:
-            delay, delay_from = int(_num(raw, "xd")), "operator"
+        if _has(raw, DOMAIN.ctl_concurrency):
+            conc, conc_from = int(_num(raw, DOMAIN.ctl_concurrency)), "operator"
+        if _has(raw, DOMAIN.ctl_delay):
+            delay, delay_from = int(_num(raw, DOMAIN.ctl_delay)), "operator"
         if alone:
             unused = " (not in force: the site is alone in its domain, and no looser)"
             conc_from, delay_from = conc_from + unused, delay_from + unused
         return Gate(conc, conc_from, delay / 1000, delay_from,
-                    paused=raw.get(b"xp") is not None, in_flight=in_flight,
-                    next_claim_in_s=max(0.0, _num(raw, "t") - now) / 1000,
-                    next_start_in_s=max(0.0, _num(raw, "s") - now) / 1000)
+                    paused=_has(raw, DOMAIN.ctl_paused), in_flight=in_flight,
+                    next_claim_in_s=max(0.0, _num(raw, DOMAIN.next_claim) - now) / 1000,
+                    next_start_in_s=max(0.0, _num(raw, DOMAIN.next_start) - now) / 1000)
 
     def _site_spend(self, raw: dict[bytes, bytes], now: int) -> Spend:
         b = self.limits.budgets
         limits = (b.host_pages, b.host_bytes, b.host_ms)
-        overrides = [raw.get(name) for name in (b"qp", b"qb", b"qs")]
+        overrides = [raw.get(name.encode()) for name in
+                     (SITE.budget_pages, SITE.budget_bytes, SITE.budget_ms)]
         if any(value is not None for value in overrides):
             limits = tuple(limit if value is None else int(value)  # type: ignore[assignment]
                            for limit, value in zip(limits, overrides, strict=True))

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from crawler.frontier.scriptargs import dns_args
 from crawler.frontier.store import script_source
 
 if TYPE_CHECKING:
@@ -71,10 +72,8 @@ class HostDNS:
         """
         keys = self.frontier.keys
         part = self.frontier.partition(host)
-        r = self.retry
         reply = await self._script(keys=[keys.counts(part)], args=[
-            keys.prefix(part), host, r.base_ms, r.cap_ms, r.max_attempts, "job" if job else "",
-            "1" if count else "0", kind])
+            keys.prefix(part), dns_args(host, self.retry, job=job, count=count, kind=kind)])
         verdict, attempts, wait_ms, counted = reply
         return DNSVerdict(verdict.decode() if isinstance(verdict, bytes) else str(verdict),
                           int(attempts), int(wait_ms), bool(int(counted)))

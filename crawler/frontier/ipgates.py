@@ -29,6 +29,13 @@ from redis.asyncio.cluster import RedisCluster
 
 from crawler.frontier.keys import Keys
 from crawler.frontier.partitiondue import PartitionDue
+from crawler.frontier.scriptargs import (
+    ip_limits,
+    ipgate_args,
+    ipnote_item,
+    ippark_args,
+    ipwake_item,
+)
 from crawler.frontier.store import script_source
 from crawler.frontier.values import Limits
 
@@ -94,8 +101,8 @@ def gate_keys(keys: Keys, address: str) -> list[str]:
 
 
 def end_args(limits: Limits, members: Iterable[str]) -> list[Any]:
-    """``lua/ipend.lua``'s arguments."""
-    return [limits.ip_concurrency, limits.ip_delay_ms, RESERVED_MS, *members]
+    """``lua/ipend.lua``'s arguments: its limits by name, then the members."""
+    return [ip_limits(limits, RESERVED_MS), *members]
 
 
 def wake_calls(keys: Keys, address: str, wakes: Iterable[Wake]
@@ -106,9 +113,7 @@ def wake_calls(keys: Keys, address: str, wakes: Iterable[Wake]
         groups[w.partition].append(w)
     calls = []
     for part, group in groups.items():
-        args: list[Any] = [keys.prefix(part)]
-        for w in group:
-            args += [address, w.host, w.at_ms]
+        args = [keys.prefix(part), *(ipwake_item(address, w.host, w.at_ms) for w in group)]
         calls.append((group, [keys.counts(part)], args))
     return calls
 
@@ -155,9 +160,8 @@ class IpGates:
         token, or ``"R" + host`` for a robots.txt); see ``lua/ipgate.lua``."""
         reply = await self._gate(
             keys=gate_keys(self.keys, address),
-            args=[self.limits.ip_concurrency, self.limits.ip_delay_ms, self.limits.jitter,
-                  member, self.limits.lease_ms, "" if earlier is None else earlier,
-                  waiter(partition, host), in_place_ms])
+            args=[ipgate_args(self.limits, member, waiter(partition, host), earlier,
+                              in_place_ms)])
         return IpTurn(int(reply[0]), int(reply[1]), len(reply) > 2 and bool(int(reply[2])))
 
     async def end(self, address: str, members: Iterable[str] = ()) -> list[Wake]:
@@ -186,8 +190,8 @@ class IpGates:
         """Give a robots.txt job back unfetched and park its host for ``address``
         (``lua/ippark.lua``); False if the host is gone."""
         return bool(await self._park(keys=[self.keys.counts(partition)],
-                                     args=[self.keys.prefix(partition), host, address,
-                                           wake_ms, known_ms]))
+                                     args=[self.keys.prefix(partition),
+                                           ippark_args(host, address, wake_ms, known_ms)]))
 
     async def join(self, address: str, hosts: list[tuple[int, str]]) -> Joined:
         """Hosts new to ``address`` (partition, host): which may go now (a place
@@ -195,7 +199,7 @@ class IpGates:
         address had room for, which the caller wakes (``lua/ipjoin.lua``)."""
         reply = await self._join(
             keys=gate_keys(self.keys, address),
-            args=[self.limits.ip_concurrency, RESERVED_MS, self.limits.ip_delay_ms,
+            args=[ip_limits(self.limits, RESERVED_MS),
                   *(waiter(part, host) for part, host in hosts)])
         return Joined([bool(int(x)) for x in reply[:len(hosts)]],
                       parse_wakes(reply[len(hosts):]))
@@ -203,9 +207,7 @@ class IpGates:
     async def note(self, partition: int, notes: Iterable[DnsNote]) -> int:
         """The outcome of DNS jobs of one partition (``lua/ipnote.lua``): how many
         hosts were parked."""
-        args: list[Any] = [self.keys.prefix(partition)]
-        for n in notes:
-            args += [n.host, n.address, n.known_ms, int(n.go), n.wake_ms]
+        args = [self.keys.prefix(partition), *(ipnote_item(n) for n in notes)]
         parked = int(await self._note(keys=[self.keys.counts(partition)], args=args))
         self._touch(partition)
         return parked

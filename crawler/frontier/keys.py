@@ -24,60 +24,17 @@ Layout of partition ``P`` (``PP`` is its prefix ``{ns/pP}``):
 ==================  =========  ===============================================
 key                 type       holds
 ==================  =========  ===============================================
-``PP:n``            hash       counts: queued, leased, delayed, done, dead,
-                               dup, refused, expired, hosts, revisit (done
-                               URLs waiting for a revisit), revisited;
-                               seq, the last admission number; em, the
-                               time (s) of the last mark in PP:e; mt, when a
-                               claim next looks at the timed sets (leased,
-                               delayed, vdue, dwake, iwake; common.lua)
+``PP:n``            hash       counts, and a few numbers that are no counts
+                               (:data:`~crawler.frontier.schema.COUNTS`)
 ``PP:ready``        zset       hosts that may be claimed, by next-allowed ms
-``PP:h:HOST``       hash       host: n queued, iwk woken from an IP park,
-                               b blocked (dropped) or parked,
-                               pr why parked; robots: rs state (f fetching,
-                               k known, u unreachable), rw held until ms
-                               (fetching or unreachable: no claims), rx
-                               refresh ms, ra failed tries, rh the wait after
-                               the last (ms), rt last good fetch
-                               ms, rv version of the rules; rc, rdl, rfl the
-                               concurrency, delay and floor its file asks for
-``PP:g:SITE``       hash       site: i in flight, t next claim ms, s next
-                               start ms, a admitted, c concurrency, dl delay
-                               ms, fl delay floor ms (the strictest Crawl-delay
-                               of its hosts), w held until ms (no claims), rj
-                               a robots.txt of its hosts is being fetched
-                               until ms (no claims), bk backoff until ms (no
-                               starts); breaker: cf
-                               failures in a row, bs state, bo openings; DNS
-                               (lua/dns.lua): da failed lookups in a row, du
-                               the DNS hold ends at ms, dk the last failure's
-                               kind (servfail, timeout), dh the hold's length
-                               ms; bh the breaker's cool-down ms; d its domain;
-                               live control (lua/control.lua): xc
-                               concurrency, xd delay ms, xp paused; ip
-                               the server address it points at (learned
-                               at its robots.txt fetch, or when parked
-                               for it), ipx until when that holds (ms),
-                               dj its name is being resolved until ms
-                               (the IP scope's DNS job: no claims); ad
-                               the adaptive delay ms, lt its answers'
-                               mean time ms; na how many hosts PP:ga:SITE
-                               holds (a site of one is placed in the ready
-                               set without reading it again); d1 1 while it
-                               is alone in its domain (not gated by it);
-                               budgets (common.lua budget_left): bp URLs
-                               handed out, bb bytes received, b0 first
-                               claim ms, qp qb qs an operator's budget, bj a
-                               budget job under way until ms
+``PP:h:HOST``       hash       host: queue length, robots.txt state, parking
+                               (:data:`~crawler.frontier.schema.HOST`)
+``PP:g:SITE``       hash       site: politeness, holds, breaker, DNS, live
+                               control, address, budgets
+                               (:data:`~crawler.frontier.schema.SITE`)
 ``PP:ga:SITE``      set        the site's hosts
-``PP:d:DOMAIN``     hash       domain: t next claim ms, s next start ms;
-                               live control: xc, xd, xp as for a site;
-                               rh the site of its last claim, re when that
-                               claim's reservation ends ms, m 1 once another
-                               site claimed (one URL per claim from then);
-                               ns its sites, fs its first (alone while ns 1);
-                               bp, bb, b0 as a site's, while a domain
-                               budget is on
+``PP:d:DOMAIN``     hash       domain: the gate its sites share
+                               (:data:`~crawler.frontier.schema.DOMAIN`)
 ``PP:di:DOMAIN``    zset       the domain's leases in flight (fingerprints, and
                                ``R`` + host for a robots job) by expiry ms
 ``PP:dw:DOMAIN``    zset       hosts waiting for the domain (taken out of the
@@ -110,15 +67,15 @@ key                 type       holds
                                forward: admit.lua)
 ``PP:qm:HOST``      hash       while inlinks raise URLs (FRONTIER_INLINK_PRIORITY):
                                fingerprint -> its entry in PP:q:HOST
-``PP:k:HOST``       hash       what the host's pages taught: noise parameters,
-                               trap patterns, the evidence (``lua/learn.lua``)
+``PP:k:HOST``       hash       what the host's pages taught (``lua/learn.lua``,
+                               :data:`~crawler.frontier.schema.FACTS`)
 ==================  =========  ===============================================
 
 An IP address ``ADDR`` that names point at has a gate in a slot of its own,
 ``{ns/ip/ADDR}`` (names of every partition share it, so it cannot live in
-theirs): ``:g`` hash (s next start ms, wk last wake handed out ms, live
-control xc, xd, xp), ``:f`` zset (its requests in flight by expiry ms), ``:q``
-zset (hosts waiting for room, ``P\nHOST``, by when they came), ``:r`` zset
+theirs): ``:g`` hash (:data:`~crawler.frontier.schema.IP_GATE`), ``:f``
+zset (its requests in flight by expiry ms), ``:q`` zset (hosts waiting for
+room, ``P\nHOST``, by when they came), ``:r`` zset
 (hosts woken or newly joined, with a place reserved, by expiry ms). The
 scripts ``lua/ip*.lua`` touch one address's keys, or one partition's.
 
@@ -134,9 +91,9 @@ crawl's scope ``{ns/scope}:forms``, ``:log`` and ``:rules`` another
 (:mod:`crawler.frontier.scopestate`), and a seed list ``LIST`` its batches in
 flight in ``{LIST}:taken``.
 
-Every key, counter (:class:`Count`) and record field (:class:`Field`) the
-Python side uses is spelled here and nowhere else; the Lua scripts spell
-their own.
+Every key the Python side uses is spelled here and nowhere else; every
+field of a hash record in :mod:`crawler.frontier.schema`, for Python and
+the Lua scripts alike.
 """
 
 from __future__ import annotations
@@ -144,11 +101,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
 
 from crawler.domains import registered_domain
+from crawler.frontier.schema import STATES, Count, add_counts  # noqa: F401 (callers import them here)
 
 #: A crawl id: short, and safe inside Redis key names and glob patterns.
 _CRAWL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -230,74 +186,6 @@ def older_layout(stored: str) -> str | None:
             "layouts cannot be mixed. Finish that crawl with the version that started it, "
             "or start afresh: a new crawl id (-a crawl_id=...), or `scrapy frontier delete "
             "--crawl-id ID` (\"\" for the default crawl)")
-
-
-class Count:
-    """Names of the counters in a partition's ``PP:n`` hash.
-
-    The Lua scripts spell them as Lua strings; on the Python side this is the
-    only spelling, so a counter renamed in a script is renamed here, once.
-    """
-
-    QUEUED: Final = "queued"
-    LEASED: Final = "leased"
-    DELAYED: Final = "delayed"
-    DONE: Final = "done"
-    DEAD: Final = "dead"
-    DUP: Final = "dup"  # offers refused as already seen
-    REFUSED: Final = "refused"  # over the host's page budget
-    BLOCKED: Final = "blocked"  # links to a dropped host
-    BUDGET: Final = "budget"  # links to a site or domain whose budget is spent
-    EXPIRED: Final = "expired"  # leases that ran out and went back to the queues
-    STALE: Final = "stale"  # releases of leases that had expired
-    HOSTS: Final = "hosts"
-    BREAKER_OPEN: Final = "breaker_open"
-    BREAKER_PARKED: Final = "breaker_parked"
-    ROBOTS_FETCHED: Final = "robots_fetched"
-    ROBOTS_FAILED: Final = "robots_failed"
-    #: Done URLs waiting for their revisit (a part of DONE), and how many
-    #: revisits came due so far (FRONTIER_REVISIT_AFTER).
-    REVISIT: Final = "revisit"
-    REVISITED: Final = "revisited"
-    #: Noise parameters learned and URL patterns refused as traps, so far
-    #: (``lua/learn.lua``, :mod:`crawler.frontier.sitefacts`).
-    RULES: Final = "rules"
-    TRAPS: Final = "traps"
-    #: The partition's last admission number: kept in the hash, but not a count.
-    SEQ: Final = "seq"
-    #: The time (s) of the partition's last admission time mark (``PP:e``).
-    MARK: Final = "em"
-    #: When a claim next looks at the partition's timed sets (and, as
-    #: ``mt:SET``, at each of them): not counts either.
-    TIMERS: Final = "mt"
-    #: The latest time a worker waits for in the partition (claim.lua raises
-    #: it; ``wake_sleepers`` in lua/common.lua): not a count.
-    SLEEPERS: Final = "sl"
-
-
-#: Where a URL is: every admitted URL is counted in exactly one of these.
-STATES: Final = (Count.QUEUED, Count.LEASED, Count.DELAYED, Count.DONE, Count.DEAD)
-
-
-NOT_COUNTS: Final = frozenset((Count.SEQ, Count.MARK, Count.TIMERS, Count.SLEEPERS))
-
-
-def add_counts(total: dict[str, int], raw: Mapping[bytes, bytes]) -> None:
-    """Add one partition's ``PP:n`` hash to ``total`` (its sequence number, last
-    time mark and timers fields are no counts)."""
-    for key, value in raw.items():
-        name = key.decode()
-        if name not in NOT_COUNTS and not name.startswith(Count.TIMERS + ":"):
-            total[name] = total.get(name, 0) + int(value)
-
-
-class Field:
-    """Fields of host (``PP:h:HOST``) and site (``PP:g:SITE``) records that Python
-    reads or writes (the scripts keep their own spelling; see the table above)."""
-
-    HOST_BLOCKED: Final = "b"
-    HOST_PARKED_REASON: Final = "pr"
-    SITE_IN_FLIGHT: Final = "i"
 
 
 def glob_escape(text: str) -> str:

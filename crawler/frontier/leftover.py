@@ -28,8 +28,10 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
+from crawler.frontier.calls import Call, run_per_partition
 from crawler.frontier.keys import STATES, Count, Keys, add_counts, partition_of
-from crawler.frontier.store import Call, run_per_partition, script_source
+from crawler.frontier.scriptargs import leftover_args
+from crawler.frontier.store import script_source
 
 #: States of a host that waits on something slow to change: a hold of the
 #: server's (Retry-After), its breaker, its name's lookups, its robots.txt,
@@ -163,7 +165,7 @@ class LeftoverReader:
             for i in range(0, len(hosts), BATCH):
                 batch = hosts[i:i + BATCH]
                 calls.append((self._script, [self.keys.counts(part)],
-                              [self.keys.prefix(part), int(repair), grace_ms, *batch]))
+                              [self.keys.prefix(part), leftover_args(repair, grace_ms), *batch]))
                 batches.append(batch)
         for batch, reply in zip(batches, await run_per_partition(self.client, calls),
                                 strict=True):
@@ -205,7 +207,8 @@ def states_of(client: Any, keys: Keys, hosts: Iterable[str]) -> dict[str, HostLe
     for part, names in by_part.items():
         for i in range(0, len(names), BATCH):
             batch = names[i:i + BATCH]
-            reply = script(keys=[keys.counts(part)], args=[keys.prefix(part), 0, 0, *batch])
+            reply = script(keys=[keys.counts(part)],
+                           args=[keys.prefix(part), leftover_args(False, 0), *batch])
             out.update((h.host, h) for h in parse(batch, reply[2:]))
     return out
 

@@ -112,6 +112,12 @@ class PartitionDue:
         now = self.now()
         return [part for part in order if self._due[part] <= now]
 
+    def soonest_ms(self) -> float | None:
+        """The earliest time (server ms) a partition said it has something due,
+        None when no partition said so (none asked yet, or nothing timed)."""
+        known = [t for t in self._due if t not in (UNKNOWN, NEVER)]
+        return min(known) if known else None
+
     def next_ms(self) -> int | None:
         """When a claim should look again: now if a partition is unknown (not
         asked since it was touched or swept: a claim under way may have missed

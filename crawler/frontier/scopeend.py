@@ -20,6 +20,7 @@ import redis
 from crawler.deadletter import DeadReason
 from crawler.frontier.keys import Keys
 from crawler.frontier.records import record_url
+from crawler.frontier.scriptargs import scope_end_args
 from crawler.frontier.store import script_source
 
 #: Queue entries read, and moved, per call.
@@ -57,7 +58,7 @@ def _end_queue(client: redis.Redis, script: Any, keys: Keys, part: int, host: st
         out = {entry for entry, _ in page if not _keeps(keep, entry, host)}
         if out:
             ended += int(script(keys=[keys.counts(part)],
-                                args=[keys.prefix(part), host, reason, *out]))
+                                args=[keys.prefix(part), scope_end_args(host, reason), *out]))
         last = page[-1][1]
         kept = sum(1 for entry, score in page if score == last and entry not in out)
         if low == repr(last):

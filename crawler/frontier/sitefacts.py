@@ -17,8 +17,11 @@ from typing import Any, NamedTuple
 
 from redis.asyncio import Redis
 
+from crawler.frontier.calls import Call, run_per_partition
 from crawler.frontier.keys import Keys, partition_of
-from crawler.frontier.store import Call, run_per_partition, script_source
+from crawler.frontier.schema import FACTS
+from crawler.frontier.scriptargs import learn_args
+from crawler.frontier.store import script_source
 
 #: One observation: an op of ``lua/learn.lua`` and its two values.
 Observation = tuple[str, str, str]
@@ -33,10 +36,6 @@ class LearnLimits:
     alike_pages: int = 15
     alike_share: float = 0.5
     distance: int = 8
-
-    def args(self) -> list[int]:
-        return [self.min_evidence, self.max_fields, self.alike_pages,
-                round(self.alike_share * 100), self.distance]
 
 
 class News(NamedTuple):
@@ -70,8 +69,9 @@ class SiteFacts:
                 groups[partition_of(host, self.keys.partitions)] += [host, len(flat) // 3, *flat]
         news: list[News] = []
         rules: dict[str, tuple[str, str, str]] = {}
+        limits = learn_args(self.limits)
         calls: list[Call] = [(self._learn, [self.keys.counts(part)],
-                              [self.keys.prefix(part), *self.limits.args(), *args])
+                              [self.keys.prefix(part), limits, *args])
                              for part, args in groups.items()]
         for said, now in await run_per_partition(self.client, calls):
             values, current = _texts(said), _texts(now)
@@ -87,7 +87,7 @@ class SiteFacts:
         async with self.client.pipeline(transaction=False) as pipe:
             for host in hosts:
                 pipe.hmget(self.keys.facts(partition_of(host, self.keys.partitions), host),
-                           "r", "x", "f")
+                           FACTS.noise, FACTS.traps, FACTS.fetched)
             replies = await pipe.execute()
         return {host: tuple(reply) for host, reply in zip(hosts, replies, strict=True)}
 
@@ -112,24 +112,29 @@ class HostFacts:
                 "canonical_unreliable": self.canonical_unreliable}
 
 
+#: The fields of evidence about a parameter P: FACTS.dropped + P, and so on.
+_EVIDENCE = (FACTS.dropped, FACTS.same, FACTS.kept)
+
+
 def facts_of(client: Any, keys: Keys, host: str) -> HostFacts:
     """A host's learned facts (a blocking client: the operator's commands)."""
     raw = client.hgetall(keys.facts(partition_of(host, keys.partitions), host))
     fields = {k.decode(): v.decode("utf-8", "replace") for k, v in raw.items()}
     evidence: dict[str, list[int]] = {}
     for field, value in fields.items():
-        kind, _, name = field.partition(":")
-        if kind in ("n", "m", "k") and name:
+        kind, colon, name = field.partition(":")
+        kind += colon
+        if kind in _EVIDENCE and name:
             agree, against = evidence.setdefault(name, [0, 0])
-            if kind == "k":
+            if kind == FACTS.kept:
                 evidence[name] = [agree, int(value)]
             else:
-                evidence[name] = [agree + (len(value.split()) if kind == "n" else int(value)),
-                                  against]
-    return HostFacts(fields.get("r", "").split(),
-                     [p for p in fields.get("x", "").split("\n") if p],
+                evidence[name] = [agree + (len(value.split()) if kind == FACTS.dropped
+                                           else int(value)), against]
+    return HostFacts(fields.get(FACTS.noise, "").split(),
+                     [p for p in fields.get(FACTS.traps, "").split("\n") if p],
                      {k: (v[0], v[1]) for k, v in sorted(evidence.items())},
-                     fields.get("cu") == "1")
+                     fields.get(FACTS.canonical_one) == "1")
 
 
 def forget(client: Any, keys: Keys, host: str, *, param: str | None = None,
@@ -141,17 +146,17 @@ def forget(client: Any, keys: Keys, host: str, *, param: str | None = None,
     key = keys.facts(partition_of(host, keys.partitions), host)
     if param is None and pattern is None:
         return bool(client.delete(key))
-    raw = client.hmget(key, "r", "x")
+    raw = client.hmget(key, FACTS.noise, FACTS.traps)
     noise = (raw[0] or b"").decode().split()
     patterns = [p for p in (raw[1] or b"").decode().split("\n") if p]
     if param is not None and param in noise:
         noise.remove(param)
-        client.hset(key, "r", " ".join(noise))
+        client.hset(key, FACTS.noise, " ".join(noise))
         # its evidence goes, and what the rules covered may be fetched again
-        client.hdel(key, f"n:{param}", f"m:{param}", f"k:{param}", "f")
+        client.hdel(key, *(kind + param for kind in _EVIDENCE), FACTS.fetched)
         return True
     if pattern is not None and pattern in patterns:
         patterns.remove(pattern)
-        client.hset(key, "x", "\n".join(patterns))
+        client.hset(key, FACTS.traps, "\n".join(patterns))
         return True
     return False

@@ -1,18 +1,15 @@
 """The frontier's operations on Redis: admit, claim, release, renew, count.
 
 Each operation is one Lua script per partition (see ``lua/``), and a batch
-that spans partitions is sent as one pipeline: one round trip for a page's
-hundred links, one for a claim across every partition. The class speaks to
-``redis.asyncio`` so the reactor never blocks on Redis.
+that spans partitions is sent as one pipeline (:mod:`crawler.frontier.calls`):
+one round trip for a page's hundred links, one for a claim across every
+partition. The class speaks to ``redis.asyncio`` so the reactor never
+blocks on Redis.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import pkgutil
 import random
-import re
 import time
 from collections import defaultdict
 from collections.abc import Iterable
@@ -20,10 +17,23 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import NoScriptError
 
+from crawler.frontier.calls import Call, run_per_partition
 from crawler.frontier.keys import STATES, Keys, add_counts, domain_of, partition_of
+from crawler.frontier.luabuild import script_source
 from crawler.frontier.partitiondue import PartitionDue
+from crawler.frontier.scriptargs import (
+    admit_limits,
+    claim_args,
+    claim_limits,
+    drop_host_args,
+    hold_args,
+    release_item,
+    release_limits,
+    renew_args,
+    robots_args,
+    start_args,
+)
 from crawler.frontier.values import (
     Admission,
     AdmitResult,
@@ -39,40 +49,9 @@ from crawler.frontier.values import (
     Turn,
 )
 
-#: One script call: the script (redis-py's), its keys and its arguments.
-Call = tuple[Any, list[Any], list[Any]]
 #: A claim asks a partition for this many URLs at least (fewer partitions,
 #: each asked for more), when it wants that many.
 CLAIM_SHARE = 4
-
-
-def _lua(name: str) -> str:
-    data = pkgutil.get_data("crawler.frontier", f"lua/{name}.lua")
-    assert data is not None, name
-    return data.decode("utf-8")
-
-
-def claim_limits(limits: Limits) -> str:
-    """The crawl's limits as ``lua/claim.lua`` reads them (ARGV[7], by name)."""
-    return json.dumps({
-        "lease_ms": limits.lease_ms, "jitter": limits.jitter, "move_max": limits.move_max,
-        "robots_ms": limits.robots_ms, "domain_concurrency": limits.domain_concurrency,
-        "domain_delay_ms": limits.domain_delay_ms,
-        "ip_scope": limits.ip_concurrency > 0 or limits.ip_delay_ms > 0,
-        "ip_fallback_ms": limits.ip_fallback_ms, "dns_job_ms": limits.dns_job_ms,
-        "dns_job_max": limits.dns_job_max, "revisit_new_first": limits.revisit_new_first,
-        "reserve_ms": limits.reserve_ms, "budget": limits.budgets.script_args(),
-        "inlinks": limits.inlink_boost > 0})
-
-
-_INCLUDE = re.compile(r"^--#include (\w+)$", re.MULTILINE)
-
-
-def script_source(name: str) -> str:
-    """A script's source with the shared helpers (lua/common.lua) in front, and
-    each ``--#include PART`` line replaced by ``lua/PART.lua``: Redis runs one
-    chunk per script, and a long one is kept in parts of a readable size."""
-    return _lua("common") + _INCLUDE.sub(lambda m: _lua(m.group(1)), _lua(name))
 
 
 class Frontier:
@@ -141,10 +120,10 @@ class Frontier:
                 item.fingerprint + item.record.encode("utf-8"), item.host_config,
                 domain_of(item.host),
             ]
+        limits = admit_limits(self.limits)
         calls: list[Call] = [
             (self._admit, [self.keys.counts(part)],
-             [self.keys.prefix(part), self.limits.concurrency, self.limits.delay_ms,
-              self.limits.admit_max, self.limits.inlink_boost, *args])
+             [self.keys.prefix(part), limits, *args])
             for part, args in groups.items()]
         return calls, list(groups)
 
@@ -208,8 +187,8 @@ class Frontier:
         and have more due now."""
         limits = claim_limits(self.limits)
         calls = [(self._claim, [self.keys.counts(part)],
-                  [self.keys.prefix(part), want, worker, random.random(), window_ms, later,
-                   limits])
+                  [self.keys.prefix(part), worker,
+                   claim_args(want, random.random(), window_ms, later), limits])
                  for part, want in asks]
         stamps = [self.due.stamp(part) for part, _ in asks]
         full = []
@@ -275,17 +254,13 @@ class Frontier:
         # (by host: release.lua reads and writes a site once for its leases in a row)
         for rel in sorted(releases, key=lambda r: r.host):
             groups[self.partition(rel.host)] += [
-                self._member(worker, rel.fingerprint), rel.op, rel.arg,
+                self._member(worker, rel.fingerprint),
                 rel.fingerprint + rel.record.encode("utf-8") if rel.record else "",
-                rel.hold_ms, rel.health, rel.fetch_ms, rel.revisit_ms, rel.size,
-            ]
-        b = self.limits.breaker
+                release_item(rel)]
+        limits = release_limits(self.limits)
         calls: list[Call] = [
-            (self._release, [self.keys.counts(part)],
-             [self.keys.prefix(part), worker, b.threshold, b.base_ms, b.cap_ms,
-              b.max_openings, self.limits.adaptive_factor, self.limits.adaptive_max_ms,
-              self.limits.jitter, self.limits.domain_concurrency, self.limits.domain_delay_ms,
-              "1" if self.limits.budgets.domain_on else "0", *args])
+            (self._release, [self.keys.counts(part)], [self.keys.prefix(part), worker, limits,
+                                                       *args])
             for part, args in groups.items()]
         return calls, list(groups)
 
@@ -307,8 +282,9 @@ class Frontier:
             groups[self.partition(lease.host)].append(self._member(worker, lease.fingerprint))
         if not groups:
             return 0
+        args = renew_args(self.limits.lease_ms)
         calls = [(self._renew, [self.keys.counts(part)],
-                  [self.keys.prefix(part), worker, self.limits.lease_ms, *fps])
+                  [self.keys.prefix(part), worker, args, *fps])
                  for part, fps in groups.items()]
         return sum(await self._per_partition(calls))
 
@@ -353,20 +329,19 @@ class Frontier:
         (the next start of the site and domain waits that much longer).
         """
         part = self.partition(host)
-        site_turn, domain_turn = (earlier[1], earlier[2]) if earlier else ("", "")
         fingerprint, worker = lease or (b"", "")
         wait_ms, turn, dturn = await self._start(
             keys=[self.keys.site(part, host), self.keys.domain(part, host),
                   self.keys.leased(part)],
-            args=[self.limits.jitter, site_turn, self.limits.domain_delay_ms, domain_turn,
-                  self._member(worker, fingerprint) if lease else b"", worker, window_ms])
+            args=[self._member(worker, fingerprint) if lease else b"",
+                  start_args(self.limits, earlier, worker, window_ms)])
         return Turn(int(wait_ms), int(turn), int(dturn))
 
     async def hold(self, host: str, ms: int) -> bool:
         """Hold ``host`` back for ``ms`` for every worker: no claim, no start (False: unknown)."""
         part = self.partition(host)
         return bool(await self._hold(keys=[self.keys.counts(part)],
-                                     args=[self.keys.prefix(part), host, ms]))
+                                     args=[self.keys.prefix(part), hold_args(host, ms)]))
 
     async def store_robots(
         self, host: str, blob: bytes | None, ttl_ms: int, concurrency: int, delay_ms: int,
@@ -375,9 +350,9 @@ class Frontier:
         """Store a robots.txt outcome for every worker (``blob`` None: unreachable;
         ``wait_ms``: the Retry-After it came with, the shortest wait before a retry)."""
         part = self.partition(host)
-        args = [self.keys.prefix(part), host, "fail" if blob is None else "ok", ttl_ms,
-                blob or b"", concurrency, delay_ms, floor_ms, first_gap_ms, retry.base_ms,
-                retry.cap_ms, retry.max_attempts, retry.stale_max_ms, wait_ms]
+        args = [self.keys.prefix(part), blob or b"", robots_args(
+            host, blob is not None, ttl_ms, concurrency, delay_ms, floor_ms, first_gap_ms,
+            retry, wait_ms)]
         state, attempts, version = await self._robots(keys=[self.keys.counts(part)], args=args)
         self.due.touch(part)
         return RobotsOutcome(state.decode(), int(attempts), int(version))
@@ -408,7 +383,8 @@ class Frontier:
             while True:
                 queued, _, left = await self._drop(
                     keys=[self.keys.counts(part)],
-                    args=[self.keys.prefix(part), one, reason, batch, "q" if spent else "p"])
+                    args=[self.keys.prefix(part),
+                          drop_host_args(one, reason, batch, "q" if spent else "p")])
                 moved += int(queued)
                 if not queued or not left:
                     break
@@ -435,46 +411,3 @@ class Frontier:
         for reply in replies:
             add_counts(total, reply)
         return total
-
-
-async def run_per_partition(client: Redis | RedisCluster, calls: list[Call]) -> list[Any]:
-    """Run one script per partition: pipelined on one Redis. On a Redis Cluster,
-    where redis-py refuses scripts in pipelines (partitions live on different
-    nodes), the calls to each node run one after the other and the nodes in
-    parallel (redis-py's async cluster client mixes up a node's connections
-    when several commands to it start at once)."""
-    if not calls:
-        return []
-    if isinstance(client, RedisCluster):
-        return await _per_node(client, calls)
-    # EVALSHA by hand: a pipeline of Script calls first asks the server
-    # whether it has the scripts (SCRIPT EXISTS, a round trip of its own,
-    # on every call). A server that lost them (restarted, flushed) answers
-    # NOSCRIPT, which ran nothing: those calls run again as Script calls,
-    # which load the script. "async with": a pipeline that fails before
-    # it sends (Redis down) must still give its connection back.
-    async with client.pipeline(transaction=False) as pipe:
-        for script, keys, args in calls:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
-        replies = await pipe.execute(raise_on_error=False)
-    for reply in replies:
-        if isinstance(reply, Exception) and not isinstance(reply, NoScriptError):
-            raise reply
-    return [await script(keys=keys, args=args) if isinstance(reply, NoScriptError)
-            else reply for (script, keys, args), reply in zip(calls, replies, strict=True)]
-
-
-async def _per_node(client: RedisCluster, calls: list[Call]) -> list[Any]:
-    await client.initialize()  # the slot map (a no-op once loaded)
-    by_node: dict[str, list[int]] = defaultdict(list)
-    for i, (_, keys, _) in enumerate(calls):
-        by_node[client.get_node_from_key(keys[0]).name].append(i)
-    results: list[Any] = [None] * len(calls)
-
-    async def run(indexes: list[int]) -> None:
-        for i in indexes:
-            script, keys, args = calls[i]
-            results[i] = await script(keys=keys, args=args)
-
-    await asyncio.gather(*(run(indexes) for indexes in by_node.values()))
-    return results

@@ -25,6 +25,7 @@ from typing import Any
 import redis
 
 from crawler.frontier.keys import Keys, partition_of
+from crawler.frontier.schema import SITE
 
 #: What ``--by`` takes.
 RANKINGS = ("queued", "errors", "latency", "dead")
@@ -63,7 +64,7 @@ class TopHosts:
         elif by == "dead":
             scores = self._dead()
         else:
-            scores = self._sites("lt" if by == "latency" else "cf")
+            scores = self._sites(SITE.latency if by == "latency" else SITE.failures)
         best = heapq.nlargest(n, scores.items(), key=lambda kv: (kv[1], kv[0]))
         return self._details([host for host, score in best if score > 0])
 
@@ -107,7 +108,8 @@ class TopHosts:
         for name in names:
             part = partition_of(name, self.keys.partitions)
             pipe.smembers(self.keys.site_hosts(part, name))
-            pipe.hmget(self.keys.site(part, name), ("i", "lt", "cf", "bo"))
+            pipe.hmget(self.keys.site(part, name),
+                       (SITE.in_flight, SITE.latency, SITE.failures, SITE.openings))
         replies = pipe.execute()
         hosts = [[name] if "://" in name else sorted(h.decode() for h in replies[2 * i])
                  for i, name in enumerate(names)]

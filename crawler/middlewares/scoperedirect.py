@@ -9,6 +9,7 @@ for ``allowed_domains``. Its decision is :meth:`ScopeMiddleware.redirected`'s.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from scrapy import Request
@@ -16,6 +17,8 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 
 from crawler.middlewares.scope import scope_of
 from crawler.scheduling.scheduler import uses_frontier
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -30,7 +33,10 @@ class ScopeRedirectMiddleware:
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> ScopeRedirectMiddleware:
         if uses_frontier(crawler.settings):
-            raise NotConfigured("the frontier's intake decides redirects")
+            # (by design: Scrapy would log a reason given to NotConfigured as a WARNING)
+            logger.debug("Disabled %s.%s: the frontier's intake decides redirects",
+                         __name__, cls.__name__)
+            raise NotConfigured
         return cls(crawler)
 
     def process_request(self, request: Request) -> None:

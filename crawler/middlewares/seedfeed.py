@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+#: A gone worker's batch waits for its heartbeat's lease to run out anyway:
+#: looking for one this many times a lease (not at every poll of the list)
+#: hands it back soon enough, for a command or two a few seconds.
+ORPHAN_CHECKS_PER_LEASE = 4
+
+
 class SeedFeedMiddleware:
     """After the spider's own start requests, the seeds of the shared Redis list."""
 
@@ -50,11 +57,15 @@ class SeedFeedMiddleware:
         self.add_scheme = s.getbool("BROAD_SEEDS_ADD_SCHEME", False)
         self.stripper = stripper_from_settings(s)
         self.lease_seconds = s.getfloat("FRONTIER_LEASE_SECONDS", DEFAULT_LEASE_SECONDS)
+        self._orphans_at = 0.0  # (monotonic) when to look for a gone worker's batch next
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> SeedFeedMiddleware:
         if not uses_frontier(crawler.settings):
-            raise NotConfigured("the seed feed belongs to the frontier scheduler")
+            # (by design: Scrapy would log a reason given to NotConfigured as a WARNING)
+            logger.debug("Disabled %s.%s: the seed feed belongs to the frontier scheduler",
+                         __name__, cls.__name__)
+            raise NotConfigured
         return cls(crawler)
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
@@ -90,7 +101,9 @@ class SeedFeedMiddleware:
                 continue
             if not frontier.pending():
                 return
-            await self._adopt_orphans(frontier, feed)
+            if time.monotonic() >= self._orphans_at:
+                self._orphans_at = time.monotonic() + self.lease_seconds / ORPHAN_CHECKS_PER_LEASE
+                await self._adopt_orphans(frontier, feed)
             await asyncio.sleep(self.poll_seconds)
 
     @staticmethod

@@ -278,6 +278,12 @@ class Claims:
         """Whether this worker waits for a time a claim named (nothing due now)."""
         return self._wakeup is not None and not self.claimable
 
+    def due_in_ms(self) -> float | None:
+        """How soon (ms) a partition said its next thing is due, while this worker
+        waits for it (None: it does not wait, or knows no such time)."""
+        soonest = self.store.due.soonest_ms() if self.waiting else None
+        return None if soonest is None else max(soonest - self.store.due.now(), 0.0)
+
     def wake_in(self, seconds: float) -> None:
         """Claim again in ``seconds`` (between 5 ms and WAKE_MAX_S)."""
         if self.tasks.closing:

@@ -22,8 +22,10 @@ from crawler.scheduling.tasks import Tasks
 #: Seconds between two reads of the frontier's counts.
 COUNTS_INTERVAL = 0.5
 #: ... while this worker waits for a time a claim named: what the counts
-#: tell then (another worker ended the crawl's last URLs) may wait that long.
-COUNTS_WAITING_INTERVAL = 5.0
+#: tell then (another worker ended the crawl's last URLs) may wait that long,
+#: or until that time's claim finds nothing due (the worker waits no more).
+#: A read is one command a partition: a wait costs Redis next to nothing.
+COUNTS_WAITING_INTERVAL = 15.0
 
 
 class FrontierCounts:

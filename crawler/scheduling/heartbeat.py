@@ -56,7 +56,8 @@ class Heartbeats:
     """This worker's beats: its held leases renewed, its presence announced."""
 
     def __init__(self, store: Frontier, worker: str, leases: LeaseTable, stats: Any,
-                 health: RedisHealth, paused: Callable[[], str]) -> None:
+                 health: RedisHealth, paused: Callable[[], str],
+                 lost: Callable[[list[str]], None] = lambda tokens: None) -> None:
         self.store = store
         self.worker = worker
         self.leases = leases
@@ -64,6 +65,10 @@ class Heartbeats:
         self.health = health
         #: Why this worker claims nothing now ("": it claims), for status.
         self.paused = paused
+        #: Told the tokens of leases the frontier no longer holds for this
+        #: worker (expired while it stood still, and given to another): what of
+        #: them has not started must not start, nor wait here for ever.
+        self.lost = lost
 
     async def run(self, closing: Callable[[], bool]) -> None:
         """Announce the worker (at once, so status and metrics see it from the
@@ -101,22 +106,22 @@ class Heartbeats:
         renewed = await self.store.renew(leases, self.worker)
         if renewed < len(leases):
             self.stats.inc_value("frontier/leases/lost", len(leases) - renewed)
+            places = await self._places(leases)
+            missed = [(lease, place) for lease, place in zip(leases, places, strict=True)
+                      if place != "leased"]
             logger.warning("Frontier: %d lease(s) expired before this worker renewed "
                            "them; their URLs may be fetched twice%s", len(leases) - renewed,
-                           await self._where(leases))
+                           _where(missed))
+            self.lost([lease.token for lease, _ in missed])
         await self.announce(rate)
 
-    async def _where(self, leases: list[Lease]) -> str:
-        """Where the first few leases the renewal missed went (for the log: a
-        lease taken from under its worker is a bug or a clock jump to explain)."""
+    async def _places(self, leases: list[Lease]) -> list[str]:
+        """Where each lease is now (``Frontier.lease_places``; all "leased" when
+        Redis does not say: nothing is dropped on a guess)."""
         try:
-            places = await self.store.lease_places(leases, self.worker)
+            return await self.store.lease_places(leases, self.worker)
         except (RedisError, OSError):
-            return ""
-        missed = [f"{lease.host} {lease.fingerprint.hex()[:12]} {place}"
-                  for lease, place in zip(leases, places, strict=True) if place != "leased"]
-        return f" ({'; '.join(missed[:5])}{' ...' if len(missed) > 5 else ''})" if missed \
-            else ""
+            return ["leased"] * len(leases)
 
     async def announce(self, rate: float | None = None) -> None:
         """Note the worker as seen, with what it holds and whether it is paused."""
@@ -126,3 +131,11 @@ class Heartbeats:
         client, keys = self.store.client, self.store.keys
         await client.hset(keys.workers(), self.worker, beat.to_json())
         await client.set(keys.seen_at(), int(beat.seen))
+
+
+def _where(missed: list[tuple[Lease, str]]) -> str:
+    """Where the first few leases the renewal missed went (for the log: a lease
+    taken from under its worker is a bug or a clock jump to explain)."""
+    shown = "; ".join(f"{lease.host} {lease.fingerprint.hex()[:12]} {place}"
+                      for lease, place in missed[:5])
+    return f" ({shown}{' ...' if len(missed) > 5 else ''})" if missed else ""

@@ -17,6 +17,14 @@ every few seconds. The read answers two questions:
   whose resume is waited for). A finite crawl
   (``FRONTIER_IDLE_WAIT`` 0) then ends; the held URLs stay in the frontier
   for the next run with the same job folder or crawl id.
+
+While this worker knows when the frontier's next thing is due, and that is
+sooner than ``FRONTIER_HELD_WAIT`` (a host's Crawl-delay, a domain's turn: a
+wait, not a hold), neither question needs a read: nothing can look stalled
+before that time, and what is left is not held. A read then costs Redis a
+scan of the partitions for nothing, every few seconds of every wait, so
+the watchdog reads only every ``WAITING_GAP_S`` meanwhile: the net for a
+host that waits for nothing stays, at a slower pace.
 """
 
 from __future__ import annotations
@@ -43,6 +51,9 @@ GAP_PER_READ = 10
 LEFTOVER_READ_S = 10.0
 #: Repairs named in the WARNING line, at most.
 SHOWN = 5
+#: Seconds between two reads while the worker knows its next due time and it
+#: is sooner than the held wait (see above).
+WAITING_GAP_S = 60.0
 
 
 class Watchdog:
@@ -76,15 +87,18 @@ class Watchdog:
         """The worker or the frontier has work in flight: no read."""
         self._idle_since = None
 
-    def wants_read(self, now: float | None = None) -> bool:
-        """Whether the idle worker should read now (then call :meth:`look`)."""
+    def wants_read(self, now: float | None = None, due_in_ms: float | None = None) -> bool:
+        """Whether the idle worker should read now (then call :meth:`look`);
+        ``due_in_ms``: how soon the worker's next claim is due, if it knows."""
         if not self.on or self._reading:
             return False
         now = time.monotonic() if now is None else now
         if self._idle_since is None:
             self._idle_since = now
-        return (now - self._idle_since >= SETTLE_S
-                and now - self._last_at >= self._gap_s)
+        gap = self._gap_s
+        if due_in_ms is not None and due_in_ms < self.held_wait_ms:
+            gap = max(gap, WAITING_GAP_S)
+        return now - self._idle_since >= SETTLE_S and now - self._last_at >= gap
 
     def only_held(self, counts: dict[str, int], now: float | None = None) -> bool:
         """The last read, if it is recent and the counts have not moved since, found

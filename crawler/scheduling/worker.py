@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -27,9 +26,9 @@ from crawler.frontier.leftover import Leftover, LeftoverReader
 from crawler.frontier.records import DEFAULT_META_KEYS, RecordError, from_record, to_record
 from crawler.frontier.seedfeed import SeedFeed
 from crawler.frontier.store import Frontier
-from crawler.frontier.values import Admission, ClaimResult, Lease, Limits, Release
+from crawler.frontier.values import ClaimResult, Lease, Limits, Release
 from crawler.learning.worker import SiteLearning, learning_for
-from crawler.lease import TICKET_META, Ticket, ticket_of
+from crawler.lease import ticket_of
 from crawler.proxies import ProxyRoutes
 from crawler.robots.policy import RobotsPolicy
 from crawler.scheduling.budgetjobs import BudgetJobs
@@ -43,6 +42,8 @@ from crawler.scheduling.heartbeat import Heartbeats
 from crawler.scheduling.intake import Intake
 from crawler.scheduling.ipscope import IpScope
 from crawler.scheduling.leases import LeaseTable
+from crawler.scheduling.offers import Offers
+from crawler.scheduling.pending import PendingWork
 from crawler.scheduling.recent import RecentOffers
 from crawler.scheduling.refusalnotes import RefusalNotes
 from crawler.scheduling.revisits import keep_state, revisits_for
@@ -52,15 +53,8 @@ from crawler.scheduling.sync import Sync, SyncHooks
 from crawler.scheduling.tasks import Tasks
 from crawler.scheduling.wakes import PartitionWakes
 from crawler.scheduling.watchdog import Watchdog
-from crawler.sitemaps import LASTMOD_META
 from crawler.siterules import SiteRules
-from crawler.urls import (
-    canonical_host_key,
-    canonical_url,
-    stripper_from_settings,
-    url_fingerprint,
-    url_forms,
-)
+from crawler.urls import canonical_url, stripper_from_settings
 
 if TYPE_CHECKING:
     from scrapy.crawler import Crawler
@@ -117,7 +111,6 @@ class WorkerFrontier:
         self.stripper = stripper_from_settings(s)
         self.meta_keys = tuple(s.getlist("FRONTIER_META_KEYS", list(DEFAULT_META_KEYS)))
         self.concurrency = s.getint("CONCURRENT_REQUESTS")
-        self.idle_wait = s.getfloat("FRONTIER_IDLE_WAIT", 0.0)
         self.tasks = tasks = Tasks()
         self.health = health = RedisHealth(stats, engine.end_crawl, self._redis_back)
         self.intake = Intake(crawler, limits, self.stripper, self.meta_keys)
@@ -146,6 +139,8 @@ class WorkerFrontier:
             holds_reserved=self.claims.reserved.holds_group, changed=self.claims.changed,
             forget=self.recent.forget, give_back_site=self.give_back_unstarted,
             flushed=self._flushed, group_of=domain_of), s.getfloat("FRONTIER_REPLAY_SECONDS", 10.0))
+        self.offers = Offers(spider, self.stripper, limits, stats, leases, self.recent,
+                             self.intake, self.sync)
         gates = IpGates(client, keys, limits, store.due)
         self.ips = (IpScope(gates, self.dns, store, proxies, stats, health, tasks,
                             self.claims.now) if gates.on else None)
@@ -159,9 +154,12 @@ class WorkerFrontier:
             interval_s=s.getfloat("FRONTIER_WATCHDOG_INTERVAL", 5.0),
             grace_ms=10_000,
             held_wait_ms=round(s.getfloat("FRONTIER_HELD_WAIT", 20.0) * 1000))
-        self.beats = Heartbeats(store, worker, leases, stats, health, lambda: self.paused)
-        #: When the frontier was last seen with nothing to do (FRONTIER_IDLE_WAIT).
-        self.idle_since: float | None = None
+        self.beats = Heartbeats(store, worker, leases, stats, health, lambda: self.paused,
+                                lost=self.give_back_lost)
+        self.pending_work = PendingWork(
+            self.claims, self.sync, leases, self.counts, self.robots_jobs, self.watchdog, tasks,
+            idle_wait=s.getfloat("FRONTIER_IDLE_WAIT", 0.0), paused=lambda: bool(self.pauses),
+            wake=self.wake)
         #: What was left in the frontier when the crawl stopped (the summary's).
         self.left: Leftover | None = None
         #: What others save in the frontier when this worker closes, after its
@@ -240,75 +238,11 @@ class WorkerFrontier:
 
     def offer(self, request: Request) -> bool:
         """A request the engine enqueues: a retry of a held lease, or a URL to admit."""
-        forms = url_forms(request.url, self.stripper)
-        sent, canon = forms if forms is not None else (None, None)
-        ticket = request.meta.pop(TICKET_META, None)
-        token = ticket.token if isinstance(ticket, Ticket) else None
-        if token is not None and self.leases.is_retry(token, canon):
-            self.sync.release(self.leases.retry(request, token))
-            return True
-        if request.dont_filter and token is None:
-            self.intake.dont_filter(request)
-        if (token is None and canon is not None and self.recent.known(canon)
-                and LASTMOD_META not in request.meta):  # (its lastmod is Redis's to weigh)
-            self.stats.inc_value("frontier/offered")
-            self.sync.count_duplicates(1, local=True)
-            if self.limits.inlink_boost:  # a link all the same: it raises the URL
-                host = canonical_host_key(canon)
-                self.sync.admit(Admission(canon, host, url_fingerprint(canon), ""))
-            return False
-        admission = self.intake.admission(request, sent, canon, self.spider)
-        if admission is None:
-            return False
-        self.stats.inc_value("frontier/offered")
-        if token is None and canon is not None:  # a redirect target is no link: not kept
-            self.recent.offered(canon)
-        self.sync.admit(admission)
-        return True
+        return self.offers(request)
 
     def pending(self) -> bool:
         """Whether the crawl has work left for this worker (``has_pending_requests``)."""
-        if self.claims or self.sync or self.leases:
-            self.idle_since = None
-            self.watchdog.busy()
-            return True
-        if self.sync.flushing or self.claims.claiming or not self.counts.current():
-            self.refresh_counts()
-            return True
-        c = self.counts.last or {}
-        if (c.get(Count.QUEUED, 0) + c.get(Count.LEASED, 0) + c.get(Count.DELAYED, 0) > 0
-                or self.robots_jobs):
-            # (A robots job in flight is no reason to wait when only held work
-            # is left: it is then the next try of a host in a run of failures.)
-            self.idle_since = None
-            self.counts.refresh(waiting=self.claims.waiting)
-            return not self._only_held(c)
-        now = time.monotonic()
-        self.idle_since = self.idle_since or now
-        if now - self.idle_since < self.idle_wait:
-            self.refresh_counts()
-            return True
-        return False
-
-    def _only_held(self, counts: dict[str, int]) -> bool:
-        """Whether a finite crawl should end now: this worker is idle, nothing is
-        leased anywhere, and what is left is held longer than FRONTIER_HELD_WAIT
-        (the watchdog's last read said so). Keeps the watchdog reading meanwhile."""
-        watchdog = self.watchdog
-        if self.pauses or counts.get(Count.LEASED, 0) > 0:
-            # (a paused worker's claims are what keep the frontier's timers moving)
-            watchdog.busy()
-            return False
-        if self.idle_wait <= 0 and watchdog.only_held(counts):
-            watchdog.say_held()
-            return True
-        if watchdog.wants_read():
-            self.tasks.spawn(self._watch())
-        return False
-
-    async def _watch(self) -> None:
-        await self.watchdog.look()
-        self.wake()  # the engine asks has_pending_requests again, with the verdict
+        return self.pending_work()
 
     def finished(self, request: Request) -> None:
         """The engine is done with ``request``: its lease ends."""
@@ -358,6 +292,21 @@ class WorkerFrontier:
             host = ticket and self.leases.host_of(ticket.token)
             return host is not None and site_of(host) == site
         self.give_back(self.claims.take_unstarted(None if site is None else of_site))
+
+    def give_back_lost(self, tokens: list[str]) -> None:
+        """Leases the frontier gave away while this worker stood still: their
+        requests not started yet (reserved, in a chain, buffered) are dropped,
+        their leases ended (a release of a lease gone is counted stale and
+        changes nothing), so that nothing waits here for a lease that is not
+        this worker's any more. A request already under way ends as any other."""
+        lost = set(tokens)
+        def is_lost(request: Request) -> bool:
+            ticket = ticket_of(request.meta)
+            return ticket is not None and ticket.token in lost
+        dropped = self.claims.take_unstarted(is_lost)
+        if dropped:
+            self.stats.inc_value("frontier/leases/lost_unstarted", len(dropped))
+            self.give_back(dropped)
 
     def give_back(self, requests: list[Request]) -> None:
         """The leases of claimed requests taken out before they started go back."""
@@ -444,7 +393,7 @@ class WorkerFrontier:
             if result.dns_jobs:
                 self.ips.look_up(result.dns_jobs)
         if result.leases or result.robots_jobs:
-            self.idle_since = None  # work came: FRONTIER_IDLE_WAIT counts from its end
+            self.pending_work.work_came()
 
     def _use_site_rules(self, rules: SiteRules) -> None:
         self.intake.site_rules = rules

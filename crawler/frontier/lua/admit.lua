@@ -2,12 +2,14 @@
 --
 -- KEYS[1]  the partition's counts hash (routes the call to the partition)
 -- ARGV[1]  the partition prefix "{ns/pN}"
--- ARGV[2]  default per-host concurrency
--- ARGV[3]  default per-host delay, ms
--- ARGV[4]  per-site budget of admitted URLs (0: none): one for all schemes
---          and ports of a name
--- ARGV[5]  priority an inlink adds to a queued URL (0: off; see below)
--- then 7 values per URL:
+-- ARGV[2]  the crawl's limits, a JSON object by name (scriptargs.admit_limits):
+--          concurrency and delay_ms, a new host's defaults; admit_max, the
+--          per-site budget of admitted URLs (0: none), one for all schemes
+--          and ports of a name; inlink_boost, the priority an inlink adds to
+--          a queued URL (0: off; see below); await_first (true: adaptive
+--          pacing is on, so a new site takes one request at a time until its
+--          first answer, common.lua site_concurrency)
+-- then 7 values per URL (positional: the entry is binary):
 --   seen bucket, seen member (int64 as text), host key, priority,
 --   entry (16-byte fingerprint .. JSON record), host config ("" or
 --   "conc:delay_ms", or "conc:delay_ms:pages:bytes:ms", the site's own
@@ -22,7 +24,7 @@
 -- a dead letter at once, next to the host's others, so that links to it do
 -- not keep a finite crawl open; requeueing the host brings them all back.
 -- Inlinks (FRONTIER_INLINK_PRIORITY): while on, a queued URL is raised in
--- its host's queue by ARGV[5] for each link to it found after its own
+-- its host's queue by inlink_boost for each link to it found after its own
 -- admission (a duplicate here, or an entry of its bare fingerprint: a link
 -- its worker knew it had offered, counted without asking the seen set), so
 -- that under a budget a host's most linked pages go first. The host's
@@ -35,8 +37,10 @@
 -- parked, over a spent budget, the soonest time it made anything due (ms,
 -- -1: none; common.lua note_due), revisits brought forward}.
 local p = ARGV[1]
-local conc0, delay0, budget = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local boost = num(ARGV[5], 0)
+local limits = cjson.decode(ARGV[2])
+local conc0, delay0 = num(limits.concurrency, 1), num(limits.delay_ms, 0)
+local budget, boost = num(limits.admit_max, 0), num(limits.inlink_boost, 0)
+await_first = limits.await_first == true
 local inlinks, inlink_hosts = {}, {}  -- host -> {fingerprint -> links found}
 local added, dups, refused, hosts, blocked, parked, spent = 0, 0, 0, 0, 0, 0, 0
 local forward = 0
@@ -44,7 +48,7 @@ local parked_reason = '{"reason": "robots-unreachable", "error": "host parked"}'
 -- The partition's queue sequence, its last time mark (seconds; see the end)
 -- and the counts this script changes: read once, when the first URL is
 -- added, and written once at the end.
-local COUNTED = {'seq', 'em', 'queued', 'dup', 'refused', 'hosts', 'blocked', 'dead', 'budget'}
+local COUNTED = {N.seq, N.mark, N.queued, N.dup, N.refused, N.hosts, N.blocked, N.dead, N.budget}
 local counted = nil
 local seq, mark = nil, nil
 
@@ -87,7 +91,7 @@ local function bring_forward(host, fp, lm)
   return 1
 end
 
-for i = 6, #ARGV, 7 do
+for i = 3, #ARGV, 7 do
   local bucket, member, host, prio, entry, conf, domain =
     ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5], ARGV[i + 6]
   if #entry == 16 then  -- an inlink, nothing to admit
@@ -96,7 +100,7 @@ for i = 6, #ARGV, 7 do
   local hk = p .. ':h:' .. host
   local b = flags[host]
   if b == nil then
-    local st = redis.call('HMGET', hk, 'b', 'n')
+    local st = redis.call('HMGET', hk, H.blocked, H.queued)
     b = st[1]
     flags[host], known[host] = b, st[2] ~= false  -- (every host record has n)
   end
@@ -110,39 +114,39 @@ for i = 6, #ARGV, 7 do
     local lm = tonumber(string.match(entry, '"lm":(%d+)', 17))
     if lm then forward = forward + bring_forward(host, string.sub(entry, 1, 16), lm) end
   elseif b == 'p' then
-    local reason = redis.call('HGET', hk, 'pr') or parked_reason
+    local reason = redis.call('HGET', hk, H.parked_reason) or parked_reason
     redis.call('HSET', p .. ':dead', string.sub(entry, 1, 16), host .. '\n' .. reason .. '\n' .. entry)
     parked = parked + 1
   else
-    local g = groups[host]
-    if not g then
-      g = {conf = conf, domain = domain, n = 0}
-      groups[host] = g
+    local grp = groups[host]
+    if not grp then
+      grp = {conf = conf, domain = domain, size = 0}
+      groups[host] = grp
       order[#order + 1] = host
     end
-    g.n = g.n + 1
-    g[g.n] = {prio, entry}
+    grp.size = grp.size + 1
+    grp[grp.size] = {prio, entry}
   end
   end  -- (an inlink)
 end
 
 local ZADD_CHUNK = 500  -- members per ZADD (Lua's unpack has a limit)
 for _, host in ipairs(order) do
-  local g = groups[host]
+  local grp = groups[host]
   local c, d, own = conc0, delay0, nil
-  if g.conf ~= '' then
-    local a, b, rest = string.match(g.conf, '^(%d+):(%d+):?(.*)$')
+  if grp.conf ~= '' then
+    local a, b, rest = string.match(grp.conf, '^(%d+):(%d+):?(.*)$')
     c, d = tonumber(a) or conc0, tonumber(b) or delay0
     if rest and rest ~= '' then own = rest end
   end
-  hosts = hosts + ensure_host(p, host, c, d, g.domain, known[host], own)
+  hosts = hosts + ensure_host(p, host, c, d, grp.domain, known[host], own)
   local sk = site_key(p, host)
   -- The site's count of admitted URLs moves first; what goes past the
   -- budget is taken back off it (one command while the budget holds).
-  local n = g.n
-  local over = math.max(0, math.min(n, budget > 0 and hincr(sk, 'a', n) - budget or 0))
+  local n = grp.size
+  local over = math.max(0, math.min(n, budget > 0 and hincr(sk, S.admitted, n) - budget or 0))
   if over > 0 then
-    hincr(sk, 'a', -over)
+    hincr(sk, S.admitted, -over)
     refused = refused + over
     n = n - over
   end
@@ -151,16 +155,16 @@ for _, host in ipairs(order) do
     local args = {}
     if not seq then
       counted = record(KEYS[1], COUNTED)
-      seq, mark = num(counted.seq, 0), num(counted.em, nil)
+      seq, mark = num(counted[N.seq], 0), num(counted[N.mark], nil)
     end
     local found = {}  -- fingerprint -> entry, for the inlinks to come
     for j = 1, n do
       seq = seq + 1
-      args[#args + 1] = queue_score(g[j][1], seq)
-      args[#args + 1] = g[j][2]
+      args[#args + 1] = queue_score(grp[j][1], seq)
+      args[#args + 1] = grp[j][2]
       if boost > 0 then
-        found[#found + 1] = string.sub(g[j][2], 1, 16)
-        found[#found + 1] = g[j][2]
+        found[#found + 1] = string.sub(grp[j][2], 1, 16)
+        found[#found + 1] = grp[j][2]
       end
       if #args >= 2 * ZADD_CHUNK or j == n then
         redis.call('ZADD', q, unpack(args))
@@ -168,11 +172,11 @@ for _, host in ipairs(order) do
         args, found = {}, {}
       end
     end
-    if budget <= 0 then hincr(sk, 'a', n) end
+    if budget <= 0 then hincr(sk, S.admitted, n) end
     -- A host with URLs queued before is where it belongs already (in the
     -- ready set, or waiting for its domain, its address or its robots.txt):
     -- more of them change nothing there.
-    if hincr(p .. ':h:' .. host, 'n', n) <= n then refresh_host(p, host) end
+    if hincr(p .. ':h:' .. host, H.queued, n) <= n then refresh_host(p, host) end
     added = added + n
   end
 end
@@ -213,7 +217,7 @@ if added > 0 then
   -- sequence number admitted at a time (score) to that time in seconds
   -- (member), one mark per 10 s at most; `scrapy frontier status` finds the
   -- age of a queued URL from the last mark at or before its number.
-  -- (The last mark's time is kept in "em" too; a frontier without it reads
+  -- (The last mark's time is kept in N.mark too; a frontier without it reads
   -- the set.)
   local now_s = math.floor(now_ms() / 1000)
   if not mark then
@@ -222,14 +226,15 @@ if added > 0 then
   end
   if not mark or now_s - mark >= 10 then
     redis.call('ZADD', p .. ':e', seq - added + 1, now_s)
-    w.em = now_s
+    w[N.mark] = now_s
   end
-  w.seq = seq
+  w[N.seq] = seq
 end
 -- (counts read with the sequence are written with it; without it, a count
 -- or two move by themselves)
-for name, n in pairs({queued = added, dup = dups, refused = refused, hosts = hosts,
-                      blocked = blocked, dead = parked, budget = spent}) do
+for name, n in pairs({[N.queued] = added, [N.dup] = dups, [N.refused] = refused,
+                      [N.hosts] = hosts, [N.blocked] = blocked, [N.dead] = parked,
+                      [N.budget] = spent}) do
   if n > 0 and counted then
     w[name] = num(counted[name], 0) + n
   elseif n > 0 then

@@ -11,17 +11,20 @@
 -- flight as FRONTIER_DOMAIN_CONCURRENCY, or its next turn not come: the
 -- domain delay) waits for the domain outside the ready set, so it holds no
 -- download slot and costs nothing until the domain has room (common.lua).
--- Steps 1 to 2b are in claim_back.lua, step 3's helpers in claim_turns.lua
--- (store.py puts them in at their --#include lines).
+-- Steps 1 to 2b are in claim_back.lua, step 3's helpers in claim_turns.lua,
+-- steps 4 and 5 in claim_wake.lua (store.py puts them in at their
+-- --#include lines).
 --
 -- KEYS[1]  the partition's counts hash
--- ARGV[1]  prefix, ARGV[2] N, ARGV[3] worker id, ARGV[4] random number in
---          [0, 1) for jitter, ARGV[5] how long (ms) after its claim a worker
---          starts a URL without asking the start gate (start.lua), ARGV[6] how
---          many URLs due later than now this claim may reserve at most (0:
---          one URL per host and claim)
--- ARGV[7]  the crawl's limits, a JSON object (store.py, claim_limits):
---          lease_ms; jitter (0..1); move_max, how many expired leases / due
+-- ARGV[1]  prefix, ARGV[2] worker id
+-- ARGV[3]  the claim, a JSON object by name (scriptargs.claim_args): want,
+--          how many URLs to claim (N); rnd, a random number in [0, 1) for
+--          jitter; start_window_ms, how long after its claim a worker starts
+--          a URL without asking the start gate (start.lua); later, how many
+--          URLs due later than now this claim may reserve at most (0: one URL
+--          per host and claim)
+-- ARGV[4]  the crawl's limits, a JSON object by name (scriptargs.claim_limits,
+--          one text for a round's calls to every partition): lease_ms; jitter (0..1); move_max, how many expired leases / due
 --          delayed URLs to move at most; robots_ms, 0 when robots.txt is not
 --          obeyed, else how long one worker may take to fetch a host's
 --          robots.txt before another may; domain_concurrency (0: no limit)
@@ -71,10 +74,10 @@
 -- job: the host's site, or its domain, spent a budget (claim_turns.lua
 -- budget_room), so its worker ends the site's queue (drop_host.lua). None of
 -- them counts against N.
-local p = ARGV[1]
-local want, worker, rnd = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
-local start_window, extras = num(ARGV[5], 0), num(ARGV[6], 0)
-local limits = cjson.decode(ARGV[7])
+local p, worker = ARGV[1], ARGV[2]
+local a, limits = cjson.decode(ARGV[3]), cjson.decode(ARGV[4])
+local want, rnd = a.want, a.rnd
+local start_window, extras = num(a.start_window_ms, 0), num(a.later, 0)
 local lease_ms, jitter, move_max = limits.lease_ms, limits.jitter, limits.move_max
 local robots_ms = num(limits.robots_ms, 0)
 local dconc, ddelay = num(limits.domain_concurrency, 0), num(limits.domain_delay_ms, 0)
@@ -91,7 +94,8 @@ local ready = p .. ':ready'
 -- own set's time came.
 -- (mt:iwake, read with it, says whether hosts are parked: negative when
 -- the set was found empty, and every park lowers it to a time.)
-local mt = redis.call('HMGET', KEYS[1], 'mt', 'mt:iwake', 'mt:leased', 'leased', 'queued', 'sl')
+local mt = redis.call('HMGET', KEYS[1], N.timers, N.timer_iwake, N.timer_leased, N.leased,
+                      N.queued, N.sleepers)
 local timers = num(mt[1], 0)
 local maintain = now >= math.abs(timers)
   or (not ipscope and num(mt[2], 0) >= 0 and redis.call('EXISTS', p .. ':iwake') == 1)
@@ -109,73 +113,7 @@ end
 
 --#include claim_turns
 
--- 4. Domains whose waiting hosts may go now: as many as the domain has room
--- for (one per turn when it has a delay) go back to the ready set
--- (refresh_host: if their sites have room too). While hosts still wait, the
--- domain is looked at again: when its next turn comes (domain_took), when one
--- of its leases ends (domain_lease_ended), or after a delay at the latest,
--- so a woken host that cannot go after all never strands the others. A full
--- domain is looked at again when its first lease in flight runs out at the
--- latest: a lease whose end is never reported (a robots job given up, its
--- worker gone) must not strand the hosts waiting for it. A paused domain is
--- woken by its resume (control.lua).
-if look.dwake then
-local wakes = redis.call('ZRANGEBYSCORE', p .. ':dwake', '-inf', now, 'LIMIT', 0, move_max)
-for _, dom in ipairs(wakes) do
-  redis.call('ZREM', p .. ':dwake', dom)
-  forget_domain_wake(dom)
-  local t, conc, delay, paused = domain_limits(dom)
-  local room = move_max
-  if conc > 0 then room = conc - domain_in_flight(p, dom, now, true) end
-  if delay > 0 then room = math.min(room, 1) end
-  if paused then
-    -- the resume wakes it
-  elseif now < t then
-    wake_domain(p, dom, t)
-  elseif room > 0 then
-    local woken = redis.call('ZPOPMIN', p .. ':dw:' .. dom, room)
-    dwake_at[dom], dw_filled[dom] = false, nil
-    for j = 1, #woken, 2 do refresh_host(p, woken[j]) end
-    wake_domain(p, dom, now + math.max(delay, 50))
-  else
-    local first = redis.call('ZRANGE', p .. ':di:' .. dom, 0, 0, 'WITHSCORES')
-    wake_domain(p, dom, #first > 0 and tonumber(first[2]) or now + 50)
-  end
-end
-
-end
--- 5. Hosts parked for their server's address whose time came (ipwake.lua
--- wakes them sooner, when the address has room): their site's address is
--- looked at again (a DNS job, below), which lets them go if their turn at
--- the address has come and keeps them parked, in their place, if not: a
--- wake time is a fallback, not a turn. With the IP scope off (a setting
--- changed), every parked host comes back at once.
-if look.iwake then
-local iwakes = redis.call('ZRANGEBYSCORE', p .. ':iwake', '-inf', ipscope and now or '+inf',
-                         'LIMIT', 0, move_max)
-for _, addr in ipairs(iwakes) do
-  local parked = p .. ':iw:' .. addr
-  iw_any[addr] = nil
-  local due
-  if ipscope then
-    due = redis.call('ZRANGEBYSCORE', parked, '-inf', now, 'LIMIT', 0, move_max)
-  else
-    due = redis.call('ZRANGE', parked, 0, move_max - 1)
-  end
-  for _, host in ipairs(due) do
-    redis.call('ZREM', parked, host)
-    if ipscope then redis.call('HSET', site_key(p, host), 'ipx', 0) end
-    refresh_host(p, host)
-  end
-  local first = redis.call('ZRANGE', parked, 0, 0, 'WITHSCORES')
-  if #first == 0 then
-    redis.call('ZREM', p .. ':iwake', addr)
-  else
-    redis.call('ZADD', p .. ':iwake', math.max(tonumber(first[2]), now + 1), addr)
-  end
-end
-
-end  -- step 5
+--#include claim_wake
 
 -- The timed sets' earliest times, stored for the claims to come: the sets
 -- in fresh are read afresh, the others are as stored (the TIMER_FIELDS
@@ -216,11 +154,11 @@ if maintain then timers = store_timers(look, own) end
 -- whose address is not known gets a DNS job instead.
 local function joins_ip_waiters(host, sk, g, h)
   if not ipscope then return false end
-  if not g.ip or now >= num(g.ipx, 0) then
+  if not g[S.address] or now >= num(g[S.address_until], 0) then
     -- Its server's address is not known (any more): a DNS job first (the
     -- host is out of the ready set until it is done, or its time runs out).
     dns_jobs = dns_jobs + 1
-    redis.call('HSET', sk, 'dj', now + dns_job_ms)
+    redis.call('HSET', sk, S.dns_job, now + dns_job_ms)
     refresh_site(p, host)
     out[#out + 1] = host
     out[#out + 1] = 'D'
@@ -228,22 +166,22 @@ local function joins_ip_waiters(host, sk, g, h)
     out[#out + 1] = ''
     return true
   end
-  if g.ip == '-' then return false end  -- no address to gate (a proxy, a failed lookup)
+  if g[S.address] == '-' then return false end  -- no address to gate (a proxy, a failed lookup)
   -- Woken for a place at the address (ipwake.lua, ipnote.lua): it goes, and
   -- keeps the mark until it is handed out (a busy domain may send it to wait
   -- first: the place is still its own when the domain lets it go).
-  if h.iwk then return false end
-  if not ip_has_parked(p, g.ip) then return false end
-  local parked = p .. ':iw:' .. g.ip
+  if h[H.woken] then return false end
+  if not ip_has_parked(p, g[S.address]) then return false end
+  local parked = p .. ':iw:' .. g[S.address]
   if redis.call('ZSCORE', parked, host) then
     ready_moved[host] = false
     redis.call('ZREM', ready, host)  -- parked already, and queued at the address
     return true
   end
-  park_for_ip(p, host, g.ip, now + jittered(ip_fallback, ip_fallback))
+  park_for_ip(p, host, g[S.address], now + jittered(ip_fallback, ip_fallback))
   out[#out + 1] = host
   out[#out + 1] = 'W'
-  out[#out + 1] = g.ip
+  out[#out + 1] = g[S.address]
   out[#out + 1] = ''
   return true
 end
@@ -269,7 +207,7 @@ local function domain_reservation(dom, ddelay, room, taken_host, next_turn)
   end
   local off = 0
   local taken = 1
-  dom_batch = {dom = dom, di = {}, d = {}}
+  dom_batch = {dom = dom, di = {}, fields = {}}
   for _, host in ipairs(waiting) do
     if taken >= room or extras <= 0 then break end
     -- the domain's next turn as the lease before left it
@@ -277,11 +215,11 @@ local function domain_reservation(dom, ddelay, room, taken_host, next_turn)
     if step <= 0 or off + step > reserve_ms then break end
     local hk, sk = p .. ':h:' .. host, site_key(p, host)
     local g, h = record(sk, SITE), record(hk, HOST)
-    local at = ready_at(h.n, h.rw, g)
+    local at = ready_at(h[H.queued], h[H.robots_wait], g)
     local clear = at and at <= now + off + step and not robots_due(h)
-      and g.bs ~= 'o' and g.bs ~= 'h' and not budget_room(g)
-      and (not ipscope or g.ip == '-' or (g.ip and now < num(g.ipx, 0)
-        and not ip_has_parked(p, g.ip)))
+      and g[S.breaker] ~= 'o' and g[S.breaker] ~= 'h' and not budget_room(g)
+      and (not ipscope or g[S.address] == '-' or (g[S.address]
+        and now < num(g[S.address_until], 0) and not ip_has_parked(p, g[S.address])))
     if clear then
       off = off + step
       extras = extras - 1
@@ -301,7 +239,7 @@ local function domain_reservation(dom, ddelay, room, taken_host, next_turn)
   local batch = dom_batch
   dom_batch = nil
   if #batch.di > 0 then redis.call('ZADD', p .. ':di:' .. dom, unpack(batch.di)) end
-  hset_fields(p .. ':d:' .. dom, batch.d)
+  hset_fields(p .. ':d:' .. dom, batch.fields)
   if batch.wake then move_wake(dom, batch.wake) end
 end
 
@@ -376,13 +314,13 @@ while got < want and dns_jobs < dns_job_max do
   -- site's record is the truth. A start since (start.lua moves the site's
   -- next start on without placing its hosts again) or any change not yet
   -- placed: the host is placed where it stands now, and not claimed early.
-  local at = ready_at(h.n, h.rw, g)
+  local at = ready_at(h[H.queued], h[H.robots_wait], g)
   local dom, dom_delay, droom, dturns = false, nil, nil, nil
   local spent, limit, whose = nil, nil, nil
   if at and at <= now then spent, limit, whose = budget_room(g) end
   if not at or at > now then
     place_host(p, host, at)
-  elseif spent and num(g.i, 0) > 0 then
+  elseif spent and num(g[S.in_flight], 0) > 0 then
     -- Its URLs in flight may yet come back unstarted (a page budget would
     -- then have room again): the job waits for their releases, which place
     -- the host again.
@@ -396,8 +334,9 @@ while got < want and dns_jobs < dns_job_max do
     -- cannot use while the domain keeps it waiting).
     -- (a site alone in its domain is gated by its own turns only:
     -- alone_in_domain in common.lua)
-    local gated = g.d and not alone_in_domain(g, dconc, ddelay)
-    dom, dom_delay, droom, dturns = domain_turn(host, gated and g.d or nil)
+    local gated = g[S.domain] and not alone_in_domain(g, dconc, ddelay)
+    dom, dom_delay, droom, dturns = domain_turn(host, gated and g[S.domain] or nil,
+                                                  h[H.woken] ~= nil)
     if dom ~= false and joins_ip_waiters(host, sk, g, h) then
       if dom then pass_turn(dom) end
       dom = false
@@ -406,7 +345,7 @@ while got < want and dns_jobs < dns_job_max do
   if dom == false then
     -- not its turn yet, or waits for its domain or its server's address
   elseif robots_due(h) then
-    if num(g.i, 0) > 0 then
+    if num(g[S.in_flight], 0) > 0 then
       -- A robots.txt fetch is a request to the server like any other: it
       -- waits until nothing of the name is in flight (the release re-scores
       -- the host).
@@ -416,14 +355,15 @@ while got < want and dns_jobs < dns_job_max do
       -- This worker fetches it (robots.lua stores the outcome; the fetch
       -- passes the start gate first); the site's URLs wait here meanwhile,
       -- holding no download slot.
-      redis.call('HSET', hk, 'rs', 'f', 'rw', now + robots_ms)
-      if h.iwk then redis.call('HDEL', hk, 'iwk') end
-      redis.call('HSET', sk, 'rj', now + robots_ms)
+      redis.call('HSET', hk, H.robots_state, 'f', H.robots_wait, now + robots_ms)
+      if h[H.woken] then redis.call('HDEL', hk, H.woken) end
+      redis.call('HSET', sk, S.robots_job, now + robots_ms)
       if dom then
         domain_took(dom, {now + robots_ms, 'R' .. host}, dom_delay, false, 0, now, host)
       end
       -- (a site of one authority placed from what this step holds)
-      refresh_site_known(p, host, as_written(g, {rj = now + robots_ms}), h.n, now + robots_ms)
+      refresh_site_known(p, host, as_written(g, {[S.robots_job] = now + robots_ms}), h[H.queued],
+                         now + robots_ms)
       out[#out + 1] = host
       out[#out + 1] = 'R'
       out[#out + 1] = '0'
@@ -443,8 +383,8 @@ end
 -- The partition's counts of URLs leased and queued, from those read at the
 -- start and what the steps moved (one write, whatever they did).
 if leased > 0 or moved.leased ~= 0 or moved.queued ~= 0 then
-  redis.call('HSET', KEYS[1], 'leased', num(mt[4], 0) + leased + moved.leased,
-             'queued', num(mt[5], 0) - leased + moved.queued)
+  redis.call('HSET', KEYS[1], N.leased, num(mt[4], 0) + leased + moved.leased,
+             N.queued, num(mt[5], 0) - leased + moved.queued)
 end
 if leased > 0 then
   -- (Unless the timers read at the start, untouched since, are due sooner
@@ -468,7 +408,7 @@ if not head_at then
   head_at = score or -1
 end
 local next_ms = head_at
-if timers_lowered then timers = num(redis.call('HGET', KEYS[1], 'mt'), 0) end
+if timers_lowered then timers = num(redis.call('HGET', KEYS[1], N.timers), 0) end
 if timers > 0 and (next_ms < 0 or timers < next_ms) then next_ms = timers end
 
 -- A claim that got less than it asked, or nothing more due now, leaves its
@@ -476,7 +416,7 @@ if timers > 0 and (next_ms < 0 or timers < next_ms) then next_ms = timers end
 -- tells it (common.lua, wake_sleepers).
 local waits_for = next_ms < 0 and SLEEP_FOREVER or next_ms
 if not (got >= want and next_ms >= 0 and next_ms <= now) and waits_for > num(mt[6], 0) then
-  redis.call('HSET', KEYS[1], 'sl', waits_for)
+  redis.call('HSET', KEYS[1], N.sleepers, waits_for)
 end
 
 local result = {now, next_ms}

@@ -17,7 +17,7 @@ for _, member in ipairs(expired) do
   end
   if host then
     local sk = site_key(p, host)
-    hincr(sk, 'i', -1)
+    hincr(sk, S.in_flight, -1)
     domain_lease_ended(p, sk, fp, now)
     push_url(p, host, score, entry)
     refresh_site(p, host)
@@ -26,7 +26,7 @@ end
 if #expired > 0 then
   moved.leased = moved.leased - #expired
   moved.queued = moved.queued + #expired
-  hincr(KEYS[1], 'expired', #expired)
+  hincr(KEYS[1], N.expired, #expired)
 end
 
 end
@@ -43,7 +43,7 @@ for _, fp in ipairs(due) do
   end
 end
 if #due > 0 then
-  hincr(KEYS[1], 'delayed', -#due)
+  hincr(KEYS[1], N.delayed, -#due)
   moved.queued = moved.queued + #due
 end
 
@@ -70,10 +70,10 @@ for _, host in ipairs(vhosts) do
     entries = redis.call('ZRANGEBYSCORE', vk, '(100000000000', now, 'LIMIT', 0, vbudget)
   end
   vbudget = vbudget - #entries
-  local b = redis.call('HGET', p .. ':h:' .. host, 'b')
-  local reason = b == 'p' and redis.call('HGET', p .. ':h:' .. host, 'pr')
+  local b = redis.call('HGET', p .. ':h:' .. host, H.blocked)
+  local reason = b == 'p' and redis.call('HGET', p .. ':h:' .. host, H.parked_reason)
     or '{"reason": "dropped", "error": "host dropped before its revisit"}'
-  seq = seq or num(redis.call('HGET', KEYS[1], 'seq'), 0)
+  seq = seq or num(redis.call('HGET', KEYS[1], N.seq), 0)
   for _, entry in ipairs(entries) do
     redis.call('ZREM', vk, entry)
     if string.find(entry, '"lm":', 17, true) then  -- (admit.lua's bring_forward)
@@ -99,11 +99,11 @@ for _, host in ipairs(vhosts) do
   end
 end
 if revisited + revisits_dead > 0 then
-  redis.call('HSET', KEYS[1], 'seq', seq)
-  hincr(KEYS[1], 'revisit', -(revisited + revisits_dead))
-  hincr(KEYS[1], 'done', -(revisited + revisits_dead))
+  redis.call('HSET', KEYS[1], N.seq, seq)
+  hincr(KEYS[1], N.revisit, -(revisited + revisits_dead))
+  hincr(KEYS[1], N.done, -(revisited + revisits_dead))
   moved.queued = moved.queued + revisited
-  hincr(KEYS[1], 'dead', revisits_dead)
-  hincr(KEYS[1], 'revisited', revisited)
+  hincr(KEYS[1], N.dead, revisits_dead)
+  hincr(KEYS[1], N.revisited, revisited)
 end
 end  -- step 2b

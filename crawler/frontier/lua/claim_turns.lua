@@ -24,7 +24,8 @@ end
 -- when that site's reservation ends, and m: another site of the domain
 -- claimed since, so one URL per claim.)
 local function domain_limits(dom)
-  local st = redis.call('HMGET', p .. ':d:' .. dom, 't', 'xc', 'xd', 'xp', 's', 'rh', 'm', 're')
+  local st = redis.call('HMGET', p .. ':d:' .. dom, D.next_claim, D.ctl_concurrency, D.ctl_delay,
+                        D.ctl_paused, D.next_start, D.last_site, D.turns, D.reserved_until)
   return math.max(num(st[1], 0), num(st[5], 0)), tonumber(st[2] or dconc),
          delay_in_force(ddelay, st[3]), st[4] ~= false, st
 end
@@ -53,9 +54,12 @@ end
 -- (PP:h:HOST) that a claim reads, each read once per host taken.
 -- (READY_SITE and na among them: the step places the host in the ready set
 -- without reading them again, refresh_site_known.)
-local SITE = {'ip', 'ipx', 'd', 'dl', 'fl', 'bs', 'xd', 'i', 'c', 'xc', 'ad', 'lt', 't', 'w',
-              'rj', 'xp', 'dj', 's', 'na', 'd1', 'bj', 'bp', 'bb', 'b0', 'qp', 'qb', 'qs'}
-local HOST = {'rs', 'rx', 'iwk', 'rv', 'n', 'rw'}
+local SITE = {S.address, S.address_until, S.domain, S.delay, S.floor, S.breaker, S.ctl_delay,
+              S.in_flight, S.concurrency, S.ctl_concurrency, S.adaptive, S.first_answer, S.latency,
+              S.next_claim, S.held, S.robots_job, S.ctl_paused, S.dns_job, S.next_start,
+              S.hosts, S.alone, S.budget_job, S.pages, S.bytes, S.first_claim,
+              S.budget_pages, S.budget_bytes, S.budget_ms}
+local HOST = {H.robots_state, H.robots_refresh, H.woken, H.robots_version, H.queued, H.robots_wait}
 
 -- Budgets (common.lua budget_left): the crawl's, from its settings, for
 -- each site and for each registered domain. A domain's spend is read once a
@@ -71,7 +75,7 @@ local dom_spend = {}
 local function domain_spend(dom)
   local st = dom_spend[dom]
   if not st then
-    st = record(p .. ':d:' .. dom, {'bp', 'bb', 'b0'})
+    st = record(p .. ':d:' .. dom, {D.pages, D.bytes, D.first_claim})
     dom_spend[dom] = st
   end
   return st
@@ -81,10 +85,11 @@ end
 -- a domain budget is on: the spent budget's name, its limit and whose it is
 -- ("site" or "domain"), or nil; then how many more URLs it may be handed.
 local function budget_room(g)
-  local why, limit, left = budget_left(g, num(g.qp, site_budget[1]), num(g.qb, site_budget[2]),
-                                       num(g.qs, site_budget[3]), now)
-  if why or not dom_budgets or not g.d then return why, limit, 'site', left end
-  local dwhy, dlimit, dleft = budget_left(domain_spend(g.d), dom_budget[1], dom_budget[2],
+  local why, limit, left = budget_left(g, num(g[S.budget_pages], site_budget[1]),
+                                       num(g[S.budget_bytes], site_budget[2]),
+                                       num(g[S.budget_ms], site_budget[3]), now)
+  if why or not dom_budgets or not g[S.domain] then return why, limit, 'site', left end
+  local dwhy, dlimit, dleft = budget_left(domain_spend(g[S.domain]), dom_budget[1], dom_budget[2],
                                           dom_budget[3], now)
   return dwhy, dlimit, 'domain', math.min(left, dleft)
 end
@@ -95,7 +100,7 @@ end
 -- next claim to hand the job out again, if its worker vanished.
 local BUDGET_JOB_MS = 10000
 local function budget_job(host, sk, why, limit, whose)
-  redis.call('HSET', sk, 'bj', now + BUDGET_JOB_MS)
+  redis.call('HSET', sk, S.budget_job, now + BUDGET_JOB_MS)
   refresh_site(p, host)
   out[#out + 1] = host
   out[#out + 1] = 'B'
@@ -103,7 +108,8 @@ local function budget_job(host, sk, why, limit, whose)
   out[#out + 1] = ''
 end
 
--- The domain of a host just taken from the ready set, the domain's delay
+-- The domain of a host just taken from the ready set (woken: it holds a
+-- place at its server's address), the domain's delay
 -- and how many more leases the host may take (1 once the domain's sites
 -- take turns), or false if its domain is busy: then the host waits for the
 -- domain (dw) instead. nil: no domain gate. Fourth: the domain's room when
@@ -112,14 +118,14 @@ end
 -- then follow that site's. The first claim of another site waits until the
 -- reservation under way ends, and from then on the domain's sites take
 -- turns, one URL per claim.
-local function domain_turn(host, dom)
+local function domain_turn(host, dom, woken)
   if not dom then return nil end
   local t, conc, delay, paused, st = domain_limits(dom)
   if conc == 0 and delay == 0 and not paused then return nil end
   if st[6] and st[6] ~= site_of(host) then
     t = math.max(t, num(st[8], 0))
     if not st[7] then
-      redis.call('HSET', p .. ':d:' .. dom, 'm', 1)
+      redis.call('HSET', p .. ':d:' .. dom, D.turns, 1)
       st[7] = '1'
     end
   end
@@ -131,7 +137,10 @@ local function domain_turn(host, dom)
   end
   -- Paced: look again at its turn. Full: the end of a lease wakes it, and so
   -- does this (a no-op while it stays full), in case the scope is off then.
-  queue_for_domain(p, host, dom, redis.call('ZSCORE', ready, host), t)
+  -- A host woken for a place at its server's address (woken) goes first at
+  -- the domain's next turn: until it starts, that place is held for nothing,
+  -- and every name behind it at the address waits.
+  queue_for_domain(p, host, dom, woken and 0 or redis.call('ZSCORE', ready, host), t)
   return false
 end
 
@@ -170,10 +179,10 @@ local function domain_took(dom, di, delay, start, off, until_ms, host)
   local t = now + off + jittered(delay, 0)
   local turn = start and start_turn(0, delay, off) or 0
   if turn > 0 then turn = math.max(turn, t) end
-  local fields = {t = t, s = turn > 0 and turn or nil, rh = site_of(host),
-                  re = until_ms + start_gap(delay)}
+  local fields = {[D.next_claim] = t, [D.next_start] = turn > 0 and turn or nil,
+                  [D.last_site] = site_of(host), [D.reserved_until] = until_ms + start_gap(delay)}
   if batch then
-    for name, value in pairs(fields) do batch.d[name] = value end
+    for name, value in pairs(fields) do batch.fields[name] = value end
   else
     hset_fields(p .. ':d:' .. dom, fields)
   end
@@ -185,7 +194,7 @@ end
 -- expired, unreachable past its retry time, or a fetch whose worker vanished)
 local function robots_due(h)
   if robots_ms == 0 then return false end
-  return h.rs ~= 'k' or now >= num(h.rx, 0)
+  return h[H.robots_state] ~= 'k' or now >= num(h[H.robots_refresh], 0)
 end
 
 -- The offsets (ms from now) of the URLs one claim of a host reserves: the
@@ -204,18 +213,18 @@ end
 local SERIAL_MAX = 16
 local function reservation(g, h, delay, floor, dom, ddelay, droom)
   local offs = {0}
-  if reserve_ms <= 0 or g.bs == 'o' or g.bs == 'h' then return offs end
-  local conc = site_concurrency(g.c, g.xc, g.fl, g.dl, g.ad)
+  if reserve_ms <= 0 or g[S.breaker] == 'o' or g[S.breaker] == 'h' then return offs end
+  local conc = site_concurrency(g)
   if conc == 1 then
-    if num(g.i, 0) > 0 then return offs end
-    local cycle = num(g.lt, 0) + math.max(delay, floor, num(g.ad, 0))
-    local k = math.min(num(h.n, 0), extras + 1, SERIAL_MAX, droom or math.huge,
+    if num(g[S.in_flight], 0) > 0 then return offs end
+    local cycle = num(g[S.latency], 0) + math.max(delay, floor, num(g[S.adaptive], 0))
+    local k = math.min(num(h[H.queued], 0), extras + 1, SERIAL_MAX, droom or math.huge,
                        cycle > 0 and math.floor(reserve_ms / cycle) + 1 or SERIAL_MAX)
     for j = 2, k do offs[j] = -1 end
     extras = extras - math.max(k - 1, 0)
     return offs
   end
-  local k = math.min(conc - num(g.i, 0), droom or math.huge, num(h.n, 0))
+  local k = math.min(conc - num(g[S.in_flight], 0), droom or math.huge, num(h[H.queued], 0))
   local least = math.max(start_gap(delay), dom and start_gap(ddelay) or 0)
   local off = 0
   while #offs < k do
@@ -233,29 +242,15 @@ local function reservation(g, h, delay, floor, dom, ddelay, droom)
   return offs
 end
 
--- Lease the head of the host's queue (a reservation: its next URLs, or the
--- offsets forced) and move the site's next-allowed time on past the last by
--- its delay (with jitter, never below its floor fl: a robots Crawl-delay). g
--- and h: the site's and host's records as read for this step; turns: its
--- domain's sites take turns, so the host waits for the domain's next turn
--- (refresh_site_known). Returns how many start now, and the domain's next
--- turn (nil: no domain gate, or nothing leased).
-local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced, turns)
-  local delay, floor = delay_in_force(g.dl, g.xd), num(g.fl, 0)
-  local offs = forced or reservation(g, h, delay, floor, dom, ddelay, droom)
-  local _, _, _, room = budget_room(g)
-  for j = #offs, math.max(room, 1) + 1, -1 do offs[j] = nil end  -- (callers check room > 0)
-  local popped = redis.call('ZPOPMIN', p .. ':q:' .. host, #offs)
-  if #popped == 0 then
-    redis.call('HSET', hk, 'n', 0)  -- repair: a host without a queue is not ready
-    ready_moved[host] = false
-    redis.call('ZREM', ready, host)
-    return 0
-  end
-  if h.iwk then redis.call('HDEL', hk, 'iwk') end  -- its place at the address is taken now
+-- The URLs popped from a host's queue (entry, score pairs; h: the host's
+-- record as read), leased at their offsets: forgotten by the inlinks
+-- (PP:qm:HOST), each a member of PP:leased holding its details
+-- (lease_fields, written at the claim's end). Returns the leases as the
+-- domain counts them in flight (expiry, fingerprint pairs).
+local function take_popped(host, h, popped, offs)
   local k = #popped / 2
   if inlinks_on then
-    if num(h.n, 0) <= k then
+    if num(h[H.queued], 0) <= k then
       redis.call('DEL', p .. ':qm:' .. host)
     else
       local fps = {}
@@ -263,13 +258,6 @@ local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced, turns)
       redis.call('HDEL', p .. ':qm:' .. host, unpack(fps))
     end
   end
-  -- the URL that carries the turns: the last one spaced by offsets, or the
-  -- first of a serial reservation (the others are paced by its worker); the
-  -- domain is held for the whole reservation
-  local serial = offs[k] < 0
-  local carrier, last = serial and 1 or k, serial and reserve_ms or offs[k]
-  -- A lease is one member of PP:leased holding its details (lease_fields);
-  -- the domain counts it in flight by its fingerprint (leases).
   local leases = {}
   for j = 1, k do
     local entry, score = popped[2 * j - 1], popped[2 * j]
@@ -278,34 +266,65 @@ local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced, turns)
     lease_members[#lease_members + 1] = expiry
     lease_members[#lease_members + 1] = host .. '\n' .. score .. '\n' .. worker .. '\n' .. entry
   end
+  return leases
+end
+
+-- Lease the head of the host's queue (a reservation: its next URLs, or the
+-- offsets forced) and move the site's next-allowed time on past the last by
+-- its delay (with jitter, never below its floor fl: a robots Crawl-delay). g
+-- and h: the site's and host's records as read for this step; turns: its
+-- domain's sites take turns, so the host waits for the domain's next turn
+-- (refresh_site_known). Returns how many start now, and the domain's next
+-- turn (nil: no domain gate, or nothing leased).
+local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced, turns)
+  local delay, floor = delay_in_force(g[S.delay], g[S.ctl_delay]), num(g[S.floor], 0)
+  local offs = forced or reservation(g, h, delay, floor, dom, ddelay, droom)
+  local _, _, _, room = budget_room(g)
+  for j = #offs, math.max(room, 1) + 1, -1 do offs[j] = nil end  -- (callers check room > 0)
+  local popped = redis.call('ZPOPMIN', p .. ':q:' .. host, #offs)
+  if #popped == 0 then
+    redis.call('HSET', hk, H.queued, 0)  -- repair: a host without a queue is not ready
+    ready_moved[host] = false
+    redis.call('ZREM', ready, host)
+    return 0
+  end
+  if h[H.woken] then redis.call('HDEL', hk, H.woken) end  -- its place at the address is taken now
+  local k = #popped / 2
+  local leases = take_popped(host, h, popped, offs)
+  -- the URL that carries the turns: the last one spaced by offsets, or the
+  -- first of a serial reservation (the others are paced by its worker); the
+  -- domain is held for the whole reservation
+  local serial = offs[k] < 0
+  local carrier, last = serial and 1 or k, serial and reserve_ms or offs[k]
   -- The site's next claim; its next start is no sooner (a paced site's
   -- carrier may then start up to the least gap before it, see latest below).
   local next_claim = now + offs[carrier] + jittered(delay, floor)
   local turn = start_turn(floor, delay, offs[carrier])
   if turn > 0 and floor == 0 then turn = math.max(turn, next_claim) end
-  local w = {i = num(g.i, 0) + k, t = next_claim, s = turn > 0 and turn or nil,
-             bp = num(g.bp, 0) + k, b0 = g.b0 or now}
-  if dom_budgets and g.d then
-    local spend = domain_spend(g.d)
-    spend.bp = hincr(p .. ':d:' .. g.d, 'bp', k)
-    if not spend.b0 then
-      spend.b0 = now
-      redis.call('HSETNX', p .. ':d:' .. g.d, 'b0', now)
+  local w = {[S.in_flight] = num(g[S.in_flight], 0) + k, [S.next_claim] = next_claim,
+             [S.next_start] = turn > 0 and turn or nil, [S.pages] = num(g[S.pages], 0) + k,
+             [S.first_claim] = g[S.first_claim] or now}
+  if dom_budgets and g[S.domain] then
+    local spend = domain_spend(g[S.domain])
+    spend[D.pages] = hincr(p .. ':d:' .. g[S.domain], D.pages, k)
+    if not spend[D.first_claim] then
+      spend[D.first_claim] = now
+      redis.call('HSETNX', p .. ':d:' .. g[S.domain], D.first_claim, now)
     end
   end
-  if g.bs == 'o' or g.bs == 'h' then
+  if g[S.breaker] == 'o' or g[S.breaker] == 'h' then
     -- Breaker cool-down over: this URL is the one probe (half-open); the
     -- site is held until its release says how it went (or the lease ends).
-    w.bs, w.w = 'h', now + lease_ms
+    w[S.breaker], w[S.held] = 'h', now + lease_ms
   end
   hset_fields(sk, w)
-  redis.call('HSET', hk, 'n', num(h.n, 0) - k)
+  redis.call('HSET', hk, H.queued, num(h[H.queued], 0) - k)
   local dturn, domain_at = 0, nil
   if dom then
     dturn, domain_at = domain_took(dom, leases, ddelay, true, offs[carrier], now + last, host)
   end
-  refresh_site_known(p, host, as_written(g, w), num(h.n, 0) - k, h.rw, domain_at,
-                     turns and dom or nil)
+  refresh_site_known(p, host, as_written(g, w), num(h[H.queued], 0) - k, h[H.robots_wait],
+                     domain_at, turns and dom or nil)
   -- The latest a URL may start without asking start.lua: the least gap
   -- before the next one's offset for all but the last (0: a serial
   -- reservation's, paced by its worker); for the last (or only) one, the
@@ -328,7 +347,7 @@ local function lease_head(host, hk, sk, g, h, dom, ddelay, droom, forced, turns)
     end
     out[#out + 1] = host
     out[#out + 1] = popped[2 * j - 1]
-    out[#out + 1] = h.rv or '0'
+    out[#out + 1] = h[H.robots_version] or '0'
     -- (only the last carries the turns: see the header)
     out[#out + 1] = (j == carrier and (turn .. ' ' .. dturn) or '0 0') .. ' ' .. offs[j]
       .. ' ' .. latest .. ' ' .. delay .. ' ' .. floor .. ' ' .. popped[2 * j]

@@ -1,5 +1,9 @@
--- Helpers shared by the frontier's scripts: store.py prepends this file to
--- each script when it loads it (Redis scripts cannot import one another).
+-- Helpers shared by the frontier's scripts (Redis scripts cannot import one
+-- another): luabuild.py puts in front of each script the ones it names, and
+-- the ones those name, with the records' fields (S.in_flight: schema.py)
+-- resolved to stored names; its part common_gates.lua is put in at its end.
+-- Hold to one form at the top level: a comment, then `local function NAME`
+-- or `local NAME[, NAME] = ...` (luabuild.py cuts the file there).
 
 -- A stored number, or d when the field is missing or not a finite number.
 -- Anyone who can write to the shared Redis can plant a field, and a script
@@ -43,7 +47,7 @@ end
 -- the negative of a time a minute away: a sweep that finds a write that went
 -- around timer_at, and no time to report as due. No field: look now.
 local TIMED_SETS = {'leased', 'delayed', 'vdue', 'dwake', 'iwake'}
-local TIMER_FIELDS = {'mt:leased', 'mt:delayed', 'mt:vdue', 'mt:dwake', 'mt:iwake'}
+local TIMER_FIELDS = {N.timer_leased, N.timer_delayed, N.timer_vdue, N.timer_dwake, N.timer_iwake}
 
 -- Whether a timer field says to look now (a missing field does).
 local function timer_due(v, now)
@@ -79,9 +83,9 @@ local SLEEP_FOREVER = 9007199254740991  -- a partition with nothing timed
 local function wake_sleepers(p)
   if soonest_due < 0 then return end
   local k = p .. ':n'
-  local sl = num(redis.call('HGET', k, 'sl'), 0)
+  local sl = num(redis.call('HGET', k, N.sleepers), 0)
   if soonest_due >= sl or sl <= now_ms() then return end
-  redis.call('HSET', k, 'sl', soonest_due)
+  redis.call('HSET', k, N.sleepers, soonest_due)
   local ns, part = string.match(p, '^{(.*)/p(%d+)}$')
   if ns then redis.call('PUBLISH', ns .. ':wake', part .. ' ' .. soonest_due) end
 end
@@ -93,11 +97,11 @@ local timers_lowered = false
 local function timer_at(p, at, set)
   note_due(at)
   local k = p .. ':n'
-  local f = 'mt:' .. set
-  local st = redis.call('HMGET', k, 'mt', f)
+  local f = N.timers .. ':' .. set
+  local st = redis.call('HMGET', k, N.timers, f)
   if not st[1] then return end
   local w = {}
-  for j, name in ipairs({'mt', f}) do
+  for j, name in ipairs({N.timers, f}) do
     local t = num(st[j], 0)
     if st[j] and not (t > 0 and t <= at) then
       w[#w + 1] = name
@@ -133,13 +137,17 @@ end
 -- asked for, FRONTIER_ADAPTIVE_FACTOR x how long it took (capped); a server
 -- that slows down is asked less often.
 
--- A site's concurrency in force: the override, else c (settings, robots.txt,
--- a 429's one at a time); one at a time whatever the override under a
--- Crawl-delay, and while adaptation has lengthened the delay (ad above dl: a
--- slow server gets no stacked requests).
-local function site_concurrency(c, xc, fl, dl, ad)
-  local n = num(xc or c, 1)
-  if num(fl, 0) > 0 or num(ad, 0) > num(dl, 0) then
+-- A site's concurrency in force (g: its record, as read): the override,
+-- else c (settings, robots.txt, a 429's one at a time); one at a time
+-- whatever the override under a Crawl-delay, while adaptation has
+-- lengthened the delay (ad above dl: a slow server gets no stacked
+-- requests), and, with adaptive pacing on, until the site's first answer
+-- (fa, written when the site is new: how slowly it answers is not known
+-- before; release.lua's adapt removes it).
+local function site_concurrency(g)
+  local n = num(g[S.ctl_concurrency] or g[S.concurrency], 1)
+  if num(g[S.floor], 0) > 0 or num(g[S.adaptive], 0) > num(g[S.delay], 0)
+      or g[S.first_answer] then
     n = math.min(n, 1)
   end
   return n
@@ -170,15 +178,16 @@ end
 local function budget_left(rec, pages, bytes, ms, now)
   local left = math.huge
   if pages > 0 then
-    left = pages - num(rec.bp, 0)
+    left = pages - num(rec[S.pages], 0)
     if left <= 0 then return 'pages', pages, 0 end
   end
   if bytes > 0 then
-    if num(rec.bb, 0) >= bytes then return 'bytes', bytes, 0 end
+    if num(rec[S.bytes], 0) >= bytes then return 'bytes', bytes, 0 end
     left = 1
   end
   if ms > 0 then
-    if rec.b0 and now - num(rec.b0, now) >= ms then return 'seconds', ms, 0 end
+    local first = rec[S.first_claim]
+    if first and now - num(first, now) >= ms then return 'seconds', ms, 0 end
     left = 1
   end
   return nil, nil, left
@@ -200,15 +209,18 @@ end
 -- dj (its name being resolved: the IP scope's DNS job) and bj (its spent
 -- budget being ended: a budget job), and the host's own rw (its robots.txt
 -- being fetched, or unreachable). READY_SITE: the site fields that rule reads.
-local READY_SITE = {'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl', 'dl', 'ad', 'dj', 's', 'bj'}
+local READY_SITE = {S.in_flight, S.concurrency, S.next_claim, S.held, S.robots_job,
+                    S.ctl_concurrency, S.ctl_paused, S.floor, S.delay, S.adaptive,
+                    S.first_answer, S.dns_job, S.next_start, S.budget_job}
 
 -- When a host is ready (nil: it is not) by that rule, from its queue length
 -- n, its own robots wait rw and its site's fields g (by name, as they stand).
 local function ready_at(n, rw, g)
-  if num(n, 0) > 0 and not g.xp
-      and num(g.i, 0) < site_concurrency(g.c, g.xc, g.fl, g.dl, g.ad) then
-    return math.max(num(g.t, 0), num(g.w, 0), num(g.rj, 0), num(rw, 0), num(g.dj, 0),
-                    num(g.s, 0), num(g.bj, 0))
+  if num(n, 0) > 0 and not g[S.ctl_paused]
+      and num(g[S.in_flight], 0) < site_concurrency(g) then
+    return math.max(num(g[S.next_claim], 0), num(g[S.held], 0), num(g[S.robots_job], 0),
+                    num(rw, 0), num(g[S.dns_job], 0), num(g[S.next_start], 0),
+                    num(g[S.budget_job], 0))
   end
   return nil
 end
@@ -229,7 +241,7 @@ local function place_host(p, host, at)
 end
 
 local function refresh_host(p, host)
-  local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'rw')
+  local st = redis.call('HMGET', p .. ':h:' .. host, H.queued, H.robots_wait)
   place_host(p, host, ready_at(st[1], st[2], record(site_key(p, host), READY_SITE)))
 end
 
@@ -259,22 +271,24 @@ end
 -- build gated has turns, t, and no count: never alone.)
 local function join_domain(p, sk, site, domain)
   local dk = p .. ':d:' .. domain
-  local st = redis.call('HMGET', dk, 'ns', 'fs', 't', 's', 're', 'rh')
+  local st = redis.call('HMGET', dk, D.sites, D.first_site, D.next_claim, D.next_start,
+                        D.reserved_until, D.last_site)
   if not st[1] and not st[3] then
-    redis.call('HSET', dk, 'ns', 1, 'fs', site)
-    redis.call('HSET', sk, 'd1', 1)
+    redis.call('HSET', dk, D.sites, 1, D.first_site, site)
+    redis.call('HSET', sk, S.alone, 1)
     return
   end
-  redis.call('HSET', dk, 'ns', num(st[1], 1) + 1)
+  redis.call('HSET', dk, D.sites, num(st[1], 1) + 1)
   if not st[2] or num(st[1], 0) ~= 1 then return end
   local fk = p .. ':g:' .. st[2]
-  local f = redis.call('HMGET', fk, 't', 's', 'd1', 'i')
+  local f = redis.call('HMGET', fk, S.next_claim, S.next_start, S.alone, S.in_flight)
   if not f[3] then return end
-  redis.call('HDEL', fk, 'd1')
+  redis.call('HDEL', fk, S.alone)
   local t = math.max(num(f[1], 0), num(f[2], 0))
   if num(f[4], 0) > 0 or t > now_ms() then  -- it claimed lately (only ever later)
-    redis.call('HSET', dk, 't', math.max(t, num(st[3], 0)), 's', math.max(t, num(st[4], 0)),
-               're', math.max(t, num(st[5], 0)), 'rh', st[6] or st[2])
+    redis.call('HSET', dk, D.next_claim, math.max(t, num(st[3], 0)),
+               D.next_start, math.max(t, num(st[4], 0)),
+               D.reserved_until, math.max(t, num(st[5], 0)), D.last_site, st[6] or st[2])
   end
 end
 
@@ -282,19 +296,22 @@ end
 -- in its domain (d1) and its own limits are no looser than the domain's
 -- (dconc, ddelay: the settings), so that gate could only repeat them.
 local function alone_in_domain(g, dconc, ddelay)
-  if not g.d1 or delay_in_force(g.dl, g.xd) < ddelay then return false end
-  return dconc == 0 or site_concurrency(g.c, g.xc, g.fl, g.dl, g.ad) <= dconc
+  if not g[S.alone] or delay_in_force(g[S.delay], g[S.ctl_delay]) < ddelay then return false end
+  return dconc == 0 or site_concurrency(g) <= dconc
 end
 
 -- The site record of a new host (n URLs queued: 0), with the given limits and
 -- its registered domain if the site is new too, and its own budget (budget:
 -- "pages:bytes:ms", each "" for none: qp, qb, qs, as an operator's; nil:
 -- none). Returns 1 when the host is new.
+-- await_first: adaptive pacing is on (admit.lua), so a new site takes one
+-- request at a time until its first answer (site_concurrency).
+local await_first = false
 local function ensure_host(p, host, conc, delay_ms, domain, exists, budget)
   local hk = p .. ':h:' .. host
   if exists == nil then exists = redis.call('EXISTS', hk) == 1 end
   if exists then return 0 end
-  redis.call('HSET', hk, 'n', 0)
+  redis.call('HSET', hk, H.queued, 0)
   local sk = site_key(p, host)
   local ga = p .. ':ga:' .. site_of(host)
   local added = redis.call('SADD', ga, host)
@@ -304,22 +321,23 @@ local function ensure_host(p, host, conc, delay_ms, domain, exists, budget)
     -- by name: a thousand names of one server seeded first do not all come
     -- before the others.
     local first = tonumber(string.sub(redis.sha1hex(site_of(host)), 1, 4), 16) % 1000
-    redis.call('HSET', sk, 'i', 0, 't', first, 'a', 0, 'c', conc, 'dl', delay_ms,
-               'na', redis.call('SCARD', ga))
+    redis.call('HSET', sk, S.in_flight, 0, S.next_claim, first, S.admitted, 0,
+               S.concurrency, conc, S.delay, delay_ms, S.hosts, redis.call('SCARD', ga))
+    if await_first then redis.call('HSET', sk, S.first_answer, 1) end
     if budget then
       local q = {}
       for value in string.gmatch(budget .. ':', '([^:]*):') do q[#q + 1] = value end
-      for j, field in ipairs({'qp', 'qb', 'qs'}) do
+      for j, field in ipairs({S.budget_pages, S.budget_bytes, S.budget_ms}) do
         if q[j] and q[j] ~= '' then redis.call('HSET', sk, field, q[j]) end
       end
     end
     -- (requeue.lua knows no domain: a site without one is gated alone)
     if domain then
-      redis.call('HSET', sk, 'd', domain)
+      redis.call('HSET', sk, S.domain, domain)
       join_domain(p, sk, site_of(host), domain)
     end
-  elseif added == 1 and redis.call('HEXISTS', sk, 'na') == 1 then
-    hincr(sk, 'na', 1)
+  elseif added == 1 and redis.call('HEXISTS', sk, S.hosts) == 1 then
+    hincr(sk, S.hosts, 1)
   end
   return 1
 end
@@ -333,7 +351,7 @@ end
 -- Put an entry in its host's queue and keep the ready set right.
 local function push_url(p, host, score, entry)
   redis.call('ZADD', p .. ':q:' .. host, score, entry)
-  hincr(p .. ':h:' .. host, 'n', 1)
+  hincr(p .. ':h:' .. host, H.queued, 1)
   refresh_host(p, host)
 end
 
@@ -380,184 +398,9 @@ end
 -- keeps the site's hosts out of the ready set (no claims, see refresh_host)
 -- and bk keeps URLs claimed before the hold from starting (read by start.lua).
 local function hold_host(sk, until_ms)
-  local st = redis.call('HMGET', sk, 'w', 'bk')
-  if until_ms > num(st[1], 0) then redis.call('HSET', sk, 'w', until_ms) end
-  if until_ms > num(st[2], 0) then redis.call('HSET', sk, 'bk', until_ms) end
+  local st = redis.call('HMGET', sk, S.held, S.backoff)
+  if until_ms > num(st[1], 0) then redis.call('HSET', sk, S.held, until_ms) end
+  if until_ms > num(st[2], 0) then redis.call('HSET', sk, S.backoff, until_ms) end
 end
 
--- Domains: every site of one registered domain (www.a.test, img.a.test) is
--- gated together as well as alone. PP:d:DOMAIN holds the domain's next claim
--- (t) and next start (s) times; PP:di:DOMAIN its leases in flight by expiry,
--- so a lease whose worker vanished stops counting by itself; a host that
--- found its domain busy waits in PP:dw:DOMAIN, out of the ready set, and
--- PP:dwake says when to look at the domain again (claim.lua wakes it). The
--- limits are the claim's arguments: settings changed between runs apply.
-
--- How many leases of the domain are in flight now. Ended leases leave the
--- set when they are released; prune also drops those that ran out (a
--- vanished worker's robots job), which claim.lua does when it wakes the
--- domain.
-local function domain_in_flight(p, dom, now, prune)
-  local k = p .. ':di:' .. dom
-  if prune then redis.call('ZREMRANGEBYSCORE', k, '-inf', now) end
-  return redis.call('ZCOUNT', k, '(' .. now, '+inf')
-end
-
--- A domain whose reservation a claim is making (claim.lua domain_reservation):
--- {dom, di, d, wake}, its leases (di), record fields (d) and wake, written
--- once at the reservation's end; the wakes its hosts would ask for one by
--- one are no sooner than that one.
-local dom_batch = nil
-
--- What this script knows of domains' waits, so that a release or claim of
--- several of a domain's hosts looks once: dwake_at[dom], the domain's wake
--- in PP:dwake as read or written here (false: none); dw_filled[dom], true
--- once a host was put in PP:dw:DOM here. A step that changes either some
--- other way says so (forget_domain_wake).
-local dwake_at, dw_filled = {}, {}
-local function forget_domain_wake(dom)
-  dwake_at[dom], dw_filled[dom] = nil, nil
-end
-
--- Look at the domain's waiting hosts again at at_ms (the earliest ask wins).
-local function wake_domain(p, dom, at_ms)
-  if dom_batch and dom_batch.dom == dom then return end
-  if not dw_filled[dom] and redis.call('EXISTS', p .. ':dw:' .. dom) == 0 then return end
-  local cur = dwake_at[dom]
-  if cur == nil then cur = redis.call('ZSCORE', p .. ':dwake', dom) or false end
-  if not cur or at_ms < num(cur, 0) then
-    redis.call('ZADD', p .. ':dwake', at_ms, dom)
-    timer_at(p, at_ms, 'dwake')
-    cur = at_ms
-  end
-  dwake_at[dom] = cur
-end
-
--- A host waits for its domain: out of the ready set, in the domain's
--- waiting set (scored by when it is ready itself), the domain to be looked
--- at again at wake_at (the earliest ask wins).
--- (from_dw: a host a claim's domain reservation takes from the waiting set,
--- claim.lua; not in the ready set, and false once it waits here again.)
-local from_dw = nil
-local function queue_for_domain(p, host, dom, score, wake_at)
-  if from_dw == host then
-    from_dw = false
-  else
-    ready_moved[host] = false
-    redis.call('ZREM', p .. ':ready', host)
-  end
-  redis.call('ZADD', p .. ':dw:' .. dom, score, host)
-  dw_filled[dom] = true
-  wake_domain(p, dom, wake_at)
-end
-
--- refresh_site, by a step that holds the site's fields as they stand now (g:
--- read and written, READY_SITE and na among them) and maybe the host's n
--- and rw (nil: read here): a site of one authority (na, the size of
--- PP:ga:NAME; missing on sites an older build made) is placed without
--- reading it again, and no sooner than its domain's next turn (domain_at,
--- when the step knows it: a claim would only find the domain busy before).
--- turns_dom: the domain, when its sites take turns (m, claim.lua): then the
--- host waits for the domain's turn with the others (PP:dw:DOMAIN) instead,
--- where the domain's wake or reservation finds it; in the ready set it
--- would only be found busy by the next claim, and moved there.
-local function refresh_site_known(p, host, g, n, rw, domain_at, turns_dom)
-  if g.na ~= '1' and g.na ~= 1 then return refresh_site(p, host) end
-  if n == nil then
-    local st = redis.call('HMGET', p .. ':h:' .. host, 'n', 'rw')
-    n, rw = st[1], st[2]
-  end
-  local at = ready_at(n, rw, g)
-  if at and turns_dom then
-    queue_for_domain(p, host, turns_dom, at, math.max(at, domain_at or 0))
-  else
-    place_host(p, host, at and math.max(at, domain_at or 0))
-  end
-end
-
--- A lease (member: a fingerprint, or "R" .. host for a robots job) of the
--- site sk's domain ended: a waiting host may take its place. (known: the
--- site's domain field as the caller read it, false when it has none.)
-local function domain_lease_ended(p, sk, member, now, known)
-  local dom = known
-  if dom == nil then dom = redis.call('HGET', sk, 'd') end
-  if not dom then return end
-  redis.call('ZREM', p .. ':di:' .. dom, member)
-  local t = num(redis.call('HGET', p .. ':d:' .. dom, 't'), 0)
-  wake_domain(p, dom, math.max(now, t))
-end
-
--- IP scope (ipgate.lua): a host whose server address has no room is parked
--- in PP:iw:ADDR, scored by when to look at it again, out of the ready set:
--- the end of a request on the address wakes it (ipwake.lua) or, should that
--- wake be lost with its worker, its own time does (claim.lua; PP:iwake says
--- when to look at an address's parked hosts). The site keeps the address it
--- was parked for (ip) and until when that is known (ipx, from the DNS
--- answer's TTL), so its other hosts, and the next URL of this one, join the
--- parked hosts instead of being claimed for nothing.
--- (iw_any[addr]: whether PP:iw:ADDR holds hosts, as this script knows it;
--- nil: not known, look.)
-local iw_any = {}
-local function ip_has_parked(p, addr)
-  if iw_any[addr] == nil then
-    iw_any[addr] = redis.call('EXISTS', p .. ':iw:' .. addr) == 1
-  end
-  return iw_any[addr]
-end
-
-local function park_for_ip(p, host, addr, at)
-  ready_moved[host] = false
-  redis.call('ZREM', p .. ':ready', host)
-  iw_any[addr] = true
-  local parked = p .. ':iw:' .. addr
-  if not redis.call('ZSCORE', parked, host) then redis.call('ZADD', parked, at, host) end
-  local cur = redis.call('ZSCORE', p .. ':iwake', addr)
-  if not cur or at < num(cur, 0) then
-    redis.call('ZADD', p .. ':iwake', at, addr)
-    timer_at(p, at, 'iwake')
-  end
-end
-
--- An address unused this long is forgotten: its gate's keys expire (not the
--- gate hash while it holds an operator's override: st is its HMGET of
--- s, wk, xc, xd, xp).
-local IP_IDLE_MS = 3600000
-local function ip_keep(key, ms, st)
-  if st and (st[3] or st[4] or st[5]) then return end
-  redis.call('PEXPIRE', key, ms)
-end
-
--- How many more requests an address has room for: its concurrency less its
--- requests in flight and its places reserved (both cleaned of those that ran out).
-local function ip_room(in_flight, reserved, conc, now)
-  redis.call('ZREMRANGEBYSCORE', in_flight, '-inf', now)
-  redis.call('ZREMRANGEBYSCORE', reserved, '-inf', now)
-  return conc - redis.call('ZCARD', in_flight) - redis.call('ZCARD', reserved)
-end
-
--- Pop up to room hosts from the head of an address's queue (KEYS as
--- ipgate.lua: gate, in flight, queue, reservations), reserve a place for
--- each (reserve_ms, with a concurrency limit) and space their starts by the
--- delay (the gate's wk: the last wake handed out). st is the gate's HMGET of
--- s, wk, xc, xd, xp. Returns {at_ms, "P\nHOST", ...}: whom the caller wakes
--- in its partition (ipwake.lua), and from when it may start.
-local function ip_pop_waiters(keys, room, conc, delay, st, reserve_ms, now)
-  local woken = redis.call('ZPOPMIN', keys[3], room)
-  local out = {}
-  local at, wk = math.max(now, num(st[1], 0)), num(st[2], 0)
-  for j = 1, #woken, 2 do
-    if delay > 0 then
-      at = math.max(at, wk + delay)
-      wk = at
-    end
-    if conc > 0 then redis.call('ZADD', keys[4], at + reserve_ms, woken[j]) end
-    out[#out + 1] = at
-    out[#out + 1] = woken[j]
-  end
-  if conc > 0 and #woken > 0 then ip_keep(keys[4], IP_IDLE_MS) end
-  if delay > 0 and #woken > 0 then
-    redis.call('HSET', keys[1], 'wk', wk)
-    ip_keep(keys[1], IP_IDLE_MS, st)
-  end
-  return out
-end
+--#include common_gates

@@ -13,26 +13,28 @@
 -- After max attempts failed lookups the caller parks the host ("dns-failed").
 --
 -- KEYS[1]  the partition's counts hash (routes the call to the partition)
--- ARGV[1]  prefix, ARGV[2] host, ARGV[3] backoff base ms, ARGV[4] cap ms,
--- ARGV[5]  max attempts (0: never park), ARGV[6] "job" when the lookup was a
---          robots job's (claim.lua held the host for the whole robots fetch:
---          that hold is replaced, the fetch is not going to happen)
--- ARGV[7]  "0" when the failure must not count (the nameservers answer
---          nothing at all: an outage, not this name): the host is held for
---          its current backoff, its count unchanged
--- ARGV[8]  the failure's kind (servfail, timeout), kept as dk with the hold
---          (and dh, the hold's length: reports tell a long hold from a short one)
+-- ARGV[1]  prefix
+-- ARGV[2]  the rest, a JSON object by name (scriptargs.dns_args): host;
+--          base_ms and cap_ms, the backoff's; max_attempts (0: never park);
+--          job (true: the lookup was a robots job's: claim.lua held the host
+--          for the whole robots fetch, that hold is replaced, the fetch is not
+--          going to happen); count (false: the failure must not count, the
+--          nameservers answer nothing at all, an outage, not this name: the
+--          host is held for its current backoff, its count unchanged); kind,
+--          the failure's (servfail, timeout), kept as dk with the hold (and
+--          dh, the hold's length: reports tell a long hold from a short one)
 -- Returns {verdict, attempts, wait ms, counted}: verdict "hold" (the host and
 -- the URL wait wait ms), "park", or "gone" (the frontier does not know it).
-local p, host = ARGV[1], ARGV[2]
-local base, cap, max_attempts = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-local job = ARGV[6] == 'job'
-local count = ARGV[7] ~= '0'
+local p, a = ARGV[1], cjson.decode(ARGV[2])
+local host = a.host
+local base, cap, max_attempts = a.base_ms, a.cap_ms, a.max_attempts
+local job = a.job == true
+local count = a.count ~= false
 local hk = p .. ':h:' .. host
 if redis.call('EXISTS', hk) == 0 then return {'gone', 0, 0, 0} end
 local sk = site_key(p, host)  -- a name fails for all its schemes and ports
 local now = now_ms()
-local st = redis.call('HMGET', sk, 'da', 'du')
+local st = redis.call('HMGET', sk, S.dns_failures, S.dns_until)
 local attempts, hold_end = num(st[1], 0), num(st[2], 0)
 
 -- A robots job whose lookup failed is over: its fetch is not going to
@@ -41,8 +43,8 @@ local attempts, hold_end = num(st[1], 0), num(st[2], 0)
 -- waiting for the domain may take its place).
 local function job_over(until_ms)
   if not job then return end
-  redis.call('HSET', hk, 'rw', until_ms)
-  redis.call('HSET', sk, 'rj', 0)
+  redis.call('HSET', hk, H.robots_wait, until_ms)
+  redis.call('HSET', sk, S.robots_job, 0)
   domain_lease_ended(p, sk, 'R' .. host, now)
 end
 
@@ -53,13 +55,14 @@ if hold_end > now then
 end
 if count then attempts = attempts + 1 end
 if count and max_attempts > 0 and attempts >= max_attempts then
-  redis.call('HSET', sk, 'da', attempts, 'du', 0)
+  redis.call('HSET', sk, S.dns_failures, attempts, S.dns_until, 0)
   job_over(0)
   refresh_site(p, host)
   return {'park', attempts, 0, 1}
 end
 local wait = math.min(base * 2 ^ math.max(attempts - 1, 0), cap)
-redis.call('HSET', sk, 'da', attempts, 'du', now + wait, 'dk', ARGV[8] or 'servfail', 'dh', wait)
+redis.call('HSET', sk, S.dns_failures, attempts, S.dns_until, now + wait,
+           S.dns_kind, a.kind or 'servfail', S.dns_hold, wait)
 job_over(now + wait)
 hold_host(sk, now + wait)  -- no claim (w), and no start (bk) of URLs claimed already
 refresh_site(p, host)

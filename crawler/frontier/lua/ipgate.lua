@@ -30,31 +30,34 @@
 -- KEYS[2]  its requests in flight (zset by expiry ms), KEYS[3] its waiting hosts
 --          ("P\nHOST" in the order they came: qn), KEYS[4] hosts with a place reserved
 --          ("P\nHOST" by expiry ms)
--- ARGV[1]  concurrency (0: no limit), ARGV[2] delay ms, ARGV[3] jitter (0..1)
--- ARGV[4]  the request (its lease token, or "R" .. host for a robots.txt)
--- ARGV[5]  its lease ms, ARGV[6] the turn of its earlier pass ('0' without a
---          delay) or '' for a first pass
--- ARGV[7]  its host as "P\nHOST", ARGV[8] a wait up to this long (ms) is
---          answered as such (the worker waits it out in place)
+-- ARGV[1]  a JSON object by name (scriptargs.ipgate_args): concurrency (0: no
+--          limit), delay_ms, jitter (0..1); request, the request (its lease
+--          token, or "R" .. host for a robots.txt); lease_ms, its lease's;
+--          earlier, the turn of its earlier pass (0 without a delay; left out
+--          for a first pass); waiter, its host as "P\nHOST"; in_place_ms: a
+--          wait up to this long is answered as such (the worker waits it out
+--          in place)
 -- Returns {0, turn, spare}: start now (turn: the address's next start, 0
 -- without a delay; spare 1 when at most half the address's places are
 -- taken, this one included, or it has no limit: nobody waits for it, and its
 -- worker may keep the place a moment for its next request there,
--- scheduling/ipplaces.py); {ms, 0}: wait in place (ms <= ARGV[8]) or park the host that long;
+-- scheduling/ipplaces.py); {ms, 0}: wait in place (ms <= in_place_ms) or park the host that long;
 -- {-2, ms}: full, park the host until a request ends, or at the latest
 -- until the first place in flight runs out (ms from now: a place whose worker
 -- died ends so, and nobody's end wakes the waiting hosts); {-1, 0}: paused
 -- by an operator, park the host until the address is resumed.
 local now = now_ms()
-local st = redis.call('HMGET', KEYS[1], 's', 'wk', 'xc', 'xd', 'xp')
-local conc = tonumber(st[3] or ARGV[1])
-local delay = delay_in_force(ARGV[2], st[4])
-local member, lease_ms, earlier, waiter = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7]
-local in_place = tonumber(ARGV[8])
+local st = redis.call('HMGET', KEYS[1], IG.next_start, IG.last_wake, IG.ctl_concurrency,
+                      IG.ctl_delay, IG.ctl_paused)
+local a = cjson.decode(ARGV[1])
+local conc = tonumber(st[3] or a.concurrency)
+local delay = delay_in_force(a.delay_ms, st[4])
+local member, lease_ms, earlier, waiter = a.request, a.lease_ms, a.earlier, a.waiter
+local in_place = a.in_place_ms
 
 local function queue_host()
   redis.call('ZREM', KEYS[4], waiter)
-  redis.call('ZADD', KEYS[3], 'NX', hincr(KEYS[1], 'qn', 1), waiter)
+  redis.call('ZADD', KEYS[3], 'NX', hincr(KEYS[1], IG.waiters, 1), waiter)
   ip_keep(KEYS[1], IP_IDLE_MS, st)
   ip_keep(KEYS[3], IP_IDLE_MS)
 end
@@ -68,7 +71,7 @@ end
 -- keeps it. Others are counted the cheap way first: only an address that
 -- looks full is cleaned of requests and reservations that ran out, and looked
 -- at for this request's host's reservation.
-local holds = earlier ~= '' and redis.call('ZSCORE', KEYS[2], member)
+local holds = earlier ~= nil and redis.call('ZSCORE', KEYS[2], member)
 local reserved = nil  -- places reserved (nil: not counted)
 local spare = conc == 0 and 1 or 0
 if conc > 0 and not holds then
@@ -90,11 +93,11 @@ if conc > 0 and not holds then
 end
 
 local gate = num(st[1], 0)
-if delay > 0 and now < gate and not (earlier ~= '' and tonumber(earlier) == gate) then
+if delay > 0 and now < gate and not (earlier ~= nil and earlier == gate) then
   local wait = gate - now
   if wait <= in_place then return {wait, 0} end
   local at = math.max(gate, num(st[2], 0) + delay)
-  redis.call('HSET', KEYS[1], 'wk', at)
+  redis.call('HSET', KEYS[1], IG.last_wake, at)
   ip_keep(KEYS[1], IP_IDLE_MS, st)
   return {at - now, 0}
 end
@@ -104,8 +107,8 @@ redis.call('ZADD', KEYS[2], now + lease_ms, member)
 ip_keep(KEYS[2], lease_ms)
 local turn = 0
 if delay > 0 then
-  turn = now + math.floor(delay * (1 - tonumber(ARGV[3])))
-  redis.call('HSET', KEYS[1], 's', turn)
+  turn = now + math.floor(delay * (1 - a.jitter))
+  redis.call('HSET', KEYS[1], IG.next_start, turn)
   ip_keep(KEYS[1], IP_IDLE_MS, st)
 end
 return {0, turn, spare}

@@ -23,16 +23,19 @@
 --
 -- KEYS     as ipgate.lua: the gate hash, the requests in flight, the waiting
 --          hosts, the reservations
--- ARGV[1]  concurrency (0: no limit), ARGV[2] how long (ms) a reservation
---          holds, ARGV[3] the delay ms, then the hosts ("P\nHOST")
+-- ARGV[1]  a JSON object by name (scriptargs.ip_limits): concurrency (0: no
+--          limit), delay_ms, reserve_ms, how long a reservation holds
+-- then the hosts ("P\nHOST"; as many as join: positional)
 -- Returns, per host, 1: it may go (reserved), 0: it waits in the queue; then
 -- {at_ms, "P\nHOST"} pairs: queued hosts popped into the room left, for the
 -- caller to wake.
 local now = now_ms()
-local st = redis.call('HMGET', KEYS[1], 's', 'wk', 'xc', 'xd', 'xp')
-local conc = tonumber(st[3] or ARGV[1])
-local reserve_ms = tonumber(ARGV[2])
-local delay = delay_in_force(ARGV[3], st[4])
+local st = redis.call('HMGET', KEYS[1], IG.next_start, IG.last_wake, IG.ctl_concurrency,
+                      IG.ctl_delay, IG.ctl_paused)
+local a = cjson.decode(ARGV[1])
+local conc = tonumber(st[3] or a.concurrency)
+local reserve_ms = a.reserve_ms
+local delay = delay_in_force(a.delay_ms, st[4])
 local paused = st[5] ~= false
 local out = {}
 local room = 1000000000
@@ -50,7 +53,7 @@ local function go(w)
   if conc > 0 then redis.call('ZADD', KEYS[4], now + reserve_ms, w) end
   out[#out + 1] = 1
 end
-for i = 4, #ARGV do
+for i = 2, #ARGV do
   local w = ARGV[i]
   if not paused and conc > 0 and redis.call('ZSCORE', KEYS[4], w) then
     go(w)  -- its place is reserved (it was woken): it keeps it
@@ -58,7 +61,7 @@ for i = 4, #ARGV do
     go(w)
     room = room - 1
   else
-    redis.call('ZADD', KEYS[3], 'NX', hincr(KEYS[1], 'qn', 1), w)
+    redis.call('ZADD', KEYS[3], 'NX', hincr(KEYS[1], IG.waiters, 1), w)
     out[#out + 1] = 0
   end
 end

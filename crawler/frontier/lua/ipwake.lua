@@ -12,22 +12,25 @@
 -- hands the place on too, should the host have gone by its own time.)
 --
 -- KEYS[1]  the partition's counts hash (routes the call to the partition)
--- ARGV[1]  prefix, then triples: address, host, from when (ms)
--- Returns, per triple, 1 if the host was parked and is woken, else 0.
+-- ARGV[1]  prefix
+-- then one JSON object by name per wake (scriptargs.ipwake_item; as many as
+-- there are: positional): address, host, at_ms (from when)
+-- Returns, per wake, 1 if the host was parked and is woken, else 0.
 local p = ARGV[1]
 local out = {}
-for i = 2, #ARGV, 3 do
-  local addr, host, at = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+for i = 2, #ARGV do
+  local wake = cjson.decode(ARGV[i])
+  local addr, host, at = wake.address, wake.host, wake.at_ms
   local parked = p .. ':iw:' .. addr
   if redis.call('ZREM', parked, host) == 1 then
-    redis.call('HSET', p .. ':h:' .. host, 'iwk', 1)
+    redis.call('HSET', p .. ':h:' .. host, H.woken, 1)
     refresh_host(p, host)
     redis.call('ZADD', p .. ':ready', 'XX', 'GT', at, host)
     if redis.call('EXISTS', parked) == 0 then redis.call('ZREM', p .. ':iwake', addr) end
     out[#out + 1] = 1
   else
     if redis.call('EXISTS', p .. ':h:' .. host) == 1 then
-      redis.call('HSET', p .. ':h:' .. host, 'iwk', 1)
+      redis.call('HSET', p .. ':h:' .. host, H.woken, 1)
     end
     out[#out + 1] = 0
   end

@@ -1,5 +1,5 @@
--- What each host with queued URLs is waiting for, and until when; with
--- ARGV[2] "1", repair a host that waits for nothing (the watchdog).
+-- What each host with queued URLs is waiting for, and until when; asked to
+-- (repair), put back a host that waits for nothing (the watchdog).
 --
 -- The liveness invariant (docs/architecture.md): a host with queued URLs is
 -- in its partition's ready set (scored by when it may go next), or waits in
@@ -12,10 +12,12 @@
 -- held work is left, and for the watchdog's repair.
 --
 -- KEYS[1]  the partition's counts hash (routes the call to the partition)
--- ARGV[1]  prefix, ARGV[2] "1" to repair lost hosts, ARGV[3] a grace (ms):
---          wake now the hosts waiting for a domain or an address whose time
---          passed longer ago than that (the watchdog, once the frontier has
---          sat idle; 0: none), then host keys
+-- ARGV[1]  prefix
+-- ARGV[2]  the rest, a JSON object by name (scriptargs.leftover_args): repair
+--          (true: repair lost hosts); grace_ms: wake now the hosts waiting for
+--          a domain or an address whose time passed longer ago than that (the
+--          watchdog, once the frontier has sat idle; 0: none)
+-- then the host keys to look at (as many as the batch holds: positional)
 -- Returns the server's time (ms), 1 if the partition's timer field was
 -- repaired (else 0), then per host five values: state, until (ms; -1: until
 -- an operator acts), detail, how many URLs it has queued, and for a host in a
@@ -38,7 +40,8 @@
 --   busy            its site has its concurrency in flight
 --   dropped         dropped or parked (its URLs become dead letters)
 --   lost            waits for nothing (repaired when asked: detail "repaired")
-local p, repair, grace = ARGV[1], ARGV[2] == '1', num(ARGV[3], 0)
+local p, a = ARGV[1], cjson.decode(ARGV[2])
+local repair, grace = a.repair == true, num(a.grace_ms, 0)
 local now = now_ms()
 local leases_here = redis.call('ZCARD', p .. ':leased')
 local out = {now, 0}
@@ -47,14 +50,14 @@ local queued = 0  -- of the host at hand
 -- The partition's timer fields (common.lua, timer_at) must not be later than
 -- the earliest entry of their timed sets, or no claim looks at them in time.
 if repair then
-  local mt = math.abs(num(redis.call('HGET', KEYS[1], 'mt'), 0))
+  local mt = math.abs(num(redis.call('HGET', KEYS[1], N.timers), 0))
   local own = redis.call('HMGET', KEYS[1], unpack(TIMER_FIELDS))
   for j, set in ipairs(TIMED_SETS) do
     local first = redis.call('ZRANGE', p .. ':' .. set, 0, 0, 'WITHSCORES')
     local at = #first > 0 and tonumber(first[2])
     if at and at <= now and (at < mt or (own[j] and at < math.abs(num(own[j], 0)))) then
       -- no fields: the next claim looks at every set now
-      redis.call('HDEL', KEYS[1], 'mt', unpack(TIMER_FIELDS))
+      redis.call('HDEL', KEYS[1], N.timers, unpack(TIMER_FIELDS))
       out[2] = 1
       break
     end
@@ -76,14 +79,15 @@ end
 -- held, not busy, at any moment. The run's state, detail and hold length,
 -- or nil when it is in none.
 local function run_of_failures(g, h)
-  if g.da then
-    return 'dns', (g.dk or 'servfail') .. ' ' .. num(g.da, 0), num(g.dh, -1)
-  elseif g.bs == 'o' then
-    return 'breaker', tostring(num(g.bo, 1)), num(g.bh, -1)
-  elseif g.bs == 'h' then
-    return 'breaker', 'probe', num(g.bh, -1)
-  elseif num(h.ra, 0) > 0 and h.rs ~= 'k' then
-    return 'robots-unreachable', tostring(num(h.ra, 0)), num(h.rh, -1)
+  if g[S.dns_failures] then
+    local detail = (g[S.dns_kind] or 'servfail') .. ' ' .. num(g[S.dns_failures], 0)
+    return 'dns', detail, num(g[S.dns_hold], -1)
+  elseif g[S.breaker] == 'o' then
+    return 'breaker', tostring(num(g[S.openings], 1)), num(g[S.cooldown], -1)
+  elseif g[S.breaker] == 'h' then
+    return 'breaker', 'probe', num(g[S.cooldown], -1)
+  elseif num(h[H.robots_tries], 0) > 0 and h[H.robots_state] ~= 'k' then
+    return 'robots-unreachable', tostring(num(h[H.robots_tries], 0)), num(h[H.robots_retry], -1)
   end
   return nil
 end
@@ -94,7 +98,8 @@ local function why_late(score, g, h)
   local run, detail, hold = run_of_failures(g, h)
   if run then return put(run, score, detail, hold) end
   if score <= now then return put('ready', score) end
-  local w, rw, rj, dj = num(g.w, 0), num(h.rw, 0), num(g.rj, 0), num(g.dj, 0)
+  local w, rw = num(g[S.held], 0), num(h[H.robots_wait], 0)
+  local rj, dj = num(g[S.robots_job], 0), num(g[S.dns_job], 0)
   if w >= score then return put('retry-after', score) end
   if rw >= score or rj >= score then return put('robots-job', score) end
   if dj >= score then return put('dns-job', score) end
@@ -112,8 +117,8 @@ local function held_by_run(n, g, h)
 end
 
 local function wait_for_domain(dom)
-  local d = record(p .. ':d:' .. dom, {'xp'})
-  if d.xp then return put('paused', -1, 'domain ' .. dom) end
+  local d = record(p .. ':d:' .. dom, {D.ctl_paused})
+  if d[D.ctl_paused] then return put('paused', -1, 'domain ' .. dom) end
   local at = redis.call('ZSCORE', p .. ':dwake', dom)
   if not at or (grace > 0 and num(at, 0) < now - grace) then
     if repair or grace > 0 then
@@ -145,22 +150,25 @@ local function wait_for_address(host, addr, score)
   put('address', num(score, 0), addr)
 end
 
-for i = 4, #ARGV do
+for i = 3, #ARGV do
   local host = ARGV[i]
   local hk, sk = p .. ':h:' .. host, site_key(p, host)
   queued = redis.call('ZCARD', p .. ':q:' .. host)
-  local h = record(hk, {'n', 'rw', 'rs', 'ra', 'rh', 'b'})
-  local g = record(sk, {'i', 'c', 't', 'w', 'rj', 'xc', 'xp', 'fl', 'dl', 'ad', 'dj', 'du',
-                        'da', 'dk', 'dh', 'bs', 'bo', 'bh', 'd', 'ip'})
+  local h = record(hk, {H.queued, H.robots_wait, H.robots_state, H.robots_tries, H.robots_retry,
+                        H.blocked})
+  local g = record(sk, {S.in_flight, S.concurrency, S.next_claim, S.held, S.robots_job,
+                        S.ctl_concurrency, S.ctl_paused, S.floor, S.delay, S.adaptive,
+                        S.first_answer, S.dns_job, S.dns_until, S.dns_failures, S.dns_kind,
+                        S.dns_hold, S.breaker, S.openings, S.cooldown, S.domain, S.address})
   local score = redis.call('ZSCORE', p .. ':ready', host)
-  local dom = g.d
-  local addr = g.ip
+  local dom = g[S.domain]
+  local addr = g[S.address]
   local parked_at = addr and redis.call('ZSCORE', p .. ':iw:' .. addr, host)
   if queued == 0 then
     put('empty', 0)
-  elseif h.b == '1' or h.b == 'p' then
-    put('dropped', -1, h.b == 'p' and 'parked' or 'dropped')
-  elseif g.xp then
+  elseif h[H.blocked] == '1' or h[H.blocked] == 'p' then
+    put('dropped', -1, h[H.blocked] == 'p' and 'parked' or 'dropped')
+  elseif g[S.ctl_paused] then
     put('paused', -1, 'site')
   elseif parked_at then
     local n = #out
@@ -172,17 +180,17 @@ for i = 4, #ARGV do
     local n = #out
     wait_for_domain(dom)
     held_by_run(n, g, h)
-  elseif num(g.i, 0) >= site_concurrency(g.c, g.xc, g.fl, g.dl, g.ad) and leases_here > 0 then
+  elseif num(g[S.in_flight], 0) >= site_concurrency(g) and leases_here > 0 then
     put('busy', 0)
-  elseif num(g.i, 0) > 0 and leases_here > 0 and (h.rs ~= 'k') then
+  elseif num(g[S.in_flight], 0) > 0 and leases_here > 0 and (h[H.robots_state] ~= 'k') then
     put('busy', 0)  -- its robots.txt waits until nothing of the site is in flight
   elseif repair then
     -- Lost: its count of queued URLs or its site's count in flight went
     -- wrong (a partition with no lease has none in flight), or a wake was
     -- missed. Set both from the truth and put it where it belongs.
-    redis.call('HSET', hk, 'n', queued)
-    if leases_here == 0 then redis.call('HSET', sk, 'i', 0) end
-    redis.call('HDEL', hk, 'iwk')
+    redis.call('HSET', hk, H.queued, queued)
+    if leases_here == 0 then redis.call('HSET', sk, S.in_flight, 0) end
+    redis.call('HDEL', hk, H.woken)
     refresh_site(p, host)
     local again = redis.call('ZSCORE', p .. ':ready', host)
     put('lost', again and tonumber(again) or -1, 'repaired')

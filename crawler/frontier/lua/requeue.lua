@@ -10,13 +10,17 @@
 -- skipped, so running two requeues at once cannot queue a URL twice.
 --
 -- KEYS[1]  the partition's counts hash
--- ARGV[1]  prefix, ARGV[2] "1": to the front of the queue (score 0),
---          "0": in admission order (the same score as admit.lua)
--- ARGV[3]  default per-host concurrency, ARGV[4] default delay ms (only for a
---          host whose hash is gone, which the frontier never does itself)
--- then 2 values per URL: fingerprint (16 bytes), priority of its record
+-- ARGV[1]  prefix
+-- ARGV[2]  the rest, a JSON object by name (scriptargs.requeue_args): front
+--          (true: to the front of the queue, score 0; false: in admission
+--          order, the same score as admit.lua); concurrency and delay_ms, a
+--          host's defaults (only for a host whose hash is gone, which the
+--          frontier never does itself)
+-- then 2 values per URL (as many URLs as the batch holds: positional):
+-- fingerprint (16 bytes, binary), priority of its record
 -- Returns {moved, skipped}.
-local p, front = ARGV[1], ARGV[2] == '1'
+local p, a = ARGV[1], cjson.decode(ARGV[2])
+local front = a.front == true
 
 -- A requeued URL starts its attempts afresh: drop meta.retry_times from the
 -- record (an entry is a 16-byte fingerprint, then the JSON record).
@@ -29,11 +33,11 @@ local function fresh(entry)
   if next(rec.m) == nil then rec.m = nil end
   return string.sub(entry, 1, 16) .. cjson.encode(rec)
 end
-local conc0, delay0 = tonumber(ARGV[3]), tonumber(ARGV[4])
-local seq = num(redis.call('HGET', KEYS[1], 'seq'), 0)
+local conc0, delay0 = a.concurrency, a.delay_ms
+local seq = num(redis.call('HGET', KEYS[1], N.seq), 0)
 local moved, skipped, hosts = 0, 0, 0
 
-for i = 5, #ARGV, 2 do
+for i = 3, #ARGV, 2 do
   local fp, prio = ARGV[i], tonumber(ARGV[i + 1])
   local data = redis.call('HGET', p .. ':dead', fp)
   if not data then
@@ -48,19 +52,22 @@ for i = 5, #ARGV, 2 do
       score = queue_score(prio, seq)
     end
     redis.call('HDEL', p .. ':dead', fp)
-    redis.call('HDEL', hk, 'b', 'pr')  -- unblock, unpark
-    redis.call('HDEL', sk, 'da', 'du', 'dk', 'dh')  -- forget DNS failures
-    if redis.call('HGET', sk, 'bs') == 'x' then redis.call('HDEL', sk, 'bs', 'cf', 'bo', 'bh') end
+    redis.call('HDEL', hk, H.blocked, H.parked_reason)  -- unblock, unpark
+    -- forget DNS failures
+    redis.call('HDEL', sk, S.dns_failures, S.dns_until, S.dns_kind, S.dns_hold)
+    if redis.call('HGET', sk, S.breaker) == 'x' then
+      redis.call('HDEL', sk, S.breaker, S.failures, S.openings, S.cooldown)
+    end
     push_url(p, host, score, fresh(entry))
     moved = moved + 1
   end
 end
 
 if moved > 0 then
-  hincr(KEYS[1], 'dead', -moved)
-  hincr(KEYS[1], 'queued', moved)
-  if not front then redis.call('HSET', KEYS[1], 'seq', seq) end
+  hincr(KEYS[1], N.dead, -moved)
+  hincr(KEYS[1], N.queued, moved)
+  if not front then redis.call('HSET', KEYS[1], N.seq, seq) end
 end
-if hosts > 0 then hincr(KEYS[1], 'hosts', hosts) end
+if hosts > 0 then hincr(KEYS[1], N.hosts, hosts) end
 wake_sleepers(p)  -- (common.lua: workers waiting for this partition)
 return {moved, skipped}

@@ -1,15 +1,18 @@
 -- Make done URLs due for their revisit now (scrapy frontier revisit-now): an
 -- operator's "crawl it again", for one host or every host of a partition.
 --
--- Each call moves at most ARGV[3] hosts (their revisits' due times all set to
+-- Each call moves at most batch hosts (their revisits' due times all set to
 -- 0, so claim.lua queues them at its next look, move_max at a time), so a
 -- partition of a hundred thousand hosts never holds Redis for long; the
 -- caller calls again until it returns 0 hosts left.
 --
 -- KEYS[1]  the partition's counts hash (routes the call to the partition)
--- ARGV[1]  prefix, ARGV[2] host key or "" for every host, ARGV[3] hosts a call
+-- ARGV[1]  prefix
+-- ARGV[2]  the rest, a JSON object by name (scriptargs.revisit_now_args): host,
+--          the host key (left out: every host), batch, hosts a call
 -- Returns {hosts moved, URLs made due, hosts left}.
-local p, only, batch = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local p, a = ARGV[1], cjson.decode(ARGV[2])
+local only, batch = a.host or '', a.batch
 local vdue = p .. ':vdue'
 local hosts
 if only ~= '' then

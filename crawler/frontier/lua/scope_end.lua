@@ -8,13 +8,17 @@
 -- so it is atomic and may be repeated.
 --
 -- KEYS[1]  the partition's counts hash
--- ARGV[1]  prefix, ARGV[2] host key, ARGV[3] the dead reason (JSON)
--- then the queue entries to end (16-byte fingerprint .. record)
+-- ARGV[1]  prefix
+-- ARGV[2]  the rest, a JSON object by name (scriptargs.scope_end_args): host,
+--          the host key; reason, the dead reason (JSON text)
+-- then the queue entries to end (16-byte fingerprint .. record: binary, as
+-- many as there are: positional)
 -- Returns how many ended.
-local p, host, reason = ARGV[1], ARGV[2], ARGV[3]
+local p, a = ARGV[1], cjson.decode(ARGV[2])
+local host, reason = a.host, a.reason
 local qk = p .. ':q:' .. host
 local ended = 0
-for i = 4, #ARGV do
+for i = 3, #ARGV do
   local entry = ARGV[i]
   if redis.call('ZREM', qk, entry) == 1 then
     redis.call('HDEL', p .. ':qm:' .. host, string.sub(entry, 1, 16))  -- (admit.lua's inlinks)
@@ -23,10 +27,10 @@ for i = 4, #ARGV do
   end
 end
 if ended > 0 then
-  redis.call('HSET', p .. ':h:' .. host, 'n', redis.call('ZCARD', qk))
+  redis.call('HSET', p .. ':h:' .. host, H.queued, redis.call('ZCARD', qk))
   refresh_host(p, host)
-  hincr(KEYS[1], 'queued', -ended)
-  hincr(KEYS[1], 'dead', ended)
+  hincr(KEYS[1], N.queued, -ended)
+  hincr(KEYS[1], N.dead, ended)
 end
 wake_sleepers(p)  -- (common.lua: workers waiting for this partition)
 return ended
