@@ -39,6 +39,7 @@ from bench.soak import NAMESPACE, PARTITIONS, SoakResult, soak_place, split_seed
 from bench.soak.chaos import ChaosDriver, Event, Worker
 from bench.soak.checks import Row, frontier_rows, leased_at_strikes, worker_rows
 from bench.soak.scenario import Chaos, Scenario
+from crawler.frontier.admin import FrontierAdmin
 from crawler.frontier.keys import Keys
 from tests.crawl_runner import realweb_settings
 from tests.realweb import Host, RealWebProcess, Web
@@ -135,6 +136,7 @@ def _soak(scenario: Scenario, web: RealWebProcess, server: RedisServer, root: Pa
         rows = [
             *worker_rows([x for w in workers for x in w.exits], logs),
             *completeness_rows(report),
+            *dead_rows(FrontierAdmin(client, keys)),
             *frontier_rows(client, keys),
             *duplicate_rows(report),
             *politeness_rows(report),
@@ -146,10 +148,24 @@ def _soak(scenario: Scenario, web: RealWebProcess, server: RedisServer, root: Pa
 
 
 def completeness_rows(r: Report) -> list[Row]:
-    missing = [name for name in r.names
-               if sorted(set(r.ledger.targets(name))) != site_targets(PAGES)]
-    return [Row("sites with a page never fetched", f"{len(missing)} {missing[:3]}".strip()
+    """Every page of every site fetched; a page that was not is named with what
+    the frontier holds of its fate."""
+    wanted = set(site_targets(PAGES))
+    missing = {name: sorted(t.decode() for t in wanted - set(r.ledger.targets(name)))
+               for name in r.names}
+    missing = {name: targets for name, targets in missing.items() if targets}
+    shown = [f"{name} {targets[:3]}" for name, targets in list(missing.items())[:3]]
+    return [Row("sites with a page never fetched", f"{len(missing)} {shown}".strip()
                 if missing else "0", "0", not missing)]
+
+
+def dead_rows(admin: FrontierAdmin) -> list[Row]:
+    """No page of this web may die: each answers in time, and a struck worker's
+    leases come back. A dead letter is shown with its reason and error."""
+    dead = list(admin.iter_dead())
+    shown = [f"{d.url} {d.reason}: {d.error[:80]}" for d in dead[:3]]
+    return [Row("dead letters at the end", f"{len(dead)} {shown}".strip() if dead else "0",
+                "0", not dead)]
 
 
 def duplicate_rows(r: Report) -> list[Row]:
