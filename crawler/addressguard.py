@@ -67,7 +67,7 @@ from scrapy.exceptions import IgnoreRequest
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
-#: How a request the guard refused ends in the frontier: done, with this reason.
+#: How a request the guard refused ends in the frontier: a dead letter of this reason.
 BLOCKED_REASON = "address-blocked"
 
 _THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")  # "this host"; Linux connects 0.0.0.0 to itself
@@ -91,7 +91,8 @@ class AddressBlocked(IgnoreRequest):
     """A request refused because of where it would connect.
 
     An ``IgnoreRequest``: a decision, not a download error, so it is neither
-    retried nor counted as an error, and its URL ends as done.
+    retried nor counted as a download error; its URL ends as a dead letter
+    of reason ``address-blocked`` (``crawler.lease.Ticket.block``).
     """
 
     def __init__(self, host: str, reason: str, address: str | None = None) -> None:
@@ -100,6 +101,12 @@ class AddressBlocked(IgnoreRequest):
         self.address = address
         shown = f"{host} ({address})" if address and address != host else host
         super().__init__(f"address guard: {shown} is {reason}")
+
+    def explained(self) -> str:
+        """The refusal and the setting that would allow it, if one would: what
+        the operator reads in a dead letter."""
+        hint = allow_hint(self.address or self.host, self.reason)
+        return f"{self}; {hint} allows it" if hint else str(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,3 +403,32 @@ class SeenOnce:
         if len(self._keys) > self.size:
             self._keys.popitem(last=False)
         return True
+
+
+_HOST_REASONS = frozenset({"localhost", "local-name", "single-label"})
+_LOOPBACK_V4 = ipaddress.IPv4Network("127.0.0.0/8")
+
+
+def allow_hint(host: str, guard_reason: str) -> str | None:
+    """The setting that would let the address guard pass ``host``, or ``None`` if none would.
+
+    Names are allowed by name (``ADDRESS_GUARD_ALLOW_HOSTS``), addresses by
+    network (``ADDRESS_GUARD_ALLOW``): all of loopback for a loopback address,
+    the address itself otherwise (the operator may widen it to its network).
+    A host that is no valid address or an empty host cannot be allowed.
+    """
+    name = normalise_host(host)
+    if guard_reason in _HOST_REASONS:
+        return f"ADDRESS_GUARD_ALLOW_HOSTS={name}"
+    address = parse_ip(name) or parse_ipv4_loose(name)
+    if address is None:
+        return None
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.is_loopback:
+            return "ADDRESS_GUARD_ALLOW=::1"
+        embedded = address.ipv4_mapped or address.sixtofour
+        if embedded is not None:  # the guard judges (and allows) the carried IPv4 address
+            address = embedded
+    if address in _LOOPBACK_V4:
+        return "ADDRESS_GUARD_ALLOW=127.0.0.0/8"
+    return f"ADDRESS_GUARD_ALLOW={address}"

@@ -60,20 +60,23 @@ class AddressPlace(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """How a lease ends: ``done`` (``arg``: the reason, if refused), ``retry``
-    (``arg``: the delay in ms), ``dead`` (``arg``: the DeadReason JSON),
-    ``return`` (back to its queue, as if never claimed) or ``ipwait`` (back to
-    its queue, its host parked until its server address has room; ``arg``:
-    ``ADDRESS\\nwake ms\\nknown ms``).
+    """How a lease ends: ``done`` (fetched), ``refused`` (not fetched, for good:
+    ``arg`` is the reason), ``retry`` (``arg``: the delay in ms), ``dead``
+    (``arg``: the DeadReason JSON), ``return`` (back to its queue, as if never
+    claimed) or ``ipwait`` (back to its queue, its host parked until its
+    server address has room; ``arg``: ``ADDRESS\\nwake ms\\nknown ms``).
 
     ``hold_ms`` pushes the host's next-allowed time back for every worker;
-    ``health`` ("ok", "fail" or "" for no news) feeds its circuit breaker.
+    ``health`` ("ok", "fail" or "" for no news) feeds its circuit breaker;
+    ``unsent`` says that nothing was sent (a refusal before the download): it
+    cost its server nothing, nor its site's page budget.
     """
 
     op: str
     arg: str = ""
     hold_ms: int = 0
     health: str = ""
+    unsent: bool = False
 
 
 #: A request that ran its course with no word from anyone.
@@ -132,18 +135,32 @@ class Ticket:
     #: only once every one of them has come true (see
     #: :mod:`crawler.scheduling.leases`).
     records: list[Any] = field(default_factory=list)
+    #: An answer came (its head and body): the URL was fetched.
+    answered: bool = False
+    #: What an ``IgnoreRequest`` that no component explained said (None: none).
+    ignored: str | None = None
     _refused: bool = False
 
     # -- verbs, one per way a policy can end the lease ----------------------------
 
     def refuse(self, reason: str) -> None:
-        """Done without a download (robots disallows it, the guard refused it).
+        """Not fetched, for good, and never sent: robots.txt disallows it, or a
+        rule the crawl learned (a trap, a duplicate variant). The frontier
+        counts it by ``reason`` (``scrapy frontier refused``), never as done.
 
         A refusal is final: what other components say about the request
         afterwards (the exception it raised passing through them) does not
         change it.
         """
-        self.verdict = Verdict("done", reason)
+        self.verdict = Verdict("refused", reason, unsent=True)
+        self._refused = True
+
+    def block(self, why: DeadReason) -> None:
+        """Not fetched, and never sent, for a reason that the crawl's settings
+        or the world may change (the address guard): a dead letter that
+        ``scrapy frontier requeue --reason`` brings back. Final, as
+        :meth:`refuse`."""
+        self.verdict = Verdict("dead", why.json(), unsent=True)
         self._refused = True
 
     def done(self, health: str = "") -> None:
@@ -177,11 +194,18 @@ class Ticket:
 
     def received(self, size: int) -> None:
         """Note an answer's body of ``size`` bytes, as it came off the wire."""
+        self.answered = True
         self.size += size
 
     def failed(self, error: str) -> None:
         """Note a download error; without another verdict the URL dies of it."""
         self.error = error
+
+    def ignored_by(self, message: str) -> None:
+        """Note an ``IgnoreRequest``: without a verdict (a component of Scrapy's,
+        or a user's, that knows nothing of tickets) and without an answer, the
+        URL was not fetched, and dies of it with the message."""
+        self.ignored = message
 
     # -- the scheduler's side ----------------------------------------------------
 
@@ -191,6 +215,9 @@ class Ticket:
             return self.verdict
         if self.error is not None:
             return Verdict("dead", DeadReason.now("download-error", self.error).json())
+        if self.ignored is not None and not self.answered:
+            return Verdict("dead", DeadReason.now("ignored", self.ignored).json(),
+                           unsent=self.sent is None)
         return FETCHED
 
     def _decide(self, verdict: Verdict) -> None:

@@ -24,13 +24,12 @@ the frontier's, e.g. ``not-http-url``), next to the spider's ``seeds/loaded``.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from crawler.addressguard import SeenOnce, normalise_host, parse_ip, parse_ipv4_loose
+from crawler.addressguard import SeenOnce, allow_hint, normalise_host
 from crawler.seeds import SEED_META
 from crawler.signals import seed_refused
 
@@ -46,38 +45,11 @@ REFUSED_PREFIX = "seeds/refused/"
 #: refused seed is never queued) or any answer from a server.
 OTHER_WORK = ("frontier/leases/claimed", "downloader/response_count")
 
-_HOST_REASONS = frozenset({"localhost", "local-name", "single-label"})
-_LOOPBACK_V4 = ipaddress.IPv4Network("127.0.0.0/8")
 
 
 def is_seed(request: Request) -> bool:
     """Whether ``request`` is a seed as the spider read it (not a redirect that kept its meta)."""
     return bool(request.meta.get(SEED_META)) and not request.meta.get("redirect_urls")
-
-
-def allow_hint(host: str, guard_reason: str) -> str | None:
-    """The setting that would let the address guard pass ``host``, or ``None`` if none would.
-
-    Names are allowed by name (``ADDRESS_GUARD_ALLOW_HOSTS``), addresses by
-    network (``ADDRESS_GUARD_ALLOW``): all of loopback for a loopback address,
-    the address itself otherwise (the operator may widen it to its network).
-    A host that is no valid address or an empty host cannot be allowed.
-    """
-    name = normalise_host(host)
-    if guard_reason in _HOST_REASONS:
-        return f"ADDRESS_GUARD_ALLOW_HOSTS={name}"
-    address = parse_ip(name) or parse_ipv4_loose(name)
-    if address is None:
-        return None
-    if isinstance(address, ipaddress.IPv6Address):
-        if address.is_loopback:
-            return "ADDRESS_GUARD_ALLOW=::1"
-        embedded = address.ipv4_mapped or address.sixtofour
-        if embedded is not None:  # the guard judges (and allows) the carried IPv4 address
-            address = embedded
-    if address in _LOOPBACK_V4:
-        return "ADDRESS_GUARD_ALLOW=127.0.0.0/8"
-    return f"ADDRESS_GUARD_ALLOW={address}"
 
 
 class SeedRefusals:

@@ -26,6 +26,7 @@ from crawler.addressguard import (
     SeenOnce,
     parse_ipv4_loose,
 )
+from crawler.deadletter import DeadReason
 from crawler.lease import TICKET_META, Ticket, Verdict
 from crawler.middlewares.addressguard import AddressGuardMiddleware
 from crawler.resolver import BlockedAddressError, GuardedResolver
@@ -242,7 +243,12 @@ def test_middleware_refuses(url: str, reason: str) -> None:
     with pytest.raises(AddressBlocked) as caught:
         mw.process_request(request)
     assert caught.value.reason == reason
-    assert _verdict(request) == Verdict("done", "address-blocked")
+    verdict = _verdict(request)
+    # a dead letter the operator may requeue once the setting it names allows it
+    assert verdict is not None and (verdict.op, verdict.unsent) == ("dead", True)
+    why = DeadReason.parse(verdict.arg)
+    assert why.reason == "address-blocked"
+    assert f"is {reason}" in why.error and "allows it" in why.error
     assert mw.stats.get_value(f"guard/blocked/{reason}") == 1
 
 
@@ -294,7 +300,9 @@ def test_middleware_turns_a_refused_lookup_into_a_refusal() -> None:
     with pytest.raises(AddressBlocked) as caught:
         mw.process_exception(request, exception)
     assert (caught.value.reason, caught.value.address) == ("private", "10.0.0.5")
-    assert _verdict(request) == Verdict("done", "address-blocked")
+    verdict = _verdict(request)
+    assert verdict is not None and (verdict.op, verdict.unsent) == ("dead", True)
+    assert DeadReason.parse(verdict.arg).reason == "address-blocked"
     assert mw.stats.get_value("guard/blocked/private") == 1
     assert mw.stats.get_value("guard/blocked_after_dns") == 1
 

@@ -87,8 +87,14 @@ def test_a_url_given_back_unstarted_or_refused_unfetched_spends_nothing(
     h.run(f.release([Release(x.host, x.fingerprint, "return") for x in first], "w"))
     second = h.run(f.claim(10, "w")).leases
     assert len(second) == 2  # the two given back did not count
-    h.run(f.release([Release(x.host, x.fingerprint, "done", "robots") for x in second], "w"))
-    assert len(_drain(h)) == 2  # nor the two robots.txt refused
+    robots, guard = second
+    blocked = DeadReason("address-blocked", "a.test (127.0.0.1) is loopback").json()
+    h.run(f.release([Release(robots.host, robots.fingerprint, "refused", "robots", unsent=True),
+                     Release(guard.host, guard.fingerprint, "dead", blocked, unsent=True)], "w"))
+    assert len(_drain(h)) == 2  # nor the one robots.txt refused, nor the one the guard did
+    counts = h.run(f.counts())
+    # neither is done: one refused for good (by reason), one a dead letter to requeue
+    assert (counts["done"], counts["dead"], counts["r:robots"]) == (2, 1, 1)
 
 
 def test_a_byte_budget_ends_the_site_after_the_answer_that_spent_it(

@@ -139,11 +139,13 @@ def test_a_last_good_copy_serves_while_unreachable(harness: Harness) -> None:
     assert harness.run(f.robots_blob(HOST)) == b"blob"
 
 
-def test_robots_denials_are_done_and_counted(harness: Harness) -> None:
+def test_robots_denials_are_refused_never_done_and_counted(harness: Harness) -> None:
     f = harness.frontier
     harness.run(f.claim(1, "w1"))
     _store_ok(harness)
     lease = harness.run(f.claim(1, "w1")).leases[0]
-    harness.run(f.release([Release(HOST, lease.fingerprint, "done", "robots")], "w1"))
+    harness.run(f.release([Release(HOST, lease.fingerprint, "refused", "robots", unsent=True)],
+                          "w1"))
     counts = harness.run(f.counts())
-    assert (counts["done"], counts["robots_denied"], counts["leased"]) == (1, 1, 0)
+    assert (counts["done"], counts["r:robots"], counts["robots_denied"], counts["leased"]) \
+        == (0, 1, 1, 0)

@@ -37,14 +37,39 @@ def test_a_download_error_without_a_verdict_is_a_dead_letter() -> None:
 
 
 def test_a_refusal_is_final() -> None:
-    # The guard refuses by raising; the exception then passes the retry
-    # policy and the download-error note, which must not undo the refusal.
+    # Robots refuses by raising; the exception then passes the retry policy
+    # and the download-error note, which must not undo the refusal.
     ticket = Ticket("t")
-    ticket.refuse("address-blocked")
-    ticket.failed("AddressBlocked")
+    ticket.refuse("robots")
+    ticket.failed("IgnoreRequest")
     ticket.retry_after(1000, health="fail")
     ticket.dead(DeadReason.now("download-error"))
-    assert ticket.ending() == Verdict("done", "address-blocked")
+    assert ticket.ending() == Verdict("refused", "robots", unsent=True)
+
+
+def test_a_block_is_a_dead_letter_and_final() -> None:
+    ticket = Ticket("t")
+    why = DeadReason.now("address-blocked", "a.test (10.0.0.1) is private")
+    ticket.block(why)
+    ticket.failed("AddressBlocked")
+    ticket.retry_after(1000, health="fail")
+    assert ticket.ending() == Verdict("dead", why.json(), unsent=True)
+
+
+def test_an_unexplained_ignore_is_never_done() -> None:
+    # An IgnoreRequest from a component that knows nothing of tickets (Scrapy's
+    # offsite filter, a user's middleware): not fetched, so a dead letter.
+    ticket = Ticket("t")
+    ticket.ignored_by("Filtered offsite request to 'b.test'")
+    ending = ticket.ending()
+    assert (ending.op, ending.unsent) == ("dead", True)
+    why = DeadReason.parse(ending.arg)
+    assert (why.reason, why.error) == ("ignored", "Filtered offsite request to 'b.test'")
+    # the same after an answer came (a spider's own choice on a fetched page): done
+    answered = Ticket("u")
+    answered.received(10)
+    answered.ignored_by("not wanted")
+    assert answered.ending().op == "done"
 
 
 def test_the_ticket_is_found_only_under_its_key() -> None:

@@ -30,6 +30,7 @@ from bench.soak.chaos import Event
 from bench.soak.scenario import USER_AGENT
 from crawler.frontier.admin import FrontierAdmin
 from crawler.frontier.keys import Keys, add_counts
+from crawler.frontier.schema import refused_at_lease
 from crawler.warc.recovery import RecoverError, recover
 from tests.simweb import Web
 from tests.simweb.ledger import Entry, Ledger, is_robots_path
@@ -131,7 +132,8 @@ def frontier_rows(client: redis.Redis, keys: Keys) -> list[Row]:
         for key in client.scan_iter(match=f"{_glob(keys.prefix(part))}:s:*", count=1000):
             seen += client.scard(key)
     left = {s: counts[s] for s in ("queued", "leased", "delayed") if counts[s]}
-    ended = counts["done"] + counts["dead"] + counts["refused"]
+    ended = (counts["done"] + counts["dead"] + counts["refused"]
+             + sum(refused_at_lease(counts).values()))
     return [
         Row("frontier: queued + leased + delayed at the end", str(sum(left.values())), "0",
             not left),

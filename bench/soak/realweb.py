@@ -41,6 +41,7 @@ from bench.soak.checks import Row, frontier_rows, leased_at_strikes, worker_rows
 from bench.soak.scenario import Chaos, Scenario
 from crawler.frontier.admin import FrontierAdmin
 from crawler.frontier.keys import Keys
+from crawler.frontier.refusals import with_examples
 from tests.crawl_runner import realweb_settings
 from tests.realweb import Host, RealWebProcess, Web
 from tests.realweb.ledger import Ledger
@@ -160,12 +161,18 @@ def completeness_rows(r: Report) -> list[Row]:
 
 
 def dead_rows(admin: FrontierAdmin) -> list[Row]:
-    """No page of this web may die: each answers in time, and a struck worker's
-    leases come back. A dead letter is shown with its reason and error."""
+    """No page of this web may die nor be refused: each answers in time, a
+    struck worker's leases come back, robots.txt allows everything and no page
+    looks like a trap. Each is shown with its reason (and a few examples)."""
     dead = list(admin.iter_dead())
     shown = [f"{d.url} {d.reason}: {d.error[:80]}" for d in dead[:3]]
+    refused = with_examples(admin.client, admin.keys, admin.status(oldest=False).refused)
+    said = [f"{r.reason} {r.count} {list(r.examples[:2])}" for r in refused]
     return [Row("dead letters at the end", f"{len(dead)} {shown}".strip() if dead else "0",
-                "0", not dead)]
+                "0", not dead),
+            Row("URLs refused (before the frontier or at their lease)",
+                f"{sum(r.count for r in refused)} {said}" if refused else "0", "0",
+                not refused)]
 
 
 def duplicate_rows(r: Report) -> list[Row]:

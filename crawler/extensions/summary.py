@@ -284,7 +284,10 @@ def _clock(ms: int | None) -> str:
 def _dead_letters(stats: Mapping[str, Any], dead: int, by_prefix: Any) -> str:
     """URLs that ended as dead letters (why), and hosts parked (whose URLs wait as dead)."""
     parts = []
-    if dead:
+    by_reason = by_prefix("frontier/dead/")  # the frontier's leases, by the letters' reason
+    if by_reason:
+        parts.append(f"{dead} URLs ({_reasons(by_reason)}; scrapy frontier dead)")
+    elif dead:
         why = []
         gave_up = by_prefix("retry/gave_up/")
         if gave_up:

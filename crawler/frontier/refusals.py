@@ -8,8 +8,10 @@ see what was refused. Each worker adds its counts by reason to one hash
 (``ns:refused``) and its newest examples to a list per reason
 (``ns:refused:REASON``, capped at :data:`EXAMPLES`), in one pipelined round
 trip a second (``scheduling/refusalnotes.py``). The refusals the scripts make
-themselves (over a host's page budget, a dropped host, a spent budget) are
-in the partitions' counts already; :func:`by_reason` puts both together.
+themselves (over a host's page budget, a dropped host, a spent budget) and
+the URLs refused at their lease (robots.txt, a learned rule: counted by the
+release, with the worker's examples here) are in the partitions' counts
+already; :func:`by_reason` puts both together.
 
 Every key is touched by one command at a time: Redis Cluster safe.
 """
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crawler.frontier.keys import Count, Keys
+from crawler.frontier.schema import refused_at_lease
 
 #: Examples kept for each reason.
 EXAMPLES = 20
@@ -61,6 +64,8 @@ def by_reason(raw: Mapping[bytes, bytes], counts: Mapping[str, int]) -> dict[str
     for reason, name in SCRIPT_REFUSALS.items():
         if counts.get(name):
             found[reason] = found.get(reason, 0) + int(counts[name])
+    for reason, n in refused_at_lease(counts).items():
+        found[reason] = found.get(reason, 0) + n
     return dict(sorted(found.items(), key=lambda item: (-item[1], item[0])))
 
 

@@ -77,8 +77,10 @@ COUNTS: Final = Record(
     queued=F("queued", "URLs in the hosts' queues", "count"),
     leased=F("leased", "URLs leased to a worker", "count"),
     delayed=F("delayed", "URLs waiting for a retry time", "count"),
-    done=F("done", "URLs fetched for good", "count"),
+    done=F("done", "URLs fetched (and only those)", "count"),
     dead=F("dead", "dead letters", "count"),
+    refused_by=F("r:", "r:REASON URLs admitted, then refused before their download for good "
+                       "(robots, a learned trap or variant; lua/release.lua)", "prefix"),
     dup=F("dup", "offers refused as already seen", "count"),
     refused=F("refused", "offers over the host's page budget", "count"),
     blocked=F("blocked", "links to a dropped host", "count"),
@@ -258,7 +260,9 @@ def _constants(record: Record, name: str, doc: str) -> type:
 #: The counters' names as callers spell them (``Count.QUEUED``): :data:`COUNTS`.
 Count: Final = _constants(COUNTS, "Count", "Names of the fields of a partition's PP:n hash.")
 
-#: Where a URL is: every admitted URL is counted in exactly one of these.
+#: Where a URL is: every admitted URL is counted in exactly one of these, or
+#: refused at its lease (:func:`refused_at_lease`), or over its host's page
+#: budget (``COUNTS.refused``).
 STATES: Final = (COUNTS.queued, COUNTS.leased, COUNTS.delayed, COUNTS.done, COUNTS.dead)
 
 #: Fields of PP:n that are no counts.
@@ -273,3 +277,11 @@ def add_counts(total: dict[str, int], raw: Mapping[bytes, bytes]) -> None:
         name = key.decode()
         if name not in NOT_COUNTS and not name.startswith(COUNTS.timers + ":"):
             total[name] = total.get(name, 0) + int(value)
+
+
+def refused_at_lease(counts: Mapping[str, int]) -> dict[str, int]:
+    """URLs admitted, then refused before their download, by reason (the
+    ``r:REASON`` fields of summed counts, :func:`add_counts`)."""
+    start = COUNTS.refused_by
+    return {name[len(start):]: int(n) for name, n in counts.items()
+            if name.startswith(start) and n}

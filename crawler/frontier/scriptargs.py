@@ -90,9 +90,12 @@ def release_limits(limits: Limits) -> str:
 def release_item(rel: Release) -> str:
     """One release's values by name, as ``lua/release.lua`` reads them (its
     member and new entry, binary, go before it)."""
-    return json.dumps({"op": rel.op, "arg": rel.arg, "hold_ms": int(rel.hold_ms),
-                       "health": rel.health, "fetch_ms": int(rel.fetch_ms),
-                       "revisit_ms": int(rel.revisit_ms), "bytes": int(rel.size)})
+    item = {"op": rel.op, "arg": rel.arg, "hold_ms": int(rel.hold_ms), "health": rel.health,
+            "fetch_ms": int(rel.fetch_ms), "revisit_ms": int(rel.revisit_ms),
+            "bytes": int(rel.size)}
+    if rel.unsent:
+        item["unsent"] = True
+    return json.dumps(item)
 
 
 def control_args(scope: str, name: str, change: Change) -> str:

@@ -62,7 +62,7 @@ class Lease:
 
 @dataclass(frozen=True, slots=True)
 class Release:
-    """What became of a lease: done, return, retry (after delay_ms) or dead.
+    """What became of a lease: done, refused, return, retry (after delay_ms) or dead.
 
     ``hold_ms`` pushes back the host's next-allowed time for every worker
     (the server asked us to back off); ``health`` ("fail", "ok" or "") feeds
@@ -79,6 +79,7 @@ class Release:
     fetch_ms: int = 0  # how long the answer took (adaptive pacing; 0: no answer)
     revisit_ms: int = 0  # done, and due again this long from now (0: never)
     size: int = 0  # the bytes its answers brought (the site's byte budget)
+    unsent: bool = False  # refused before its download: it cost its site nothing
 
 
 class BreakerEvent(NamedTuple):

@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector
 
 from crawler.frontier.capacity import Capacity
 from crawler.frontier.keys import STATES, Count, Keys
+from crawler.frontier.schema import refused_at_lease
 from crawler.frontier.status import FrontierStatus, Status
 from crawler.frontier.values import Limits
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
@@ -116,6 +117,8 @@ class FrontierCollector(Collector):
                                  labels=["frontier", "state"])
         for state in STATES:
             urls.add_metric([frontier, state], counts.get(state, 0))
+        lease_refused = sum(refused_at_lease(counts).values())
+        urls.add_metric([frontier, "refused"], lease_refused)
         yield urls
         hosts = GaugeMetricFamily(
             "crawler_frontier_hosts",
@@ -147,7 +150,7 @@ class FrontierCollector(Collector):
             "crawler_frontier_offers",
             "URLs offered to the frontier by every worker, by result.",
             labels=["frontier", "result"])
-        admitted = sum(counts.get(state, 0) for state in STATES)
+        admitted = sum(counts.get(state, 0) for state in STATES) + lease_refused
         offers.add_metric([frontier, "admitted"], admitted)
         for key, result in OFFER_RESULTS.items():
             offers.add_metric([frontier, result], counts.get(key, 0))

@@ -17,8 +17,11 @@ see exceptions before ``RetryMiddleware`` (550) and the frontier's
 ``FrontierOutcomeMiddleware`` (950): its order must be above 950.
 
 A refused request raises :class:`~crawler.addressguard.AddressBlocked` (an
-``IgnoreRequest``) and refuses the request's lease ticket with reason
-``address-blocked``, so its URL ends as done with that reason. Stats: ``guard/blocked/<reason>``
+``IgnoreRequest``) and blocks the request's lease ticket: its URL becomes a
+dead letter of reason ``address-blocked`` whose error names the address and
+the setting that allows it. The guard's settings are the operator's, so the
+URL is theirs to bring back (``scrapy frontier requeue --reason
+address-blocked``, after allowing it); it never ends as done. Stats: ``guard/blocked/<reason>``
 (reason as in :mod:`crawler.addressguard`) and ``guard/blocked_after_dns``.
 Each refused host is logged once at INFO, with the host in ``extra``.
 
@@ -45,6 +48,7 @@ from crawler.addressguard import (
     SeenOnce,
     normalise_host,
 )
+from crawler.deadletter import DeadReason
 from crawler.dns.resolver import CrawlResolver, installed_resolver
 from crawler.lease import ticket_of
 from crawler.resolver import BlockedAddressError, GuardedResolver
@@ -107,7 +111,7 @@ class AddressGuardMiddleware:
                 cause: Exception | None = None, logged: bool = False) -> None:
         ticket = ticket_of(request.meta)
         if ticket is not None:
-            ticket.refuse(BLOCKED_REASON)
+            ticket.block(DeadReason.now(BLOCKED_REASON, error.explained()))
         self.stats.inc_value(f"guard/blocked/{error.reason}")
         if is_seed(request):  # the operator asked for it: a WARNING with the setting
             self._seeds().refused(request, BLOCKED_REASON, error.reason)

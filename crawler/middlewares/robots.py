@@ -7,9 +7,10 @@ before its robots.txt is resolved, for every worker) and this middleware
 decides *whether* a page may be: against the rules the frontier stored for
 the host, at the version the page's lease was claimed under.
 
-A disallowed URL is not an error: its lease ends as done with reason
-``robots`` (stats ``robots/denied``). ``dont_obey_robotstxt`` in a request's
-meta skips the check, as in Scrapy.
+A disallowed URL is not an error: its lease ends refused, reason
+``robots`` (stats ``robots/denied``; ``scrapy frontier refused``), never
+done. ``dont_obey_robotstxt`` in a request's meta skips the check, as in
+Scrapy.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ logger = logging.getLogger(__name__)
 #: How a refusal by robots.txt starts (the crawl report counts them by it).
 DENIED_MESSAGE = "forbidden by robots.txt"
 
-#: The reason a disallowed page's lease ends as done with.
+#: The reason a disallowed page's lease is refused with.
 DENIED_REASON = "robots"
 
 

@@ -48,6 +48,7 @@ class Fetched:
     truncated: bool = False
     max_age: int | None = None  # Cache-Control max-age of the final answer, seconds
     retry_after: float | None = None  # its Retry-After (a 429 / 503), seconds
+    detail: str = ""  # what the error said, when it says more than its name
 
 
 class RobotsFetcher:
@@ -91,8 +92,9 @@ class RobotsFetcher:
             try:
                 response = await self.crawler.engine.download_async(
                     self.request(url, meta if hop == 0 else None))
-            except AddressBlocked:
-                return Fetched(None, error=BLOCKED_ERROR, url=url, redirects=hop)
+            except AddressBlocked as blocked:
+                return Fetched(None, error=BLOCKED_ERROR, url=url, redirects=hop,
+                               detail=blocked.explained())
             except Exception as exc:  # any network error or timeout: unreachable [2.3.1.4]
                 return Fetched(None, error=type(exc).__name__, url=url, redirects=hop)
             target = _redirect_target(response)

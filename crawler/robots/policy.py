@@ -175,11 +175,12 @@ class RobotsPolicy:
         if outcome.state == "park" or fetched.error == BLOCKED_ERROR:
             assert self.frontier is not None
             blocked = fetched.error == BLOCKED_ERROR  # never reachable: park at once
-            reason = DeadReason.now("address-blocked" if blocked else "robots-unreachable", why)
+            reason = DeadReason.now("address-blocked" if blocked else "robots-unreachable",
+                                    fetched.detail or why)
             parked = await self.frontier.park_host(host, reason.json())
             self.stats.inc_value("robots/hosts_parked")
-            why_parked = ("its address is not public (address guard)" if blocked else
-                          f"robots.txt unreachable {outcome.attempts} times")
+            why_parked = (fetched.detail or "its address is not public (address guard)"
+                          if blocked else f"robots.txt unreachable {outcome.attempts} times")
             logger.warning(
                 "Host %s parked, %s: %d queued URL(s) are dead letters (requeue with: "
                 "scrapy frontier requeue --host %s)", host, why_parked, parked, host, extra=extra)

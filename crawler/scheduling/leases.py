@@ -24,6 +24,7 @@ from typing import Any
 from scrapy import Request
 from twisted.python.failure import Failure
 
+from crawler.deadletter import DeadReason
 from crawler.frontier.values import Lease, Limits, Release
 from crawler.lease import Ticket, Verdict, ticket_of
 from crawler.scheduling.revisits import Revisits
@@ -42,10 +43,14 @@ UNARCHIVED_RETRY_MS = 5_000
 class LeaseTable:
     """This worker's leases by token, each with the identity of the URL sent."""
 
-    def __init__(self, stats: Any, limits: Limits, record_again: RecordAgain) -> None:
+    def __init__(self, stats: Any, limits: Limits, record_again: RecordAgain,
+                 note_refused: Callable[[str, str], None] | None = None) -> None:
         self.stats = stats
         self.limits = limits
         self.record_again = record_again
+        #: Told (reason, URL) of each URL refused at its lease, for the
+        #: frontier's examples (``scrapy frontier refused``).
+        self.note_refused = note_refused
         #: The revisit schedule (None: a done URL is never fetched again).
         self.revisits: Revisits | None = None
         self.held: dict[str, tuple[Lease, str | None]] = {}
@@ -156,7 +161,12 @@ class LeaseTable:
             record = self.record_again(request, lease)
         elif op == "done" and self.revisits is not None:
             record, revisit_ms = self.revisits.release(lease.record, ticket)
+        if op == "dead":
+            self.stats.inc_value(f"frontier/dead/{DeadReason.parse(verdict.arg).reason}")
+        elif op == "refused" and self.note_refused is not None:
+            # (counted by its own stats: robots/denied, learned/dropped/...)
+            self.note_refused(verdict.arg, request.url)
         return Release(lease.host, lease.fingerprint, op, verdict.arg, record,
                        verdict.hold_ms, verdict.health,
                        round(latency * 1000) if isinstance(latency, float | int) else 0,
-                       revisit_ms, ticket.size)
+                       revisit_ms, ticket.size, verdict.unsent)

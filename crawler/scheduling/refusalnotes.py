@@ -34,7 +34,13 @@ class RefusalNotes:
         self.examples: dict[str, deque[str]] = {}
 
     def note(self, reason: str, url: str) -> None:
+        """A link refused before the frontier: counted here, and an example."""
         self.counts[reason] += 1
+        self.example(reason, url)
+
+    def example(self, reason: str, url: str) -> None:
+        """An example of ``reason`` alone (a URL refused at its lease: the
+        frontier's release counts it, atomically with its end)."""
         kept = self.examples.get(reason)
         if kept is None:
             kept = self.examples[reason] = deque(maxlen=refusals.EXAMPLES)
@@ -49,7 +55,7 @@ class RefusalNotes:
     async def flush(self) -> bool:
         """Hand what was counted to the frontier (False: Redis did not take it;
         it is kept for the next try)."""
-        if not self.counts:
+        if not self.counts and not self.examples:
             return True
         counts, self.counts = self.counts, Counter()
         examples, self.examples = self.examples, {}

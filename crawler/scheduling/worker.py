@@ -115,11 +115,12 @@ class WorkerFrontier:
         self.health = health = RedisHealth(stats, engine.end_crawl, self._redis_back)
         self.intake = Intake(crawler, limits, self.stripper, self.meta_keys)
         self.recent = RecentOffers(s.getint("FRONTIER_RECENT_OFFERS", 65536))
-        self.leases = leases = LeaseTable(stats, limits, self._record_again)
-        self.learning: SiteLearning | None = learning_for(s, stats, client, keys)
-        self.intake.learning = self.learning
         self.refusals = RefusalNotes(client, keys)
         self.intake.on_refused = self.refusals.note
+        self.leases = leases = LeaseTable(stats, limits, self._record_again,
+                                          self.refusals.example)
+        self.learning: SiteLearning | None = learning_for(s, stats, client, keys)
+        self.intake.learning = self.learning
         proxies = ProxyRoutes.from_settings(s)
         #: Hosts whose names do not resolve: held or parked (pages, robots and DNS jobs).
         self.dns = DnsOutcomes(store, DNSRetry.from_settings(s), proxies, stats)

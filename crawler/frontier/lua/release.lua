@@ -31,10 +31,12 @@
 -- new entry ("" to keep it); and a JSON object (scriptargs.release_item):
 -- op, arg, hold_ms, health ("fail", "ok" or "" for neither), fetch_ms (how
 -- long the answer took, 0: no answer), revisit_ms (0: none), bytes (what
--- its answers brought: the site's budget, common.lua budget_left)
---   op "done":   the URL is finished (arg "robots": robots.txt disallowed it);
---                with a revisit, it is due again that many ms from now
---                (PP:v:HOST, PP:vdue: claim.lua queues it then)
+-- its answers brought: the site's budget, common.lua budget_left), unsent
+-- (true: refused before its download, it cost its site nothing)
+--   op "done":   the URL was fetched; with a revisit, it is due again that
+--                many ms from now (PP:v:HOST, PP:vdue: claim.lua queues it then)
+--   op "refused": not fetched, for good (arg, the reason: "robots", a learned
+--                rule's); counted by reason (N.refused_by), never as done
 --   op "return": back to the head of its host's queue (graceful stop)
 --   op "retry":  delayed by arg ms, with entry as its new record (if not "")
 --   op "dead":   dead letter; arg is the JSON reason
@@ -275,7 +277,7 @@ for i = FIRST, #ARGV, EACH do
       w[S.bytes] = num(w[S.bytes] or g[S.bytes], 0) + bytes
       gr.bytes = gr.bytes + bytes
     end
-    if op == 'return' or op == 'ipwait' or (op == 'done' and arg ~= '') then
+    if op == 'return' or op == 'ipwait' or r.unsent == true then
       -- never started, or refused before its download (robots.txt, a learned
       -- rule, the guard): it cost its server nothing, nor its budget
       w[S.pages] = math.max(num(w[S.pages] or g[S.pages], 1) - 1, 0)
@@ -283,8 +285,11 @@ for i = FIRST, #ARGV, EACH do
     end
     if op == 'done' then
       counts[N.done] = counts[N.done] + 1
-      if arg == 'robots' then counts[N.robots_denied] = counts[N.robots_denied] + 1 end
       if revisit_ms > 0 then schedule_revisit(host, entry, revisit_ms) end
+    elseif op == 'refused' then
+      local name = N.refused_by .. arg
+      counts[name] = (counts[name] or 0) + 1
+      if arg == 'robots' then counts[N.robots_denied] = counts[N.robots_denied] + 1 end
     elseif op == 'return' or op == 'ipwait' then
       redis.call('ZADD', p .. ':q:' .. host, score, entry)
       hincr(hk, H.queued, 1)

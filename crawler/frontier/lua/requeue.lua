@@ -1,5 +1,7 @@
 -- Move dead letters of one partition back to their hosts' queues (and
--- unblock their hosts: requeueing a dropped host's URLs undoes the drop).
+-- unblock their hosts: requeueing a dropped host's URLs undoes the drop; a
+-- host whose robots.txt was unreachable, or refused by the address guard,
+-- has it fetched again).
 -- (common.lua is prepended: split_fields.)
 --
 -- The client picks the dead letters (it scans and filters the dead hash by
@@ -53,6 +55,11 @@ for i = 3, #ARGV, 2 do
     end
     redis.call('HDEL', p .. ':dead', fp)
     redis.call('HDEL', hk, H.blocked, H.parked_reason)  -- unblock, unpark
+    if redis.call('HGET', hk, H.robots_state) == 'u' then
+      -- its robots.txt is fetched again at once (it may be reachable now: a
+      -- setting allowed its address, its server came back)
+      redis.call('HDEL', hk, H.robots_state, H.robots_wait, H.robots_tries, H.robots_retry)
+    end
     -- forget DNS failures
     redis.call('HDEL', sk, S.dns_failures, S.dns_until, S.dns_kind, S.dns_hold)
     if redis.call('HGET', sk, S.breaker) == 'x' then
