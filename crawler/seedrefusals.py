@@ -25,11 +25,11 @@ the frontier's, e.g. ``not-http-url``), next to the spider's ``seeds/loaded``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from crawler.addressguard import SeenOnce, allow_hint, normalise_host
+from crawler.addressguard import AddressBlocked, SeenOnce, allow_hint, normalise_host
 from crawler.seeds import SEED_META
 from crawler.signals import seed_refused
 
@@ -44,6 +44,8 @@ REFUSED_PREFIX = "seeds/refused/"
 #: frontier (queued by an earlier run of the crawl, or by another worker: a
 #: refused seed is never queued) or any answer from a server.
 OTHER_WORK = ("frontier/leases/claimed", "downloader/response_count")
+#: Hosts named in the end-of-crawl ERROR (then "and N more").
+SHOWN_HOSTS = 5
 
 
 
@@ -95,28 +97,83 @@ def refused_seeds(stats: Mapping[str, Any]) -> dict[str, int]:
             if k.startswith(REFUSED_PREFIX)}
 
 
-def all_seeds_refused(stats: Mapping[str, Any]) -> str | None:
+def all_seeds_refused(stats: Mapping[str, Any],
+                      blocked: Sequence[AddressBlocked] = ()) -> str | None:
     """The "every seed was refused" line for a crawl whose every seed was, and that
     crawled nothing else, else ``None``.
 
     Counts seeds read (``seeds/loaded``: the seed file's and the Redis seed
-    list's) against seeds refused. A crawl without seeds (resumed, or joining a
-    shared frontier) never says it, nor does one that had other work
-    (:data:`OTHER_WORK`): a crawl that resumes a frontier with queued URLs and
-    whose new seeds are all refused did its job, and its WARNING lines already
-    name each refused seed host. Only the decision is taken here; when it is
-    taken, at the end of the crawl, every seed that was going to come has come
-    (the Redis seed list is read until the frontier has nothing left).
+    list's) against seeds refused. A seed whose *name* resolves to an address
+    the guard refuses is refused later, when its host's robots.txt fetch is
+    (the host is parked, ``guard/hosts_parked``): a crawl that ended by itself
+    with nothing claimed, whose only parked hosts are such, refused every seed
+    too, and ``blocked`` (some of those refusals, as the robots policy
+    announced them, :data:`crawler.signals.host_blocked`) names the hosts,
+    their addresses and the setting that allows them.
+
+    A crawl without seeds (resumed, or joining a shared frontier) never says
+    it, nor does one that had other work (:data:`OTHER_WORK`): a crawl that
+    resumes a frontier with queued URLs and whose new seeds are all refused
+    did its job, and its WARNING lines already name each refused seed host.
+    Only the decision is taken here, from the stats alone (``scrapy crawl``
+    takes its exit code from it); when it is taken, at the end of the crawl,
+    every seed that was going to come has come (the Redis seed list is read
+    until the frontier has nothing left).
     """
     loaded = int(stats.get("seeds/loaded", 0) or 0)
+    if loaded == 0 or any(stats.get(key) for key in OTHER_WORK):
+        return None
     by_reason = refused_seeds(stats)
-    if loaded == 0 or sum(by_reason.values()) < loaded:
-        return None
-    if any(stats.get(key) for key in OTHER_WORK):
-        return None
     reasons = ", ".join(f"{n} {r}" for r, n in sorted(by_reason.items()))
-    return (f"every seed was refused: {loaded} of {loaded} ({reasons}), so nothing was "
-            "crawled; the WARNING lines above name the setting that allows each host")
+    if sum(by_reason.values()) >= loaded:
+        return (f"every seed was refused: {loaded} of {loaded} ({reasons}), so nothing was "
+                "crawled; the WARNING lines above name the setting that allows each host")
+    if not _only_guard_parked(stats):
+        return None
+    also = f" ({reasons} at once)" if reasons else ""
+    return (f"every seed was refused: {loaded} of {loaded}{also}, so nothing was crawled: "
+            f"{guard_refusals(blocked)}")
+
+
+def _only_guard_parked(stats: Mapping[str, Any]) -> bool:
+    """Whether the crawl ended by itself with hosts parked by the address guard
+    and by nothing else (a robots.txt or a name that stayed unreachable)."""
+    if stats.get("finish_reason") != "finished" or not stats.get("guard/hosts_parked"):
+        return False
+    return not stats.get("robots/hosts_parked") and not any(
+        v for k, v in stats.items() if k.startswith("dns/hosts/parked/"))
+
+
+def guard_refusals(blocked: Sequence[AddressBlocked]) -> str:
+    """``the address guard refused their hosts: a.test (127.0.1.1) is loopback, ...;
+    to crawl them, set ADDRESS_GUARD_ALLOW=127.0.0.0/8 (...)``."""
+    if not blocked:
+        return "the address guard refused their hosts (see the WARNING lines)"
+    shown = ", ".join(f"{_shown(b)} is {b.reason}" for b in blocked[:SHOWN_HOSTS])
+    more = f" and {len(blocked) - SHOWN_HOSTS} more" if len(blocked) > SHOWN_HOSTS else ""
+    hints = list(dict.fromkeys(h for b in blocked
+                               if (h := allow_hint(b.address or b.host, b.reason))))
+    advice = ("; to crawl them, set " + " and ".join(hints) + " (e.g. scrapy crawl ... "
+              + " ".join(f"-s {h}" for h in hints) + ")") if hints else ""
+    return f"the address guard refused their hosts: {shown}{more}{advice}"
+
+
+def _shown(blocked: AddressBlocked) -> str:
+    address = blocked.address
+    return f"{blocked.host} ({address})" if address and address != blocked.host else blocked.host
+
+
+class BlockedHosts:
+    """The first hosts the address guard refused after their name resolved, to name
+    in the end-of-crawl ERROR (:data:`crawler.signals.host_blocked`)."""
+
+    def __init__(self, keep: int = SHOWN_HOSTS + 1) -> None:
+        self.keep = keep
+        self.blocked: list[AddressBlocked] = []
+
+    def host_blocked(self, host: str, blocked: AddressBlocked) -> None:
+        if len(self.blocked) < self.keep:
+            self.blocked.append(blocked)
 
 
 def _host(url: str) -> str:

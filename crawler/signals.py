@@ -29,3 +29,9 @@ robots_sitemaps_found = object()
 #: frontier's intake). Arguments: ``url``, ``reason``; the crawl report says
 #: what became of each seed.
 seed_refused = object()
+
+#: The address guard refused a host's robots.txt fetch (the host's name
+#: resolved to an address it refuses), so the host was parked and its queued
+#: URLs are dead letters. Arguments: ``host`` (key), ``blocked`` (the
+#: :class:`crawler.addressguard.AddressBlocked`: name, address, reason).
+host_blocked = object()

@@ -87,11 +87,14 @@ def realweb_settings(nameserver: str) -> dict[str, Any]:
     }
 
 
-def crawl_command(seeds: Path | None, items: Path, settings: dict[str, Any]) -> list[str]:
-    """``scrapy crawl broad`` with JSON-lines items (metadata only) and settings."""
+def crawl_command(seeds: Path | None, items: Path, settings: dict[str, Any],
+                  spider_args: dict[str, str] | None = None) -> list[str]:
+    """``scrapy crawl broad`` with JSON-lines items (metadata only), settings and
+    spider arguments."""
     feeds = {str(items): {"format": "jsonlines", "fields": _ITEM_FIELDS, "overwrite": True}}
     command = [sys.executable, "-m", "scrapy", "crawl", "broad",
                *(["-a", f"seeds={seeds}"] if seeds is not None else []),
+               *(arg for k, v in (spider_args or {}).items() for arg in ("-a", f"{k}={v}")),
                "-s", f"FEEDS={json.dumps(feeds)}"]
     for name, value in {**TEST_SETTINGS, **settings}.items():
         shown = json.dumps(value) if isinstance(value, dict | list) else str(value)
@@ -124,6 +127,7 @@ def start_crawl(
     settings: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
     cwd: Path = REPO,
+    spider_args: dict[str, str] | None = None,
 ) -> subprocess.Popen[str]:
     """Start ``scrapy crawl broad`` in the background (its log goes to workdir/crawl.log).
 
@@ -143,7 +147,7 @@ def start_crawl(
     log = (workdir / "crawl.log").open("w")
     try:
         proc = subprocess.Popen(
-            crawl_command(seeds_path, workdir / "items.jsonl", settings),
+            crawl_command(seeds_path, workdir / "items.jsonl", settings, spider_args),
             cwd=cwd, env={**proxy_env(proxy_url), **(env or {})},
             stdout=subprocess.DEVNULL, stderr=log, text=True,
         )
@@ -192,13 +196,14 @@ def run_crawl(
     timeout: float = 300,
     env: dict[str, str] | None = None,
     cwd: Path = REPO,
+    spider_args: dict[str, str] | None = None,
 ) -> CrawlResult:
     """Crawl ``seeds`` through the proxy (``None``: directly); return when it finishes.
 
     ``cwd`` (with ``PYTHONPATH`` in ``env``) runs another checkout of the project:
     a benchmark's earlier commit."""
     started = time.monotonic()
-    proc = start_crawl(proxy_url, seeds, workdir, settings, env, cwd)
+    proc = start_crawl(proxy_url, seeds, workdir, settings, env, cwd, spider_args)
     return finish_crawl(proc, workdir, started, timeout)
 
 

@@ -34,6 +34,7 @@ from crawler.console.history import History
 from crawler.console.views import Views
 from crawler.frontier import live
 from crawler.frontier.control import HostControl
+from crawler.frontier.schema import CRAWL
 from crawler.frontier.tophosts import TopHosts
 from crawler.frontier.values import Limits, Release
 from crawler.metrics.auth import Credentials, require_basic_auth
@@ -352,3 +353,16 @@ def test_a_host_s_page_says_whether_it_is_in_the_crawl_s_scope(world: World) -> 
         "rule": "in-scope"}
     assert views.host("b.test")["scope"]["in_scope"] is False
     assert views.host("b.test")["scope"]["rule"] == "domain"
+
+
+def test_the_overview_shows_how_the_crawl_was_started(
+        world: World, console: tuple[Browser, ConsoleApp]) -> None:
+    browser, _ = console
+    assert 'id="crawl-config"' not in browser.get("/")  # a crawl begun before records
+    world.client.hset(world.keys.crawl(), mapping={
+        CRAWL.started: 1_765_000_000_000, CRAWL.runs: 3,
+        CRAWL.config: json.dumps({"SCOPE": "any", "BUDGET_HOST_PAGES": 60, "DEPTH_LIMIT": 0})})
+    page = browser.get("/")
+    assert ('<p id="crawl-config">Crawl started 2025-12-06 05:46:40 UTC, 3 runs; SCOPE=any, '
+            "BUDGET_HOST_PAGES=60</p>") in page
+    assert browser.json("/api/status")["crawl"]["config"]["SCOPE"] == "any"

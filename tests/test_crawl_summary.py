@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import pytest
 from scrapy.settings import Settings
 
-from crawler.addressguard import AddressPolicy
+from crawler.addressguard import AddressBlocked, AddressPolicy
 from crawler.extensions.progress import progress_text
 from crawler.extensions.summary import crawl_summary
 from crawler.frontier.leftover import HostLeft, Leftover
@@ -91,6 +91,39 @@ def test_every_seed_refused_only_when_all_were_and_there_were_seeds() -> None:
     assert line.startswith("every seed was refused: 3 of 3 (1 localhost, 2 loopback)")
     assert all_seeds_refused({"seeds/loaded": 3, "seeds/refused/loopback": 2}) is None
     assert all_seeds_refused({}) is None  # a resumed crawl, or one fed through Redis
+
+
+GUARD_PARKED = {"finish_reason": "finished", "seeds/loaded": 3, "seeds/refused/localhost": 1,
+                "guard/hosts_parked": 2}
+
+
+def test_seeds_whose_names_the_guard_refused_later_are_refused_seeds_too() -> None:
+    blocked = [AddressBlocked("docs.test", "loopback", "127.0.1.1"),
+               AddressBlocked("lan.test", "private", "10.1.2.3")]
+    line = all_seeds_refused(GUARD_PARKED, blocked)
+    assert line == (
+        "every seed was refused: 3 of 3 (1 localhost at once), so nothing was crawled: the "
+        "address guard refused their hosts: docs.test (127.0.1.1) is loopback, lan.test "
+        "(10.1.2.3) is private; to crawl them, set ADDRESS_GUARD_ALLOW=127.0.0.0/8 and "
+        "ADDRESS_GUARD_ALLOW=10.1.2.3 (e.g. scrapy crawl ... -s ADDRESS_GUARD_ALLOW=127.0.0.0/8 "
+        "-s ADDRESS_GUARD_ALLOW=10.1.2.3)")
+    # the decision is the stats' alone (scrapy crawl's exit code): no names, still refused
+    assert all_seeds_refused(GUARD_PARKED) is not None
+    many = [AddressBlocked(f"h{i}.test", "loopback", f"127.0.2.{i}") for i in range(7)]
+    many_line = all_seeds_refused(GUARD_PARKED, many)
+    assert many_line is not None and "h4.test (127.0.2.4) is loopback and 2 more" in many_line
+    assert many_line.count("ADDRESS_GUARD_ALLOW=127.0.0.0/8") == 2  # said once, shown once
+
+
+@pytest.mark.parametrize("other", [
+    {"frontier/leases/claimed": 1},  # it had work: a seed's host was crawled
+    {"robots/hosts_parked": 1},  # another host's robots.txt stayed unreachable
+    {"dns/hosts/parked/nxdomain": 1},  # a seed's name does not exist
+    {"finish_reason": "closespider_timeout"},  # cut short: seeds may still be queued
+])
+def test_a_crawl_with_other_fates_than_the_guard_is_not_every_seed_refused(
+        other: dict[str, Any]) -> None:
+    assert all_seeds_refused({**GUARD_PARKED, **other}) is None
 
 
 @pytest.mark.parametrize(("url", "reason", "hint"), [

@@ -194,8 +194,10 @@ def test_one_worker_reports_the_frontier_so_sums_count_it_once(crawl: Crawl) -> 
              if not e["path"].startswith("/robots.txt")}
     done = total(crawl.scrapes, "crawler_frontier_urls", state="done")
     dead = total(crawl.scrapes, "crawler_frontier_urls", state="dead")
+    refused = total(crawl.scrapes, "crawler_frontier_urls", state="refused")
     denied = sum(int(r.stat("robots/denied") or 0) for r in crawl.results)
-    assert done + dead == len(pages) + denied  # a URL robots.txt forbids ends as done
+    assert done + dead == len(pages)  # done is fetched
+    assert refused == denied > 0  # a URL robots.txt forbids ends refused, never done
     assert total(crawl.scrapes, "crawler_frontier_urls", state="queued") == 0
 
 

@@ -226,7 +226,7 @@ def test_fields_resolve_to_their_stored_names_and_every_script_loads(redis_url: 
 
 
 _PY_NAMES = {"counts": "COUNTS", "host": "HOST", "site": "SITE", "domain": "DOMAIN",
-             "ip gate": "IP_GATE", "facts": "FACTS"}
+             "ip gate": "IP_GATE", "facts": "FACTS", "crawl": "CRAWL"}
 
 
 def test_every_declared_field_is_used() -> None:

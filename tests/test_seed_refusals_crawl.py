@@ -11,11 +11,13 @@ summary block, whose page count is what the web's ledger answered.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.crawl_runner import run_crawl
+from tests.crawl_runner import REALWEB_DEFAULTS, realweb_settings, run_crawl
+from tests.realweb import Host, RealWebProcess, Web, page
 from tests.simweb import SimWebProcess
 
 pytestmark = pytest.mark.crawl
@@ -74,3 +76,27 @@ def test_a_crawl_with_an_allowed_seed_ends_with_its_summary(tmp_path: Path) -> N
     assert "seeds refused: 1 of 3 (loopback 1" in block
     # The block comes after Scrapy's stats dump.
     assert result.log.index("Dumping Scrapy stats") < result.log.index("Crawl summary")
+
+
+def test_seeds_whose_names_resolve_to_loopback_fail_the_crawl_naming_the_setting(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
+    # A first crawl of a local test site by name: the names resolve (through the
+    # web's own DNS server) to loopback addresses, which the guard refuses by
+    # default. Nothing may reach the servers, and the job must fail, saying which
+    # hosts, at which addresses, and the setting that allows them.
+    web = realweb(Web([Host("docs.test", pages={"/": page("docs")}),
+                       Host("wiki.test", pages={"/x": page("wiki")})]))
+    settings = {**realweb_settings(web.nameserver), **REALWEB_DEFAULTS,
+                "ADDRESS_GUARD_ALLOW_RESOLVED": "192.0.2.0/24"}  # not loopback
+    result = run_crawl(None, [web.url("docs.test"), web.url("wiki.test", "/x")], tmp_path,
+                       settings, timeout=120)
+    assert result.returncode == 1, result.log[-3000:]
+    assert "Traceback" not in result.log
+    assert web.ledger().targets("docs.test") == [] == web.ledger().targets("wiki.test")
+    final = _warnings(result.log, "address guard", "ERROR")
+    assert len(final) == 1, result.log[-3000:]
+    for name in ("docs.test", "wiki.test"):
+        assert f"{name} ({web.address(name)})" in final[0], final[0]
+    assert "ADDRESS_GUARD_ALLOW=127.0.0.0/8" in final[0], final[0]
+    assert result.log.rstrip().splitlines()[-1] == final[0]  # the crawl's last word
+    assert result.items == []

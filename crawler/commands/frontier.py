@@ -64,6 +64,7 @@ from crawler.commands.frontier_output import (
     print_top_hosts,
     watch,
 )
+from crawler.frontier import crawlconfig
 from crawler.frontier.admin import (
     AdminError,
     FrontierAdmin,
@@ -301,6 +302,10 @@ class Command(ScrapyCommand):
         namespace = self._namespace(spider, self._crawl_id if crawl_id is None else crawl_id)
         keys, found = frontier_keys(conn.client, namespace, s.getint("FRONTIER_PARTITIONS", 16),
                                     s.getint("FRONTIER_SEEN_BUCKETS", 4096))
+        if crawl_id is None and not s.frozen:  # what the crawl's workers run with
+            stored = crawlconfig.read(conn.client, keys)
+            if stored:
+                crawlconfig.adopt(s, stored, {}, namespace)
         return FrontierAdmin(
             conn.client, keys,
             concurrency=s.getint("CONCURRENT_REQUESTS_PER_DOMAIN", 4),

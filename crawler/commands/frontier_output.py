@@ -98,6 +98,8 @@ def format_status(st: Status, url: str, max_workers: int = MAX_WORKER_ROWS) -> s
         table([["URLs", *names], ["", *(c.get(n, 0) for n in names)]]),
         _hosts_table(h),
     ]
+    if st.crawl is not None:
+        lines.append(f"Crawl  {st.crawl.describe()}")
     if st.refused:
         lines.append(f"Refused  {sum(st.refused.values()):,} URL(s): "
                      + ", ".join(f"{reason} {n:,}" for reason, n in st.refused.items())

@@ -21,6 +21,7 @@ from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 
 from crawler.commands.frontier_output import note
+from crawler.frontier import crawlconfig
 from crawler.frontier.admin import FrontierAdmin
 from crawler.frontier.keys import Keys
 from crawler.frontier.scopeend import Keep, end_out_of_scope
@@ -75,7 +76,8 @@ def run(admin: FrontierAdmin, settings: BaseSettings, opts: argparse.Namespace) 
              + (" (requeue with: scrapy frontier requeue --reason out-of-scope)"
                 if ended else ""))
         current = rules
-    _show(client, keys, current, own, opts.json)
+    stored = crawlconfig.read(client, keys) is not None
+    _show(client, keys, current, own, opts.json, stored)
 
 
 def _changed(rules: Rules, opts: argparse.Namespace) -> Rules:
@@ -104,7 +106,7 @@ def keeper(client: redis.Redis, keys: Keys, rules: Rules) -> Keep:
 
 
 def _show(client: redis.Redis, keys: Keys, operator: Rules | None, own: Rules,
-          as_json: bool) -> None:
+          as_json: bool, stored: bool) -> None:
     counts = {"d": 0, "h": 0, "p": 0}
     for form in client.sscan_iter(keys.scope_forms(), count=1000):
         kind = form.decode()[:1]
@@ -112,12 +114,14 @@ def _show(client: redis.Redis, keys: Keys, operator: Rules | None, own: Rules,
     rules = operator or own
     if as_json:
         print(json.dumps({"rules": json.loads(rules.json()),
-                          "from": "operator" if operator else "settings",
+                          "from": "operator" if operator else
+                          "crawl" if stored else "settings",
                           "seeds": {"domains": counts["d"], "hosts": counts["h"],
                                     "prefixes": counts["p"]}}))
         return
     whose = ("the operator's, for every worker (scrapy frontier scope --reset: each "
              "worker's settings)" if operator else
+             "the crawl's settings, as it was started and given since" if stored else
              "each worker's settings (these are this command's)")
     print(f"scope: {rules.describe()}  [{whose}]")
     print(f"seeds cover {counts['d']:,} registered domain(s), {counts['h']:,} host name(s), "

@@ -70,6 +70,7 @@ class Views:
         out = status.as_dict()
         out["redis"] = self.redis
         out["refused_total"] = sum(status.refused.values())
+        out["crawl_line"] = status.crawl.describe() if status.crawl is not None else ""
         out["history"] = self.history.as_dict()
         alive = [w.id for w in status.workers if w.state == "alive"]
         out["errors"] = dict(errors_of(self.admin.client, self.admin.keys, alive).most_common())

@@ -45,7 +45,8 @@ from crawler.frontier.leftover import HostLeft, Leftover
 from crawler.frontier.schema import COUNTS
 from crawler.robots.fetch import ROBOTS_FETCH_META
 from crawler.scheduling.scheduler import scheduler_of
-from crawler.seedrefusals import all_seeds_refused, refused_seeds
+from crawler.seedrefusals import BlockedHosts, all_seeds_refused, refused_seeds
+from crawler.signals import host_blocked
 
 if TYPE_CHECKING:
     from typing import Self
@@ -74,6 +75,8 @@ class CrawlSummary:
         self.feeds: list[tuple[str, int]] = []
         self.left: Leftover | None = None
         self.resume = ""
+        self.blocked = BlockedHosts()
+        self.nothing_left: str | None = None
 
     @classmethod
     def from_crawler(cls, crawler: Crawler) -> Self:
@@ -84,6 +87,7 @@ class CrawlSummary:
         # summary is the last thing on the screen.
         crawler.signals.connect(ext.engine_stopped, signal=signals.engine_stopped)
         crawler.signals.connect(ext.spider_closed, signal=signals.spider_closed)
+        crawler.signals.connect(ext.blocked.host_blocked, signal=host_blocked)
         return ext
 
     def spider_closed(self, **kwargs: Any) -> None:
@@ -93,6 +97,7 @@ class CrawlSummary:
         if scheduler is not None and scheduler.spider is not None:
             self.left = scheduler.left
             self.resume = scheduler.continue_command()
+            self.nothing_left = scheduler.nothing_left
 
     def response_received(self, response: Response, request: Request, **kwargs: Any) -> None:
         if request.meta.get(ROBOTS_FETCH_META):
@@ -116,7 +121,9 @@ class CrawlSummary:
             lines = crawl_summary(stats, feeds=self.feeds, archive=self._archive_dir(stats),
                                   left=self.left, resume=self.resume)
             logger.info("\n".join(lines), extra={"summary": True})
-        refused = all_seeds_refused(stats)
+        if self.nothing_left is not None:  # (logged even with the summary off, like the next)
+            logger.warning(self.nothing_left)
+        refused = all_seeds_refused(stats, self.blocked.blocked)
         if refused is not None:  # an ERROR: the job failed (scrapy crawl exits with 1)
             logger.error(refused, extra={"seeds_refused": refused_seeds(stats)})
 
@@ -284,9 +291,11 @@ def _clock(ms: int | None) -> str:
 def _dead_letters(stats: Mapping[str, Any], dead: int, by_prefix: Any) -> str:
     """URLs that ended as dead letters (why), and hosts parked (whose URLs wait as dead)."""
     parts = []
-    by_reason = by_prefix("frontier/dead/")  # the frontier's leases, by the letters' reason
+    # by the letters' reason: the leases that ended dead, and the URLs of parked hosts
+    by_reason = by_prefix("frontier/dead/")
     if by_reason:
-        parts.append(f"{dead} URLs ({_reasons(by_reason)}; scrapy frontier dead)")
+        parts.append(f"{sum(by_reason.values())} URLs ({_reasons(by_reason)}; "
+                     "scrapy frontier dead)")
     elif dead:
         why = []
         gave_up = by_prefix("retry/gave_up/")
@@ -303,6 +312,9 @@ def _dead_letters(stats: Mapping[str, Any], dead: int, by_prefix: Any) -> str:
     robots_parked = int(stats.get("robots/hosts_parked", 0) or 0)
     if robots_parked:
         parked["robots.txt unreachable"] = robots_parked
+    guard_parked = int(stats.get("guard/hosts_parked", 0) or 0)
+    if guard_parked:
+        parked["address-blocked"] = guard_parked
     if parked:
         parts.append(f"{sum(parked.values())} host(s) parked ({_reasons(parked)})")
     return "; ".join(parts)

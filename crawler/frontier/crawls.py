@@ -1,4 +1,9 @@
-"""The crawls of a spider, each a frontier namespace: listing them and deleting one.
+"""The crawls of a spider, each a frontier namespace: their runs, listing them, deleting one.
+
+Each time a worker opens a crawl it counts a run in the crawl's record
+(:data:`crawler.frontier.schema.CRAWL`), the first stamping when the crawl
+began, so that a worker that finds a crawl under way says so
+(:func:`continuing_line`) instead of silently adding to it.
 
 Back ``scrapy frontier crawls`` and ``delete``. A crawl is found by its layout
 key, which every worker stores when it opens the frontier; its idle time is
@@ -9,11 +14,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 
+from crawler.frontier import crawlconfig
 from crawler.frontier.keys import Keys, layout_namespace, layouts_pattern
+from crawler.frontier.schema import COUNTS, CRAWL, STATES, refused_at_lease
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS, is_alive
 
 #: Keys unlinked by one command.
@@ -29,6 +38,95 @@ class CrawlInfo:
     partitions: int
     idle_s: float | None  # since a worker last beat; None if none ever did
     alive_workers: int
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlRecord:
+    """The crawl's record as status shows it: when it began, its runs, how it was started."""
+
+    started_ms: int | None
+    runs: int
+    config: dict[str, Any] | None
+
+    @classmethod
+    def parse(cls, raw: Mapping[bytes, bytes]) -> CrawlRecord | None:
+        """From the record's hash (None: a crawl begun before records were kept)."""
+        if not raw:
+            return None
+        started = raw.get(CRAWL.started.encode())
+        runs = raw.get(CRAWL.runs.encode())
+        return cls(int(started) if started else None, int(runs or 0),
+                   crawlconfig.decode(raw.get(CRAWL.config.encode())))
+
+    def describe(self) -> str:
+        """``started 2026-01-01 10:00:00 UTC, 3 runs; SCOPE=any, ...``."""
+        began = ("before its start was recorded" if self.started_ms is None
+                 else f"started {utc(self.started_ms)}")
+        config = crawlconfig.described(self.config) if self.config else ""
+        return f"{began}, {self.runs} runs" + (f"; {config}" if config else "")
+
+
+def utc(ms: int) -> str:
+    """Unix ms as ``2026-01-01 10:00:00 UTC``."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
+
+
+@dataclass(frozen=True, slots=True)
+class CrawlRun:
+    """A worker's run of a crawl: when the crawl began, and its how-manieth run this is."""
+
+    started_ms: int | None  # None: begun before its record was kept
+    runs: int
+
+
+async def note_run(client: Any, keys: Keys, held: bool) -> CrawlRun:
+    """Count a worker's start of the crawl; the first start stamps when it began.
+
+    ``held``: whether the frontier already holds URLs, in which case a crawl
+    without a record began before records were kept, and is not stamped now.
+    """
+    key = keys.crawl()
+    async with client.pipeline(transaction=False) as pipe:  # (in order; no MULTI in the ACL)
+        if not held:
+            pipe.hsetnx(key, CRAWL.started, round(time.time() * 1000))
+        pipe.hincrby(key, CRAWL.runs, 1)
+        pipe.hget(key, CRAWL.started)
+        *_, runs, started = await pipe.execute()
+    return CrawlRun(int(started) if started else None, int(runs))
+
+
+def continuing_line(name: str, run: CrawlRun, counts: Mapping[str, int]) -> str | None:
+    """``Continuing crawl NAME (started ..., N runs): D done, Q queued, ...`` for a
+    worker that opens a crawl an earlier run (or another worker) began, else None."""
+    refused = sum(refused_at_lease(counts).values())
+    held = sum(counts.get(state, 0) for state in STATES) + refused
+    if run.runs <= 1 and not held:
+        return None
+    began = "before its start was recorded" if run.started_ms is None else utc(run.started_ms)
+    moving = [f"{counts.get(COUNTS.leased, 0)} leased"] if counts.get(COUNTS.leased) else []
+    if counts.get(COUNTS.delayed):
+        moving.append(f"{counts[COUNTS.delayed]} delayed for a retry")
+    return (f"Continuing crawl {name} (started {began}, {run.runs} runs): "
+            f"{counts.get(COUNTS.done, 0)} done, {counts.get(COUNTS.queued, 0)} queued"
+            + "".join(f", {part}" for part in moving)
+            + f", {counts.get(COUNTS.dead, 0)} dead letters, {refused} refused; "
+            "seeds it has seen before are skipped")
+
+
+def nothing_left_line(name: str, counts: Mapping[str, int], *, delete: str,
+                      requeue: str) -> str:
+    """The WARNING of a run that continued a crawl with nothing left to do: every
+    URL it holds had ended (``counts``: the frontier's at the stop), and the seeds
+    given again were seen before. ``delete`` and ``requeue``: the commands
+    that start it afresh and bring its dead letters back."""
+    dead = counts.get(COUNTS.dead, 0)
+    refused = sum(refused_at_lease(counts).values())
+    again = f"; to fetch its {dead} dead letter(s) again: {requeue}" if dead else ""
+    return (f"Nothing was left to do in crawl {name}: earlier runs ended every URL it holds "
+            f"({counts.get(COUNTS.done, 0)} done, {dead} dead letters, {refused} refused) and "
+            "the seeds given were seen before, so nothing was fetched. To crawl again from the "
+            f"start, give a new crawl id (-a crawl_id=NEW) or delete this crawl ({delete})"
+            + again)
 
 
 def list_crawls(client: redis.Redis, base: str,

@@ -12,10 +12,9 @@ A *domain* is a site's registered domain (:mod:`crawler.domains`):
 together too (``FRONTIER_DOMAIN_CONCURRENCY``, ``FRONTIER_DOMAIN_DELAY``).
 
 Domains are spread over ``partitions`` by a stable hash of their name
-(:func:`partition_of`), so all hosts and sites of a domain share a partition
-and one script sees and gates them together. Every key of a partition carries the same hash tag
-(``{ns/p3}``), so on a Redis Cluster a partition lives in one slot and each
-Lua script, which only touches one partition, runs on one node. The same
+(:func:`partition_of`): a domain's hosts and sites share a partition, one script
+gates them together. Every key of a partition carries one hash tag (``{ns/p3}``):
+on a Redis Cluster a partition is one slot, and a script (one partition) one node. The same
 :func:`partition_of` splits seed files (``scrapy partition``), so a worker's
 seeds and its share of the frontier agree.
 
@@ -80,20 +79,17 @@ room, ``P\nHOST``, by when they came), ``:r`` zset
 scripts ``lua/ip*.lua`` touch one address's keys, or one partition's.
 
 Global keys (no hash tag, never touched by scripts): ``ns:workers``
-(heartbeats, :mod:`crawler.frontier.workers`), ``ns:layout``, ``ns:seen``
-(last heartbeat, epoch s), ``ns:control`` (live-control changes, newest
-first), ``ns:budgets`` (the budgets an operator set for every worker),
-``ns:refused`` and ``ns:refused:REASON`` (URLs refused before the frontier,
-by reason, and the last few of each),
-``ns:siterules`` (the site rules an operator loaded);
-the WARC digest index ``{ns/warc}:digests`` has a slot of its own, the
-crawl's scope ``{ns/scope}:forms``, ``:log`` and ``:rules`` another
-(:mod:`crawler.frontier.scopestate`), and a seed list ``LIST`` its batches in
-flight in ``{LIST}:taken``.
+(heartbeats), ``ns:layout``, ``ns:seen`` (last heartbeat, epoch s),
+``ns:crawl`` (the crawl's record: its start, runs, configuration),
+``ns:control`` (live-control changes), ``ns:budgets`` and ``ns:siterules``
+(an operator's), ``ns:refused`` and ``ns:refused:REASON`` (URLs refused
+before the frontier, and the last few of each); the WARC digest index
+``{ns/warc}:digests`` has a slot of its own, the crawl's scope ``{ns/scope}:forms``,
+``:log`` and ``:rules`` another (:mod:`crawler.frontier.scopestate`), and a seed
+list ``LIST`` its batches in flight in ``{LIST}:taken``.
 
-Every key the Python side uses is spelled here and nowhere else; every
-field of a hash record in :mod:`crawler.frontier.schema`, for Python and
-the Lua scripts alike.
+Every key the Python side uses is spelled here and nowhere else; every field
+of a hash record in :mod:`crawler.frontier.schema`, for Python and Lua alike.
 """
 
 from __future__ import annotations
@@ -360,6 +356,10 @@ class Keys:
         :mod:`crawler.siterules`)."""
         return f"{self.namespace}:siterules"
 
+    def crawl(self) -> str:
+        """The crawl's own record (:data:`crawler.frontier.schema.CRAWL`)."""
+        return f"{self.namespace}:crawl"
+
     def layout(self) -> str:
         """The partitioning every worker must agree on (:func:`layout_json`)."""
         return self.namespace + _LAYOUT
@@ -398,7 +398,7 @@ class Keys:
         return [self.workers(), self.layout(), self.seen_at(), self.warc_digests(),
                 self.warc_digests() + ":old", self.control_log(), self.scope_forms(),
                 self.scope_log(), self.scope_rules(), self.budgets(), self.site_rules(),
-                self.refused(), self.reports()]
+                self.refused(), self.reports(), self.crawl()]
 
     # --- patterns for SCAN MATCH (the namespace escaped)
 

@@ -217,8 +217,16 @@ FACTS: Final = Record(
     pattern=F("t:", "t:PATTERN 'PAGES ALIKE SKETCH...' a pattern's pages", "prefix"),
 )
 
+CRAWL: Final = Record(
+    "crawl", "NS:crawl", "C", "The crawl itself, one per namespace (frontier/crawls.py).",
+    started=F("started", "when a worker first opened the crawl (Unix ms, its clock)", "ms"),
+    runs=F("runs", "how many times a worker opened it, the first time included", "count"),
+    config=F("config", "the settings that define it, as its first worker had them, and "
+                       "those given since (JSON; frontier/crawlconfig.py)", "str"),
+)
+
 #: Every record.
-RECORDS: Final = (COUNTS, HOST, SITE, DOMAIN, IP_GATE, FACTS)
+RECORDS: Final = (COUNTS, HOST, SITE, DOMAIN, IP_GATE, FACTS, CRAWL)
 
 _BY_LUA: Final = {record.lua: record for record in RECORDS}
 #: ``S.in_flight`` in a script (not ``x.S.in_flight``, not ``S.in_flightx``).

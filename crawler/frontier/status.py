@@ -15,6 +15,7 @@ from typing import Any
 import redis
 
 from crawler.frontier.capacity import Capacity, CapacityReader
+from crawler.frontier.crawls import CrawlRecord
 from crawler.frontier.keys import STATES, Count, Keys, add_counts
 from crawler.frontier.refusals import by_reason
 from crawler.frontier.values import Limits
@@ -79,6 +80,8 @@ class Status:
     #: URLs refused, by reason (the stats' ``frontier/refused/<reason>``,
     #: every worker's): before the frontier, and by its scripts.
     refused: dict[str, int] = field(default_factory=dict)
+    #: When the crawl began, its runs and how it was started (None: not recorded).
+    crawl: CrawlRecord | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -138,7 +141,8 @@ class FrontierStatus:
             pipe.zrange(self.keys.revisits_due(part), 0, 0, withscores=True)
         pipe.hgetall(self.keys.workers())
         pipe.hgetall(self.keys.refused())
-        replies = pipe.execute()
+        pipe.hgetall(self.keys.crawl())
+        *replies, crawl = pipe.execute()
         counts: dict[str, int] = dict.fromkeys((*STATES, *EXTRA_COUNTS), 0)
         for reply in replies[0:-2:4]:
             add_counts(counts, reply)
@@ -149,7 +153,8 @@ class FrontierStatus:
                  "other": max(0, total - ready_now - paced)}
         workers = workers_of(replies[-2], time.time(), self.lease_seconds)
         status = Status(self.keys.namespace, self.keys.partitions, self.layout_found, counts,
-                        hosts, workers, refused=by_reason(replies[-1], counts))
+                        hosts, workers, refused=by_reason(replies[-1], counts),
+                        crawl=CrawlRecord.parse(crawl))
         if due:
             status.next_revisit_s = max(0.0, (min(due) - now_ms) / 1000)
         if oldest:

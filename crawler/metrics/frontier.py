@@ -146,27 +146,7 @@ class FrontierCollector(Collector):
             yield _gauge("crawler_frontier_next_revisit_seconds",
                          "Seconds until the next done URL is due for its revisit.",
                          frontier, status.next_revisit_s)
-        offers = CounterMetricFamily(
-            "crawler_frontier_offers",
-            "URLs offered to the frontier by every worker, by result.",
-            labels=["frontier", "result"])
-        admitted = sum(counts.get(state, 0) for state in STATES) + lease_refused
-        offers.add_metric([frontier, "admitted"], admitted)
-        for key, result in OFFER_RESULTS.items():
-            offers.add_metric([frontier, result], counts.get(key, 0))
-        yield offers
-        offered = admitted + sum(counts.get(key, 0) for key in OFFER_RESULTS)
-        yield _gauge("crawler_frontier_duplicate_ratio",
-                     "Offers refused as already seen / all offers, since the crawl started.",
-                     frontier, counts.get(Count.DUP, 0) / offered if offered else 0.0)
-        refused = CounterMetricFamily(
-            "crawler_frontier_refused",
-            "URLs refused by every worker and the frontier, by reason (a trap rule, the "
-            "address guard, a host budget...; scrapy frontier refused lists them).",
-            labels=["frontier", "reason"])
-        for reason, n in status.refused.items():
-            refused.add_metric([frontier, reason], n)
-        yield refused
+        yield from _offer_families(status, frontier, lease_refused)
         expired = CounterMetricFamily(
             "crawler_frontier_leases_expired",
             "Leases that expired (their worker vanished) and were put back in the queues.",
@@ -193,6 +173,32 @@ class FrontierCollector(Collector):
             workers.add_metric([frontier, state],
                                sum(1 for w in status.workers if w.state == state))
         yield workers
+
+
+def _offer_families(status: Status, frontier: str, lease_refused: int) -> Iterator[Metric]:
+    """Offers by result, the duplicate ratio and refusals by reason."""
+    counts = status.counts
+    offers = CounterMetricFamily(
+        "crawler_frontier_offers",
+        "URLs offered to the frontier by every worker, by result.",
+        labels=["frontier", "result"])
+    admitted = sum(counts.get(state, 0) for state in STATES) + lease_refused
+    offers.add_metric([frontier, "admitted"], admitted)
+    for key, result in OFFER_RESULTS.items():
+        offers.add_metric([frontier, result], counts.get(key, 0))
+    yield offers
+    offered = admitted + sum(counts.get(key, 0) for key in OFFER_RESULTS)
+    yield _gauge("crawler_frontier_duplicate_ratio",
+                 "Offers refused as already seen / all offers, since the crawl started.",
+                 frontier, counts.get(Count.DUP, 0) / offered if offered else 0.0)
+    refused = CounterMetricFamily(
+        "crawler_frontier_refused",
+        "URLs refused by every worker and the frontier, by reason (a trap rule, the "
+        "address guard, a host budget...; scrapy frontier refused lists them).",
+        labels=["frontier", "reason"])
+    for reason, n in status.refused.items():
+        refused.add_metric([frontier, reason], n)
+    yield refused
 
 
 def _capacity_families(cap: Capacity, frontier: str) -> Iterator[Metric]:

@@ -81,6 +81,9 @@ COUNTERS: tuple[Rule, ...] = (
          "robots.txt fetches, by HTTP status or error.", "outcome"),
     Rule("crawler_robots_hosts_parked", "robots/hosts_parked",
          "Hosts whose robots.txt stayed unreachable: their URLs became dead letters."),
+    Rule("crawler_guard_hosts_parked", "guard/hosts_parked",
+         "Hosts whose name resolved to an address the guard refuses: their URLs "
+         "became dead letters."),
     Rule("crawler_breaker_transitions", "breaker/",
          "Circuit breaker transitions (all hosts), by event.", "event"),
     Rule("crawler_backoff_host_holds", "backoff/host_holds",

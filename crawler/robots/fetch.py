@@ -48,7 +48,13 @@ class Fetched:
     truncated: bool = False
     max_age: int | None = None  # Cache-Control max-age of the final answer, seconds
     retry_after: float | None = None  # its Retry-After (a 429 / 503), seconds
-    detail: str = ""  # what the error said, when it says more than its name
+    blocked: AddressBlocked | None = None  # the address guard's refusal, if it refused
+
+    @property
+    def detail(self) -> str:
+        """What the error said, when it says more than its name (the guard's
+        refusal and the setting that allows it)."""
+        return self.blocked.explained() if self.blocked is not None else ""
 
 
 class RobotsFetcher:
@@ -94,7 +100,7 @@ class RobotsFetcher:
                     self.request(url, meta if hop == 0 else None))
             except AddressBlocked as blocked:
                 return Fetched(None, error=BLOCKED_ERROR, url=url, redirects=hop,
-                               detail=blocked.explained())
+                               blocked=blocked)
             except Exception as exc:  # any network error or timeout: unreachable [2.3.1.4]
                 return Fetched(None, error=type(exc).__name__, url=url, redirects=hop)
             target = _redirect_target(response)

@@ -31,7 +31,7 @@ from crawler.frontier.store import Frontier
 from crawler.frontier.values import RobotsOutcome, RobotsRetry
 from crawler.robots.fetch import BLOCKED_ERROR, Fetched, RobotsFetcher
 from crawler.robots.rules import MAX_ROBOTS_BYTES, Rules, classify, prepare
-from crawler.signals import crawl_delay_applied, robots_sitemaps_found
+from crawler.signals import crawl_delay_applied, host_blocked, robots_sitemaps_found
 from crawler.urls import host_origin
 
 if TYPE_CHECKING:
@@ -178,7 +178,11 @@ class RobotsPolicy:
             reason = DeadReason.now("address-blocked" if blocked else "robots-unreachable",
                                     fetched.detail or why)
             parked = await self.frontier.park_host(host, reason.json())
-            self.stats.inc_value("robots/hosts_parked")
+            self.stats.inc_value("guard/hosts_parked" if blocked else "robots/hosts_parked")
+            self.stats.inc_value(f"frontier/dead/{reason.reason}", parked)
+            if fetched.blocked is not None:
+                self.crawler.signals.send_catch_log(host_blocked, host=host,
+                                                    blocked=fetched.blocked)
             why_parked = (fetched.detail or "its address is not public (address guard)"
                           if blocked else f"robots.txt unreachable {outcome.attempts} times")
             logger.warning(

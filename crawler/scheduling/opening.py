@@ -44,12 +44,12 @@ def worker_identity(settings: Any) -> str:
     return settings.get("FRONTIER_WORKER_ID") or f"{socket.gethostname()}:{os.getpid()}"
 
 
-def embedded_folder(jobdir: str | None, spider_name: str) -> Path:
+def embedded_folder(jobdir: str | None, spider_name: str, create: bool = True) -> Path:
     """Where a crawl without ``REDIS_URL`` keeps its embedded Redis: in its JOBDIR,
-    else in the project's data folder, one per spider."""
+    else in the project's data folder, one per spider (made unless ``create`` is off)."""
     if jobdir:
         return Path(jobdir) / "frontier"
-    return Path(data_path(f"frontier/{spider_name}", createdir=True))
+    return Path(data_path(f"frontier/{spider_name}", createdir=create))
 
 
 async def wait_for_redis(client: Any, url: str, wait_s: float) -> None:

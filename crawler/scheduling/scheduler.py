@@ -35,9 +35,12 @@ from scrapy.utils.misc import load_object
 from scrapy.utils.reactor import is_asyncio_reactor_installed
 
 from crawler import compat
+from crawler.frontier import crawlconfig
 from crawler.frontier.connection import ConnectError, async_client, configured_url, sync_client
+from crawler.frontier.crawls import CrawlRun, continuing_line, note_run, nothing_left_line
 from crawler.frontier.embedded import EmbeddedRedis
-from crawler.frontier.keys import Count, Keys, crawl_namespace
+from crawler.frontier.keys import STATES, Count, Keys, crawl_namespace
+from crawler.frontier.schema import refused_at_lease
 from crawler.lease import ticket_of
 from crawler.redaction import one_line, safe_url, url_password
 from crawler.scheduling.health import refusal
@@ -108,6 +111,12 @@ class FrontierScheduler:
         self._wake_engine: Any = None
         #: The frontier could not be opened: the spider is closed once open.
         self.unopened = False
+        #: This run of the crawl (when it began, how many runs), once open.
+        self.run: CrawlRun | None = None
+        #: Whether the frontier held a crawl under way when this worker opened it.
+        self.continuing = False
+        #: Said at the end when this run continued a crawl with nothing left to do.
+        self.nothing_left: str | None = None
         #: Why this worker may not claim, by who paused it (the disk guard),
         #: kept from the start: a pause asked before the frontier opens holds
         #: once it is open.
@@ -180,8 +189,7 @@ class FrontierScheduler:
         url = self.redis_url or await asyncio.to_thread(self._start_embedded)
         self.url = url
         client = async_client(url, self.redis_params, self._cluster)
-        crawl_id = getattr(self.spider, "crawl_id", None) or self.crawl_id
-        namespace = crawl_namespace(self.namespace_template, self.spider.name, crawl_id)
+        namespace = crawl_namespace(self.namespace_template, self.spider.name, self._crawl_id)
         keys = Keys(namespace, self.partitions, self.seen_buckets)
         await wait_for_redis(client, url, self.connect_wait)
         await check_layout(client, keys)
@@ -193,12 +201,32 @@ class FrontierScheduler:
             self.sync_client)
         self.frontier.pauses.update(self.pauses)  # (asked before it opened)
         counts = await self.frontier.start()
+        held = any(counts.get(state) for state in STATES) or bool(refused_at_lease(counts))
+        self.run = await note_run(client, keys, held)
+        continuing = continuing_line(self.crawl_name(), self.run, counts)
+        self.continuing = continuing is not None
+        if continuing is not None:
+            logger.info(continuing, extra={"namespace": namespace, "runs": self.run.runs})
+        await self._keep_config(client, keys)
         logger.info(
             "Frontier %s on %s: %s queued, %s leased, %s delayed, %s done, %s dead; worker %s",
             namespace, safe_url(url), counts[Count.QUEUED], counts[Count.LEASED],
             counts[Count.DELAYED], counts[Count.DONE], counts[Count.DEAD], self.worker,
             extra={"worker": self.worker, "namespace": namespace},
         )
+
+    async def _keep_config(self, client: Any, keys: Keys) -> None:
+        """Store the crawl's configuration (the first worker's; the values this
+        run gave explicitly), and warn of values this worker runs with that are
+        not the crawl's (a worker not started by ``scrapy crawl``, which takes them)."""
+        config = crawlconfig.effective(self.crawler.settings, self.spider)
+        changed = self.crawler.settings.getlist(crawlconfig.CHANGED_SETTING)
+        stored = await crawlconfig.store(client, keys, config, changed)
+        differ = crawlconfig.differences(stored, config, changed)
+        if differ:
+            logger.warning("Frontier: this worker runs crawl %s with other values than the "
+                           "crawl's: %s; scrapy crawl starts a worker with the crawl's",
+                           self.crawl_name(), ", ".join(differ))
 
     @property
     def _cluster(self) -> bool:
@@ -237,10 +265,23 @@ class FrontierScheduler:
     async def _close(self, reason: str) -> None:
         if self.frontier is not None:
             await self.frontier.close()
+            self.nothing_left = self._nothing_left(reason)
         if self.embedded is not None and not await asyncio.to_thread(self.embedded.leave):
             logger.info("Frontier: leaving the embedded Redis running: "
                         "another process uses it")
         logger.info("Frontier closed (%s)", reason)
+
+    def _nothing_left(self, reason: str) -> str | None:
+        """The WARNING of a run that continued a crawl, found nothing to do and
+        fetched nothing (:func:`nothing_left_line`), else None."""
+        left = self.left
+        if (not self.continuing or left is None or reason != "finished"
+                or left.queued or left.leased or left.delayed
+                or self.stats.get_value("frontier/leases/claimed")):
+            return None
+        return nothing_left_line(self.crawl_name(), left.counts,
+                                 delete=self.frontier_command("delete", "--yes"),
+                                 requeue=self.frontier_command("requeue"))
 
     def pause(self, source: str, why: str) -> None:
         """Claim nothing until :meth:`resume` (``source``: who asks, e.g. the disk
@@ -259,14 +300,29 @@ class FrontierScheduler:
         """The command that takes this crawl up where it stopped (its frontier:
         the job folder's embedded Redis, or the shared one and the crawl id)."""
         assert self.spider is not None
-        words = ["scrapy", "crawl", self.spider.name]
-        crawl_id = getattr(self.spider, "crawl_id", None) or self.crawl_id
-        if crawl_id:
-            words += ["-a", f"crawl_id={crawl_id}"]
+        return self._command(["crawl", self.spider.name], "-a", "crawl_id=")
+
+    def frontier_command(self, *words: str) -> str:
+        """``scrapy frontier WORDS`` on this crawl's frontier (``delete``, ``requeue``)."""
+        return self._command(["frontier", *words], "--crawl-id", "")
+
+    def _command(self, words: list[str], id_option: str, id_prefix: str) -> str:
+        words = ["scrapy", *words]
+        if self._crawl_id:
+            words += [id_option, f"{id_prefix}{self._crawl_id}"]
         if self.redis_url is None and self.jobdir:
             words += ["-s", f"JOBDIR={self.jobdir}"]
         command = shlex.join(words)
         return command if self.redis_url is None else f"{command} (with the same Redis)"
+
+    @property
+    def _crawl_id(self) -> str:
+        return getattr(self.spider, "crawl_id", None) or self.crawl_id
+
+    def crawl_name(self) -> str:
+        """How the log names this crawl: its id, else the spider's default crawl."""
+        assert self.spider is not None
+        return self._crawl_id or f"of spider {self.spider.name}"
 
     # ------------------------------------------------------------------ scheduler API
 

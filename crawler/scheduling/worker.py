@@ -150,11 +150,7 @@ class WorkerFrontier:
             may_gate=self.may_gate, dns=self.dns, ips=self.ips, window=self.claims.window,
             after=self._job_ended)
         self.seed_feed = SeedFeed.from_settings(client, s, spider.name, worker)
-        self.watchdog = Watchdog(
-            LeftoverReader(client, keys), stats, self._poke,
-            interval_s=s.getfloat("FRONTIER_WATCHDOG_INTERVAL", 5.0),
-            grace_ms=10_000,
-            held_wait_ms=round(s.getfloat("FRONTIER_HELD_WAIT", 20.0) * 1000))
+        self.watchdog = self._watchdog(s, LeftoverReader(client, keys))
         self.beats = Heartbeats(store, worker, leases, stats, health, lambda: self.paused,
                                 lost=self.give_back_lost)
         self.pending_work = PendingWork(
@@ -174,6 +170,11 @@ class WorkerFrontier:
     @property
     def keys(self) -> Keys:
         return self.store.keys
+
+    def _watchdog(self, s: Any, reader: LeftoverReader) -> Watchdog:
+        return Watchdog(reader, self.stats, self._poke,
+                        interval_s=s.getfloat("FRONTIER_WATCHDOG_INTERVAL", 5.0), grace_ms=10_000,
+                        held_wait_ms=round(s.getfloat("FRONTIER_HELD_WAIT", 20.0) * 1000))
 
     async def start(self) -> dict[str, int]:
         """Start the background work (heartbeat, control watch); the frontier's counts."""

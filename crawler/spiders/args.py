@@ -72,6 +72,10 @@ SETTING_OF: dict[str, str] = {
     "exclude": "SCOPE_EXCLUDE",
 }
 
+#: The arguments the frontier scheduler reads from the spider in place of a setting.
+REVISIT_ARGS: dict[str, str] = {"revisit": "FRONTIER_REVISIT_AFTER",
+                                "revisit_seeds": "FRONTIER_REVISIT_SEEDS"}
+
 #: Arguments other crawlers (or Scrapy's own spiders) take, and what says it here.
 INSTEAD: dict[str, str] = {
     "allowed_domains": "scope=domain (the seeds' registered domains), scope=host, "

@@ -1,0 +1,59 @@
+"""A crawl that cannot start says why in one line, exits with 1, and leaves
+nothing behind: no stats dump, no empty feed, no archive folder."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.crawl_runner import REPO, proxy_env
+
+pytestmark = pytest.mark.crawl
+
+
+def _at_terminal(command: list[str], timeout: float = 60) -> tuple[int, str, float]:
+    """Run ``command`` with a terminal for its standard input and output, as a
+    person at a shell runs it: its exit code, what it wrote, how long it took."""
+    primary, secondary = pty.openpty()
+    started = time.monotonic()
+    proc = subprocess.Popen(command, cwd=REPO, env=proxy_env(None), stdin=secondary,
+                            stdout=secondary, stderr=secondary, close_fds=True)
+    os.close(secondary)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # the terminal closed: the command ended
+            break
+        if not chunk:
+            break
+        out += chunk
+    code = proc.wait(timeout=timeout)
+    os.close(primary)
+    return code, out.decode(errors="replace"), time.monotonic() - started
+
+
+def test_a_refused_redis_at_a_terminal_is_one_line_within_seconds(tmp_path: Path) -> None:
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://docs.test/\n")
+    feed, warc, job = tmp_path / "items.jsonl", tmp_path / "warc", tmp_path / "job"
+    code, out, took = _at_terminal([
+        sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"seeds={seeds}",
+        "-s", "REDIS_URL=redis://127.0.0.1:1", "-s", f"WARC_DIR={warc}",
+        "-s", f"JOBDIR={job}", "-s", f"REPORT_DIR={tmp_path / 'reports'}",
+        "-o", str(feed)])
+    assert code == 1, out[-3000:]
+    assert took < 15, took  # about 4 s of tries (FRONTIER_CONNECT_WAIT is 60)
+    errors = [line for line in out.splitlines() if "] ERROR: " in line]
+    assert len(errors) == 1, out[-3000:]
+    assert "cannot reach Redis at redis://127.0.0.1:1" in errors[0]
+    assert "REDIS_URL" in errors[0]
+    assert "Dumping Scrapy stats" not in out and "Traceback" not in out
+    assert out.rstrip().splitlines()[-1].endswith(errors[0].split("] ERROR: ")[1])
+    assert not feed.exists() and not warc.exists() and not (tmp_path / "reports").exists()
