@@ -4,6 +4,7 @@ the real-socket web, twice on one job folder)."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable
@@ -115,3 +116,40 @@ def test_a_resumed_crawl_keeps_how_it_was_started_and_says_what_it_was_given_aga
     assert _frontier(job, "scope").startswith(
         "scope: scope=any  [the crawl's settings, as it was started and given since]"), _frontier(
         job, "scope")
+
+
+def test_the_printed_command_continues_a_stopped_crawl_of_loopback_names_to_its_end(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
+    # The newcomer's first crawl: a 30-page site whose name resolves to a
+    # loopback address, allowed with -s, stopped after a few pages. Its summary
+    # prints the command that continues it; run exactly so (with this machine's
+    # DNS, and no allow-list), it must fetch every page that was left.
+    paths = [f"/ch{i}" for i in range(1, 30)]
+    web = realweb(Web([Host("book.test", pages={
+        "/": links_to(*paths), **{p: page(f"chapter {p}") for p in paths}})]))
+    job = tmp_path / "job"
+    first = run_crawl(None, [web.url("book.test")], tmp_path / "first", {
+        **realweb_settings(web.nameserver), **REALWEB_DEFAULTS, "JOBDIR": str(job),
+        "DOWNLOAD_DELAY": 0, "CONCURRENT_REQUESTS_PER_DOMAIN": 1, "CLOSESPIDER_PAGECOUNT": 5},
+        timeout=120, spider_args={"crawl_id": "slow"})
+    assert first.returncode == 0, first.log[-3000:]
+    said = [line for line in first.log.splitlines() if "continue with: " in line]
+    assert len(said) == 1, first.log[-3000:]
+    command = shlex.split(said[0].split("continue with: ", 1)[1])
+    assert command == ["scrapy", "crawl", "broad", "-a", "crawl_id=slow", "-s", f"JOBDIR={job}"]
+    fetched_first = len(first.items)
+    assert 1 <= fetched_first < 30
+
+    log = tmp_path / "again.log"
+    again = subprocess.run(
+        [sys.executable, "-m", *command, "-s", f"DNS_NAMESERVERS={web.nameserver}",
+         "-s", "ADDRESS_GUARD_RESOLVER=tests.loopback_resolver.LoopbackOnlyResolver",
+         "-s", "CLOSESPIDER_TIMEOUT=90", "-s", "PROMETHEUS_ENABLED=False",
+         "-s", f"LOG_FILE={log}", "-o", str(tmp_path / "again.jsonl")],
+        cwd=REPO, env=proxy_env(None), capture_output=True, text=True, timeout=150)
+    text = log.read_text()
+    assert again.returncode == 0, text[-3000:]
+    assert "ADDRESS_GUARD_ALLOW_RESOLVED=127.0.0.0/8" in text  # kept, and said so
+    targets = [t for t in web.ledger().targets("book.test") if t != b"/robots.txt"]
+    assert sorted(targets) == sorted([b"/", *(p.encode() for p in paths)])  # once each
+    assert len((tmp_path / "again.jsonl").read_text().splitlines()) == 30 - fetched_first
