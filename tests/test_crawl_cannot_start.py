@@ -57,3 +57,22 @@ def test_a_refused_redis_at_a_terminal_is_one_line_within_seconds(tmp_path: Path
     assert "Dumping Scrapy stats" not in out and "Traceback" not in out
     assert out.rstrip().splitlines()[-1].endswith(errors[0].split("] ERROR: ")[1])
     assert not feed.exists() and not warc.exists() and not (tmp_path / "reports").exists()
+
+
+def test_a_warc_dir_that_is_a_file_is_one_line_and_nothing_is_made(tmp_path: Path) -> None:
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://docs.test/\n")
+    (tmp_path / "warc").write_text("not a folder")
+    feed, job, reports = tmp_path / "items.jsonl", tmp_path / "job", tmp_path / "reports"
+    done = subprocess.run(
+        [sys.executable, "-m", "scrapy", "crawl", "broad", "-a", f"seeds={seeds}",
+         "-s", f"WARC_DIR={tmp_path / 'warc'}", "-s", f"JOBDIR={job}",
+         "-s", f"REPORT_DIR={reports}", "-o", str(feed)],
+        cwd=REPO, env=proxy_env(None), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if "] ERROR: " in line]
+    assert errors == [line for line in errors if "WARC_DIR" in line] and len(errors) == 1
+    assert f"WARC_DIR {tmp_path / 'warc'} is a file, not a folder" in errors[0]
+    assert done.stderr.rstrip().splitlines()[-1] == errors[0]  # the last word
+    assert "Dumping Scrapy stats" not in done.stderr and "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["seeds.txt", "warc"]

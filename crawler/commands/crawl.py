@@ -52,9 +52,14 @@ from crawler import compat
 from crawler.frontier import crawlconfig
 from crawler.frontier.connection import ConnectError, RedisUnreachable, configured_url, connect
 from crawler.frontier.keys import Keys, crawl_namespace
-from crawler.pipelines.warc import WARC_UNWRITABLE
+from crawler.pipelines.warc import WARC_UNWRITABLE, warc_dir_problem
 from crawler.redaction import one_line
-from crawler.scheduling.opening import FRONTIER_UNAVAILABLE, URL_SOURCES, embedded_folder
+from crawler.scheduling.opening import (
+    FRONTIER_UNAVAILABLE,
+    URL_SOURCES,
+    embedded_folder,
+    worker_identity,
+)
 from crawler.scheduling.scheduler import uses_frontier
 from crawler.seedrefusals import all_seeds_refused
 from crawler.spiders.args import REVISIT_ARGS, SETTING_OF, BroadArgs, SpiderArgumentError
@@ -83,6 +88,8 @@ class Command(ScrapyCrawlCommand):
                         continue
                     self._unreachable(exc, args[0], opts.spargs)
                     break
+        if self.cannot_start is None and self.settings is not None:
+            self.cannot_start = warc_dir_problem(self.settings, worker_identity(self.settings))
 
     def _unreachable(self, exc: RedisUnreachable, spider: str, spargs: dict[str, Any]) -> None:
         """At a terminal, a Redis that does not answer ends the command at once;

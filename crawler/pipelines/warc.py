@@ -74,6 +74,24 @@ def warc_dir(settings: Any) -> Path:
     return Path(settings.get("WARC_DIR") or DEFAULT_WARC_DIR)
 
 
+def warc_dir_problem(settings: Any, worker: str) -> str | None:
+    """Why the archive's folder cannot be written, as one line (None: it can, or
+    the archive is off). ``scrapy crawl`` asks before the crawl is built, so
+    that a crawl that cannot start makes no output; the pipeline asks again."""
+    if not settings.getbool("WARC_ENABLED"):
+        return None
+    directory = warc_dir(settings)
+    if directory.exists() and not directory.is_dir():
+        return (f"WARC: WARC_DIR {directory.resolve()} is a file, not a folder: give a "
+                "folder (-s WARC_DIR=DIR) or turn the archive off (-s WARC_ENABLED=False)")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe_writable(directory, worker)
+    except OSError as exc:
+        return f"WARC: cannot write to WARC_DIR {directory.resolve()}: {condition(exc)}"
+    return None
+
+
 class Archive:
     """One crawl's archive: its settings, and its writer while the spider is open."""
 
@@ -95,15 +113,13 @@ class Archive:
         spider = self.crawler.spider
         assert spider is not None
         worker = worker_identity(self.crawler.settings)
-        try:
-            files = WarcFiles(self.directory, self.prefix_template % {"name": spider.name},
-                              worker, self.max_size, self.info(spider.name, worker))
-            probe_writable(self.directory, worker)
-        except OSError as exc:
-            logger.error("WARC: cannot write to WARC_DIR %s: %s; the crawl stops before its "
-                         "first request", self.directory.resolve(), condition(exc),
+        problem = warc_dir_problem(self.crawler.settings, worker)
+        if problem is not None:
+            logger.error("%s; the crawl stops before its first request", problem,
                          extra={"warc_dir": str(self.directory.resolve())})
             raise CloseSpider(WARC_UNWRITABLE) from None
+        files = WarcFiles(self.directory, self.prefix_template % {"name": spider.name},
+                          worker, self.max_size, self.info(spider.name, worker))
         self.writer = ArchiveWriter(files, self._digest_index(), self.queue_bytes,
                                     self.crawler.stats, revisits=self.revisits,
                                     sync_s=self.sync_s)
