@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import redis
@@ -93,14 +94,51 @@ def test_a_reader_that_started_it_leaves_it_to_a_crawl_that_adopted_it(tmp_path:
     assert not _answers(crawl)
 
 
-def test_leave_without_shutting_down(tmp_path: Path) -> None:
-    server = EmbeddedRedis(tmp_path / "frontier")
+def _gone_within(folder: Path, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _pids(folder) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return _pids(folder) == set()
+
+
+def test_a_server_nobody_uses_any_more_is_stopped_by_its_watch(tmp_path: Path) -> None:
+    folder = tmp_path / "frontier"
+    server = EmbeddedRedis(folder)
     server.start()
     try:
         assert server.leave(shut_down=False) is False
-        assert _answers(server)
+        assert _answers(server)  # not by this process...
+        assert _gone_within(folder, 10)  # ...but by its watch, within a second or two
     finally:
         server.stop()
+
+
+def test_a_server_whose_only_user_was_killed_stops_and_keeps_its_data(tmp_path: Path) -> None:
+    """A worker killed with SIGKILL leaves no redis-server behind, and the next
+    run of the folder finds the crawl where it was (the append-only file)."""
+    folder = tmp_path / "frontier"
+    code = ("import time, redis; from pathlib import Path;"
+            "from crawler.frontier.embedded import EmbeddedRedis;"
+            f"s = EmbeddedRedis(Path({str(folder)!r})); redis.Redis.from_url(s.start())"
+            ".set('k', 'kept'); print('up', flush=True); time.sleep(60)")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "up\n"
+        assert len(_pids(folder)) == 1
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert _gone_within(folder, 10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+    again = EmbeddedRedis(folder)
+    try:
+        assert redis.Redis.from_url(again.start()).get("k") == b"kept" and again.started
+    finally:
+        assert again.leave() is True
 
 
 def test_a_killed_user_does_not_keep_the_server_up(tmp_path: Path) -> None:

