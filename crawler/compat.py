@@ -125,6 +125,11 @@ def hook_request_done(engine: ExecutionEngine, callback: Callable[[Request], Non
     slot.remove_request = remove_request
 
 
+def engine_closing(engine: ExecutionEngine) -> bool:
+    """Whether the engine is closing its spider: waiting for the requests in progress."""
+    return getattr(getattr(engine, "_slot", None), "closing", None) is not None
+
+
 def engine_wakeup(engine: ExecutionEngine) -> Callable[[], None]:
     """What makes the open engine ask its scheduler for requests on its next
     turn, not at its heartbeat (for requests that arrive later: claimed ones)."""
@@ -374,7 +379,7 @@ def _probe_engine() -> None:
 
     slot = probes.attribute(engine, "scrapy.core.engine", "_Slot")
     probes.takes(slot.remove_request, "self", "request")
-    probes.sets_in_init(slot, "nextcall")
+    probes.sets_in_init(slot, "nextcall", "closing")
     probes.sets_in_init(ExecutionEngine, "_slot")
     if not probes.a_method_reads(ExecutionEngine, "_slot", "remove_request"):
         raise AttributeError("the engine never calls _slot.remove_request")

@@ -39,6 +39,14 @@ over HTTPS too: directly or through a CONNECT proxy's tunnel, Twisted's TLS
 layer holds small writes for a turn of its own, and is flushed first. A
 request still stale after three passes goes back to its queue.
 
+A closing crawl (Ctrl-C, SIGTERM, a ``CLOSESPIDER_*`` limit) waits for its
+downloads in flight, and Scrapy waits for each until its answer or its
+``DOWNLOAD_TIMEOUT``: a crawl with hung downloads took minutes to stop, or
+was killed without its summary. So a closing crawl gives them
+:data:`STOP_GRACE_S`, then cuts the rest: each URL goes back to its queue
+untouched (:meth:`crawler.lease.Ticket.abandon`, no attempt counted), and the
+next run fetches it.
+
 Every private Scrapy and Twisted name this takes (the agent's ``_get_agent``,
 the handler's attributes, the TLS layers) is reached through
 :mod:`crawler.compat`, whose :func:`~crawler.compat.check` runs when the
@@ -49,15 +57,19 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 from typing import TYPE_CHECKING
 from weakref import WeakSet
 
 from scrapy.core.downloader.handlers.http11 import HTTP11DownloadHandler
+from scrapy.exceptions import IgnoreRequest
 from scrapy.utils.defer import deferred_from_coro, maybe_deferred_to_future
 from twisted.internet import tcp as tcp_transports
+from twisted.internet.task import LoopingCall
 from twisted.protocols.tls import TLSMemoryBIOProtocol
 
 from crawler import compat
+from crawler.lease import ticket_of
 from crawler.middlewares.pacing import (
     give_back_stale,
     note_sent,
@@ -246,6 +258,10 @@ def _send_buffered(transport: object) -> None:
         logger.debug("a request could not be sent at once; the reactor sends it", exc_info=True)
 
 
+#: How long a closing crawl lets its downloads in flight run before it cuts them.
+STOP_GRACE_S = 2.0
+
+
 class CountedHTTP11DownloadHandler(HTTP11DownloadHandler):
     """Every attempt is one the retry policy decided on; connecting has its
     own, shorter timeout (``DOWNLOAD_CONNECT_TIMEOUT``; 0 = Scrapy's). It will
@@ -260,9 +276,47 @@ class CountedHTTP11DownloadHandler(HTTP11DownloadHandler):
         connect = crawler.settings.getfloat("DOWNLOAD_CONNECT_TIMEOUT")
         self.connect_timeout = connect if connect > 0 else float("inf")
         self._carried: WeakSet[ClientProtocol] = WeakSet()
+        self._downloads: dict[Request, Deferred[Response]] = {}
+        self._cut: set[Request] = set()
+        self._closing_since: float | None = None
+        self._closing = LoopingCall(self._watch_closing)
+        self._closing.start(0.5, now=False)
 
     async def download_request(self, request: Request) -> Response:
         pool = _GatedPool(self.pool, self.crawler, request, self._carried)
         agent = compat.scrapy_agent(self, pool=pool, connect_timeout=self.connect_timeout)
-        with compat.scrapy_download_errors(self, request):
-            return await maybe_deferred_to_future(agent.download_request(request))
+        download = self._downloads[request] = agent.download_request(request)
+        try:
+            with compat.scrapy_download_errors(self, request):
+                return await maybe_deferred_to_future(download)
+        except BaseException:  # (a cut one may end as an asyncio cancellation)
+            if request not in self._cut:
+                raise
+            ticket = ticket_of(request.meta)
+            if ticket is not None:
+                ticket.abandon()
+            raise IgnoreRequest("cut: the crawl closed during its download") from None
+        finally:
+            self._downloads.pop(request, None)
+            self._cut.discard(request)
+
+    def _watch_closing(self) -> None:
+        """Cut the downloads still in flight :data:`STOP_GRACE_S` after the crawl
+        began to close."""
+        engine = self.crawler.engine
+        if engine is None or not compat.engine_closing(engine):
+            return
+        now = time.monotonic()
+        if self._closing_since is None:
+            self._closing_since = now
+        elif now - self._closing_since >= STOP_GRACE_S and self._downloads:
+            logger.info("Closing: %d download(s) still in flight after %.0f s cut; their URLs "
+                        "go back to their queues", len(self._downloads), STOP_GRACE_S)
+            for request, download in list(self._downloads.items()):
+                self._cut.add(request)
+                download.cancel()
+
+    async def close(self) -> None:
+        if self._closing.running:
+            self._closing.stop()
+        await super().close()

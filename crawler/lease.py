@@ -179,6 +179,13 @@ class Ticket:
         """Back to its queue untouched, as if it had never been claimed."""
         self._decide(Verdict("return"))
 
+    def abandon(self) -> None:
+        """Back to its queue untouched, for good: the crawl closed while it was in
+        flight and its download was cut. No attempt is counted, and what other
+        components say of the exception it raised does not change it."""
+        self.verdict = Verdict("return")
+        self._refused = True
+
     def wait_for_address(self, address: str, wake_ms: int, known_ms: int) -> None:
         """Back to its queue, its host parked until ``address`` (its server, known
         for ``known_ms`` more) has room, or ``wake_ms`` at the latest."""

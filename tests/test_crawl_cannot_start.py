@@ -1,18 +1,24 @@
-"""A crawl that cannot start says why in one line, exits with 1, and leaves
-nothing behind: no stats dump, no empty feed, no archive folder."""
+"""Starting and stopping: a crawl that cannot start says why in one line, exits
+with 1 and leaves nothing behind (no stats dump, no empty feed, no archive
+folder); a crawl stopped with Ctrl-C ends within seconds, hung downloads or
+not, and gives back what was in flight."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.crawl_runner import REPO, proxy_env
+from tests.crawl_runner import REALWEB_DEFAULTS, REPO, proxy_env, realweb_settings, start_crawl
+from tests.realweb import Host, RealWebProcess, Web, links_to, page
 
 pytestmark = pytest.mark.crawl
 
@@ -76,3 +82,38 @@ def test_a_warc_dir_that_is_a_file_is_one_line_and_nothing_is_made(tmp_path: Pat
     assert done.stderr.rstrip().splitlines()[-1] == errors[0]  # the last word
     assert "Dumping Scrapy stats" not in done.stderr and "Traceback" not in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["seeds.txt", "warc"]
+
+
+def test_the_first_ctrl_c_ends_a_crawl_with_hung_downloads_within_seconds(
+        realweb: Callable[..., RealWebProcess], tmp_path: Path) -> None:
+    # Every page but the first hangs for two minutes: Ctrl-C must not wait for them.
+    paths = [f"/slow{i}" for i in range(4)]
+    web = realweb(Web([Host("hung.test", pages={
+        "/": links_to(*paths), **{p: page("late", delay=120) for p in paths}})]))
+    settings = {**realweb_settings(web.nameserver), **REALWEB_DEFAULTS, "DOWNLOAD_DELAY": 0,
+                "CONCURRENT_REQUESTS_PER_DOMAIN": 4, "DOWNLOAD_TIMEOUT": 180}
+    proc = start_crawl(None, [web.url("hung.test")], tmp_path, settings)
+    try:
+        deadline = time.monotonic() + 60
+        while b"/" not in web.ledger().targets("hung.test"):  # (the ledger: answers sent)
+            assert time.monotonic() < deadline and proc.poll() is None, "no first page"
+            time.sleep(0.2)
+        time.sleep(2)  # the hung pages' requests are under way
+        stopped = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+        took = time.monotonic() - stopped
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    log = (tmp_path / "crawl.log").read_text()
+    assert took < 5, (took, log[-3000:])
+    assert "Crawl summary (shutdown" in log, log[-3000:]
+    # what was in flight went back to its queue, to be fetched by the next run
+    status = subprocess.run(
+        [sys.executable, "-m", "scrapy", "frontier", "status", "--json",
+         "-s", f"JOBDIR={tmp_path / 'job'}"],
+        cwd=REPO, env=proxy_env(None), capture_output=True, text=True, timeout=60)
+    counts = json.loads(status.stdout)["counts"]
+    assert (counts["queued"], counts["leased"], counts["dead"]) == (len(paths), 0, 0), counts

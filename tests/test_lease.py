@@ -56,6 +56,15 @@ def test_a_block_is_a_dead_letter_and_final() -> None:
     assert ticket.ending() == Verdict("dead", why.json(), unsent=True)
 
 
+def test_a_download_cut_by_the_close_goes_back_untouched_for_good() -> None:
+    ticket = Ticket("t")
+    ticket.abandon()
+    ticket.failed("CancelledError")
+    ticket.ignored_by("cut: the crawl closed during its download")
+    ticket.retry_after(1000, health="fail")
+    assert ticket.ending() == Verdict("return")
+
+
 def test_an_unexplained_ignore_is_never_done() -> None:
     # An IgnoreRequest from a component that knows nothing of tickets (Scrapy's
     # offsite filter, a user's middleware): not fetched, so a dead letter.
