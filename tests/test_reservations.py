@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Callable
 
@@ -241,6 +242,34 @@ async def _control_watch(redis_url: str, redis_prefix: str) -> None:
     finally:
         await client.delete(key)
         await client.aclose()
+
+
+def test_every_operators_action_is_said_once_in_the_workers_log(
+        redis_url: str, redis_prefix: str, caplog: pytest.LogCaptureFixture) -> None:
+    async def watch_it() -> None:
+        client = Redis.from_url(redis_url)
+        key = f"{redis_prefix}:control"
+        await client.lpush(key, json.dumps({"scope": "site", "name": "old.test",
+                                            "change": "pause"}))
+        given: list[str | None] = []
+        watch = ControlWatch(client, key, holds=lambda: False, give_back=given.append)
+        try:
+            await watch.look()  # learns the head: an earlier action is not news
+            await client.lpush(key, json.dumps({"scope": "site", "name": "a.test",
+                                                "change": "pause", "who": "alice@ops"}),
+                               json.dumps({"scope": "domain", "name": "b.test",
+                                           "change": "delay 5 s"}))
+            await watch.look()
+            await watch.look()
+            assert given == []  # no reservations to give back
+        finally:
+            await client.delete(key)
+            await client.aclose()
+
+    with caplog.at_level(logging.INFO, logger="crawler.scheduling.controlwatch"):
+        asyncio.run(watch_it())
+    assert [r.getMessage() for r in caplog.records] == [
+        "Operator: site a.test: pause (by alice@ops)", "Operator: domain b.test: delay 5 s"]
 
 
 def test_a_site_paced_from_the_end_of_its_answers_reserves_a_chain(

@@ -10,11 +10,18 @@ looks at the head of the crawl's control log every half second (one
 entry concerns: a site's own, or every one for a domain or an address (a
 worker does not know which of its sites an address serves). They go back to
 their queues and are claimed again under the new limits.
+
+Every operator's action is also said in this worker's log, once, as it
+learns of it (``Operator: site a.test: pause (by alice@ops)``): the log of a
+crawl that slowed down or stopped says who did it. Without reservations the
+head is read every :data:`IDLE_POLL_S` seconds for that alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -22,8 +29,12 @@ from redis.exceptions import RedisError
 
 from crawler.frontier.control import log_entry
 
+logger = logging.getLogger(__name__)
+
 #: How often (s) the control log is read while this worker holds reservations.
 POLL_S = 0.5
+#: How often (s) it is read otherwise (to log the operators' actions).
+IDLE_POLL_S = 5.0
 #: Newest entries read at a time (more changes in half a second give back all).
 _HEAD = 8
 
@@ -41,21 +52,28 @@ class ControlWatch:
 
     async def run(self, closing: Callable[[], bool]) -> None:
         """Until ``closing()``: learn the log's head, then watch it."""
+        looked = float("-inf")
         while not closing():
             try:
-                if self._seen is None or self.holds():
+                if self.holds() or time.monotonic() - looked >= IDLE_POLL_S:
+                    looked = time.monotonic()
                     await self.look()
             except (RedisError, OSError):
                 pass  # Redis away: the claims meet the same trouble and say so
             await asyncio.sleep(POLL_S)
 
     async def look(self) -> None:
-        """One read of the log's head: give back what its new entries concern."""
+        """One read of the log's head: say its new entries, and give back what
+        they concern."""
         head = await self.client.lrange(self.log_key, 0, _HEAD - 1)
         first, self._seen = self._seen, head[0] if head else b""
         if first is None or not head or head[0] == first:
             return
         new = head if first not in head else head[:head.index(first)]
+        for raw in reversed(new):  # (the oldest first)
+            _say(raw)
+        if not self.holds():
+            return
         sites = {_site_of(entry) for entry in new}
         if None in sites or len(new) == _HEAD:
             self.give_back(None)
@@ -70,3 +88,14 @@ def _site_of(raw: bytes) -> str | None:
     if entry is not None and entry.get("scope") == "site":
         return str(entry.get("name"))
     return None
+
+
+def _say(raw: bytes) -> None:
+    """Log one operator's action (an entry of the control log) at INFO."""
+    entry = log_entry(raw)
+    if entry is None:
+        return
+    who = f" (by {entry['who']})" if entry.get("who") else ""
+    logger.info("Operator: %s %s: %s%s", entry.get("scope", "?"), entry.get("name", "?"),
+                entry.get("change", "?"), who,
+                extra={"operator": entry.get("who"), "host": entry.get("name")})

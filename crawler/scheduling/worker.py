@@ -192,11 +192,10 @@ class WorkerFrontier:
             wakes = PartitionWakes(self.client, self.keys.wake_channel(), self.store.due,
                                    self.claims.wake_at, self.stats)
             self.tasks.spawn(wakes.run(lambda: self.tasks.closing))
-        if self.limits.reserve_ms > 0:
-            control = ControlWatch(self.client, self.keys.control_log(),
-                                   holds=lambda: bool(self.claims.reserved),
-                                   give_back=self.give_back_unstarted)
-            self.tasks.spawn(control.run(lambda: self.tasks.closing))
+        control = ControlWatch(self.client, self.keys.control_log(),
+                               holds=lambda: bool(self.claims.reserved),
+                               give_back=self.give_back_unstarted)
+        self.tasks.spawn(control.run(lambda: self.tasks.closing))
         return counts
 
     async def close(self) -> None:
