@@ -14,6 +14,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import redis
@@ -113,27 +115,36 @@ def test_a_server_nobody_uses_any_more_is_stopped_by_its_watch(tmp_path: Path) -
         server.stop()
 
 
-def test_a_server_whose_only_user_was_killed_stops_and_keeps_its_data(tmp_path: Path) -> None:
-    """A worker killed with SIGKILL leaves no redis-server behind, and the next
-    run of the folder finds the crawl where it was (the append-only file)."""
-    folder = tmp_path / "frontier"
+@contextmanager
+def _other_user(folder: Path, then: str = "") -> Iterator[subprocess.Popen[str]]:
+    """Another process that starts (or adopts) the folder's server, runs ``then``
+    (``url`` is the server's), says "up" and sleeps; killed at the end."""
     code = ("import time, redis; from pathlib import Path;"
             "from crawler.frontier.embedded import EmbeddedRedis;"
-            f"s = EmbeddedRedis(Path({str(folder)!r})); redis.Redis.from_url(s.start())"
-            ".set('k', 'kept'); print('up', flush=True); time.sleep(60)")
+            f"url = EmbeddedRedis(Path({str(folder)!r})).start(); {then or 'pass'};"
+            "print('up', flush=True); time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE,
                             text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "up\n"
-        assert len(_pids(folder)) == 1
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        assert _gone_within(folder, 10)
+        yield proc
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        proc.stdout.close()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def test_a_server_whose_only_user_was_killed_stops_and_keeps_its_data(tmp_path: Path) -> None:
+    """A worker killed with SIGKILL leaves no redis-server behind, and the next
+    run of the folder finds the crawl where it was (the append-only file)."""
+    folder = tmp_path / "frontier"
+    with _other_user(folder, "redis.Redis.from_url(url).set('k', 'kept')") as proc:
+        assert len(_pids(folder)) == 1
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert _gone_within(folder, 10)
     again = EmbeddedRedis(folder)
     try:
         assert redis.Redis.from_url(again.start()).get("k") == b"kept" and again.started
@@ -144,25 +155,15 @@ def test_a_server_whose_only_user_was_killed_stops_and_keeps_its_data(tmp_path: 
 def test_a_killed_user_does_not_keep_the_server_up(tmp_path: Path) -> None:
     """``kill -9`` drops a process's locks: the next to leave is the last one."""
     folder = tmp_path / "frontier"
-    code = ("import sys, time; from pathlib import Path;"
-            "from crawler.frontier.embedded import EmbeddedRedis;"
-            f"EmbeddedRedis(Path({str(folder)!r})).start(); print('up', flush=True);"
-            "time.sleep(60)")
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, stdout=subprocess.PIPE,
-                            text=True)
     try:
-        assert proc.stdout is not None and proc.stdout.readline() == "up\n"
-        mine = EmbeddedRedis(folder)
-        mine.start()
-        assert not mine.started  # the other process's server, adopted
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        assert _answers(mine)  # it outlives its killed starter, as a resume needs
-        assert mine.leave() is True
-        assert _pids(folder) == set()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        with _other_user(folder) as proc:
+            mine = EmbeddedRedis(folder)
+            mine.start()
+            assert not mine.started  # the other process's server, adopted
+            os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
-        proc.stdout.close()
+            assert _answers(mine)  # it outlives its killed starter, as a resume needs
+            assert mine.leave() is True
+            assert _pids(folder) == set()
+    finally:
         EmbeddedRedis(folder).stop()
