@@ -140,6 +140,10 @@ def test_the_pages_show_what_the_frontier_holds(world: World,
         shown = re.search(rf'id="count-{state}"><small>{state}</small><b>([\d,]+)</b>', page)
         assert shown is not None and int(shown.group(1).replace(",", "")) == counts[state]
     assert "<svg" in page and "<script" not in page
+    # it refreshes itself (no script needed), as do the lists without a form to type in
+    assert '<meta http-equiv="refresh" content="10">' in page
+    assert '<meta http-equiv="refresh"' in browser.get("/refused")
+    assert '<meta http-equiv="refresh"' not in browser.get("/host?name=a.test")  # forms
 
     hosts = browser.get("/hosts")
     for host in ("http://a.test:80", "http://b.test:80", "http://c.test:80"):

@@ -1,19 +1,25 @@
-"""The crawl report's parts without a crawl: tallies, what changed, the latest run, the files."""
+"""The crawl report's parts without a crawl: tallies, what changed, the latest run, the
+files, and every worker's tallies read back from a real Redis."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from redis.asyncio import Redis
 
+from crawler.frontier import reports as saved_reports
 from crawler.reports import tally as tally_module
-from crawler.reports.build import latest_run
+from crawler.reports.build import build, latest_run
 from crawler.reports.compare import compare
 from crawler.reports.compare import rows as compare_rows
 from crawler.reports.tally import OTHER_HOSTS, Tally, change_of
 from crawler.reports.write import write
+from tests.frontier_world import filled_world
 
 
 def _tally() -> Tally:
@@ -107,3 +113,45 @@ def test_two_crawls_side_by_side_host_by_host() -> None:
         ["gone.test", "gone", 2, 0, -2, 20, 0, "200:-2"],
         ["a.test", "both", 5, 4, -1, 50, 40, "200:-2 404:+1"],
         ["new.test", "new", 0, 1, 1, 0, 10, "200:+1"]]
+
+
+def test_a_report_read_during_the_crawl_counts_what_every_worker_did_so_far(
+        redis_url: str, redis_prefix: str) -> None:
+    world = filled_world(redis_url, redis_prefix + "live")
+
+    def pages(n: int) -> dict[str, Any]:
+        t = Tally()
+        for i in range(n):
+            t.page("a.test", 200, "text/html", 10, 0.1, float(i))
+        return t.as_dict()
+
+    async def save_all(*calls: tuple[Any, ...]) -> None:
+        client = Redis.from_url(redis_url)
+        try:
+            for fn, worker, tally in calls:
+                await fn(client, world.keys, worker, tally)
+        finally:
+            await client.aclose()
+
+    try:
+        # w1 saved 2 pages in an earlier run and fetched 1 so far in this one;
+        # w2, running for the first time, 3 so far
+        asyncio.run(save_all(
+            (saved_reports.save, "w1", {"total": pages(2), "run": pages(2), "started": 1.0,
+                                        "ended": 2.0}),
+            (saved_reports.save_live, "w1", {"total": pages(1), "run": pages(1),
+                                             "started": 10.0, "ended": 11.0}),
+            (saved_reports.save_live, "w2", {"total": pages(3), "run": pages(3),
+                                             "started": 10.5, "ended": 11.0})))
+        report = build(world.admin)
+        assert report["tally"]["hosts"]["a.test"]["pages"] == 6
+        assert report["workers"] == ["w1", "w1 (running)", "w2 (running)"]
+        assert sorted(report["latest_runs"]) == ["w1 (running)", "w2 (running)"]
+        # w1 closes: its total takes the place of its live tally, counted once
+        asyncio.run(save_all((saved_reports.save, "w1", {
+            "total": pages(3), "run": pages(1), "started": 10.0, "ended": 12.0})))
+        report = build(world.admin)
+        assert report["tally"]["hosts"]["a.test"]["pages"] == 6
+        assert report["workers"] == ["w1", "w2 (running)"]
+    finally:
+        world.close()

@@ -4,8 +4,11 @@ A worker saves its tallies (:class:`crawler.reports.tally.Tally`, as JSON,
 zlib-compressed) when it closes, under its id in ``NS:reports``:
 ``{"total": ..., "run": ..., "started": ..., "ended": ...}``, the total of
 every run of that worker id (a later run of the crawl adds to it) and its
-latest run alone (what a recurring crawl's week changed). A report reads them
-all, so it covers every worker, on any machine.
+latest run alone (what a recurring crawl's week changed). While it runs, a
+worker also saves its current run's tally every half minute under
+:func:`live_field` (``ID (running)``), replaced by its total when it closes: a
+report read during the crawl counts what every worker did so far. A report
+reads them all, so it covers every worker, on any machine.
 """
 
 from __future__ import annotations
@@ -36,8 +39,22 @@ async def saved(client: Any, keys: Keys, worker: str) -> dict[str, Any] | None:
     return None if raw is None else unpack(raw)
 
 
+def live_field(worker: str) -> str:
+    """Where a running worker keeps the tally of its current run."""
+    return f"{worker} (running)"
+
+
+async def save_live(client: Any, keys: Keys, worker: str, tally: dict[str, Any]) -> None:
+    """A running worker's tally of its current run so far (its total and its run alike)."""
+    await client.hset(keys.reports(), live_field(worker), pack(tally))
+
+
 async def save(client: Any, keys: Keys, worker: str, tally: dict[str, Any]) -> None:
-    await client.hset(keys.reports(), worker, pack(tally))
+    """A closing worker's tallies, in place of its live one."""
+    async with client.pipeline(transaction=False) as pipe:
+        pipe.hset(keys.reports(), worker, pack(tally))
+        pipe.hdel(keys.reports(), live_field(worker))
+        await pipe.execute()
 
 
 def read_all(client: Any, keys: Keys) -> dict[str, dict[str, Any]]:

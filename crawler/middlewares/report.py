@@ -13,7 +13,9 @@ on demand.
 
 While the worker runs, its most recent fetches per host and its download
 errors by kind go to the frontier every ``CONSOLE_LIVE_SECONDS`` (5; 0: never)
-for the operator's console (:mod:`crawler.frontier.live`).
+for the operator's console (:mod:`crawler.frontier.live`), and its tally so
+far every :data:`LIVE_TALLY_S` seconds, so that the console's report page and
+``scrapy frontier report`` are live during the crawl.
 
 Settings: ``REPORT_ENABLED`` (True), ``REPORT_DIR`` (``output/reports``),
 ``CONSOLE_LIVE_SECONDS``.
@@ -58,6 +60,10 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
+#: How often (s) a running worker saves its tally so far, for live reports.
+LIVE_TALLY_S = 30.0
+
+
 def crawl_folder(namespace: str) -> str:
     """The report folder's name of a crawl: its namespace, file-name safe."""
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in namespace)
@@ -97,11 +103,20 @@ class ReportMiddleware:
             frontier.tasks.spawn(self._write_live(frontier))
 
     async def _write_live(self, frontier: Any) -> None:
-        """Every ``live_s`` seconds, what changed in the recent fetches (until close)."""
+        """Every ``live_s`` seconds, what changed in the recent fetches, and every
+        :data:`LIVE_TALLY_S` the tally so far (until close)."""
+        tallied = time.monotonic()
         while not frontier.tasks.closing:
             await asyncio.sleep(self.live_s)
             try:
                 await live.write(frontier.client, frontier.keys, frontier.worker, self.live)
+                if time.monotonic() - tallied >= LIVE_TALLY_S and not frontier.tasks.closing:
+                    tallied = time.monotonic()
+                    run = self.tally.as_dict()
+                    await saved_reports.save_live(frontier.client, frontier.keys,
+                                                  frontier.worker, {
+                        "total": run, "run": run, "started": self.started,
+                        "ended": round(time.time(), 3)})
             except (RedisError, OSError) as exc:  # the next round writes it
                 logger.debug("Report: recent fetches not written: %s", exc)
 
