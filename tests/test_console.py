@@ -175,10 +175,11 @@ def test_the_json_carries_the_numbers_scrapy_frontier_shows(
     assert len(status["history"]["queued"]) == 2
     rows = [r.as_dict() for r in TopHosts(world.client, world.keys).top("queued", 50)]
     hosts = browser.json("/api/hosts?by=queued&top=50")
-    assert [{k: v for k, v in r.items() if k not in ("state", "why")} for r in hosts] == rows
+    assert [{k: v for k, v in r.items() if k not in ("state", "why", "group")}
+            for r in hosts] == rows
     # why each waits, as the frontier's leftover script says (nothing holds them here)
-    assert {r["host"]: r["state"] for r in hosts} == {
-        "http://a.test:80": "ready", "http://b.test:80": "ready", "http://c.test:80": "ready"}
+    assert {r["host"]: (r["state"], r["group"]) for r in hosts} == dict.fromkeys(
+        ("http://a.test:80", "http://b.test:80", "http://c.test:80"), ("ready", "queued"))
     dead = browser.json("/api/dead?limit=10")
     assert dead["by_reason"] == {"download-error": 3, "http-404": 1}
     assert {d["url"] for d in dead["letters"]} == {d.url for d in world.admin.dead()}
@@ -370,3 +371,23 @@ def test_the_overview_shows_how_the_crawl_was_started(
     assert ('<p id="crawl-config">Crawl started 2025-12-06 05:46:40 UTC, 3 runs; SCOPE=any, '
             "BUDGET_HOST_PAGES=60</p>") in page
     assert browser.json("/api/status")["crawl"]["config"]["SCOPE"] == "any"
+
+
+def test_every_host_is_listed_by_its_state_with_why(
+        world: World, console: tuple[Browser, ConsoleApp]) -> None:
+    browser, _ = console
+    # d.test has nothing queued (its one URL is a dead letter); c.test is parked
+    # by an operator's drop; a.test and b.test have queued URLs
+    world.admin.drop_host("http://c.test:80")
+
+    def listed(state: str) -> dict[str, str]:
+        return {r["host"]: r["why"] for r in browser.json(f"/api/hosts?state={state}")}
+
+    assert set(listed("queued")) == {"http://a.test:80", "http://b.test:80"}
+    assert listed("parked") == {"http://c.test:80": "dropped by an operator"}
+    assert set(listed("finished")) == {"http://d.test:80"}
+    assert listed("held") == {} and listed("waiting") == {}
+    page = browser.get("/hosts?state=parked")
+    assert "http://c.test:80" in page and "dropped by an operator" in page
+    assert "http://a.test:80" not in page
+    assert browser.call("GET", "/hosts?state=nonsense")[0] == 400

@@ -38,6 +38,7 @@ import jinja2
 from crawler.console.actions import HOST_ACTIONS, ActionError, Done, host_action, requeue
 from crawler.console.history import sparkline
 from crawler.console.views import BadQuery, NotFound, Views
+from crawler.frontier.leftover import GROUPS
 from crawler.frontier.status import HOST_STATES
 from crawler.frontier.tophosts import RANKINGS
 from crawler.reports.write import render as render_report
@@ -217,9 +218,9 @@ class ConsoleApp:
         return self._page("overview.html", st=self.views.overview(), host_states=HOST_STATES)
 
     def _hosts(self, request: Request) -> Reply:
-        by, top, query = _host_args(request)
-        return self._page("hosts.html", rows=self.views.hosts(by, top, query), by=by, top=top,
-                          q=query, rankings=RANKINGS)
+        by, top, query, group = _host_args(request)
+        return self._page("hosts.html", rows=self.views.hosts(by, top, query, group), by=by,
+                          top=top, q=query, rankings=RANKINGS, state=group, groups=GROUPS)
 
     def _host(self, request: Request) -> Reply:
         name = request.arg("name")
@@ -272,12 +273,12 @@ def _json(data: Any, status: str = "200 OK", headers: Iterable[tuple[str, str]] 
                  headers)
 
 
-def _host_args(request: Request) -> tuple[str, int, str]:
+def _host_args(request: Request) -> tuple[str, int, str, str]:
     try:
         top = int(request.arg("top", "50"))
     except ValueError:
         raise BadQuery(f"top takes a number, not {request.arg('top')!r}") from None
-    return request.arg("by", "queued"), top, request.arg("q")
+    return request.arg("by", "queued"), top, request.arg("q"), request.arg("state")
 
 
 def _dead_args(request: Request) -> tuple[str | None, str | None, int]:

@@ -16,6 +16,7 @@ from typing import Any
 import redis
 
 from crawler.console.history import History
+from crawler.deadletter import DeadReason
 from crawler.frontier.admin import (
     AdminError,
     FrontierAdmin,
@@ -27,7 +28,7 @@ from crawler.frontier.admin import (
 from crawler.frontier.control import HostControl, UnknownTarget
 from crawler.frontier.crawls import CrawlInfo
 from crawler.frontier.keys import site_of
-from crawler.frontier.leftover import states_of
+from crawler.frontier.leftover import GROUPS, group_of, states_of
 from crawler.frontier.live import errors_of, recent_of
 from crawler.frontier.refusals import with_examples
 from crawler.frontier.scopestate import scope_in_force
@@ -97,28 +98,68 @@ class Views:
     def crawls(self) -> list[dict[str, Any]]:
         return [asdict(crawl) for crawl in self.crawls_of()]
 
-    def hosts(self, by: str = "queued", top: int = 50, query: str = "") -> list[dict[str, Any]]:
-        """The first ``top`` hosts by ``by``; ``query``: only hosts whose name holds it."""
+    def hosts(self, by: str = "queued", top: int = 50, query: str = "",
+              group: str = "") -> list[dict[str, Any]]:
+        """The first ``top`` hosts by ``by``, or (``group``) every host of a group
+        (:data:`GROUPS`) by name; ``query``: only hosts whose name holds it.
+        Each row says its group and why (its state, what it waits for, why it
+        was parked)."""
         if by not in RANKINGS:
             raise BadQuery(f"by takes one of {', '.join(RANKINGS)}, not {by!r}")
         if not 1 <= top <= HOSTS_MAX:
             raise BadQuery(f"top takes 1 to {HOSTS_MAX}, not {top}")
+        if group and group not in GROUPS:
+            raise BadQuery(f"state takes one of {', '.join(GROUPS)}, not {group!r}")
+        query = query.strip().lower()
+        if group:
+            return self._group(group, top, query)
         # A search ranks more hosts and keeps those that match: the top hosts
         # by that measure among the names asked for.
         rows = TopHosts(self.admin.client, self.admin.keys).top(
             by, HOSTS_MAX if query else top)
-        query = query.strip().lower()
         shown = [row.as_dict() for row in rows if query in row.host.lower()][:top]
-        try:
-            states = states_of(self.admin.client, self.admin.keys,
-                               [row["host"] for row in shown if "://" in row["host"]])
-        except redis.exceptions.NoPermissionError:  # a reader's ACL runs no script
-            states = {}
+        states = self._states([row["host"] for row in shown if "://" in row["host"]])
         for row in shown:
             left = states.get(row["host"])
             row["state"] = left.state if left else ""
             row["why"] = left.detail if left else ""
+            row["group"] = group_of(left.state) if left else ""
         return shown
+
+    def _group(self, group: str, top: int, query: str) -> list[dict[str, Any]]:
+        """Every host of ``group`` whose name holds ``query``, the first ``top`` by name."""
+        tops = TopHosts(self.admin.client, self.admin.keys)
+        every = {h: r for h, r in tops.every_host().items() if query in h.lower()}
+        waiting = [h for h, r in every.items() if r.queued and not r.blocked]
+        states = self._states(waiting)
+        found: dict[str, tuple[str, str]] = {}
+        for host, record in sorted(every.items()):
+            left = states.get(host)
+            if record.blocked:
+                why = ("dropped by an operator" if record.blocked == "1" else
+                       DeadReason.parse(record.parked_reason).reason if record.parked_reason
+                       else "parked")
+                found[host] = ("parked", why)
+            elif left is not None:
+                found[host] = (group_of(left.state),
+                               left.state + (f": {left.detail}" if left.detail else ""))
+            elif not record.queued:
+                found[host] = ("finished", "")
+            else:
+                found[host] = ("queued", "")
+        names = [h for h, (g, _) in found.items() if g == group][:top]
+        rows = [row.as_dict() for row in tops.details(names)]
+        for row in rows:
+            row["group"], row["why"] = found[row["host"]]
+            row["state"] = row["group"]
+        return rows
+
+    def _states(self, hosts: list[str]) -> dict[str, Any]:
+        """Why each of ``hosts`` waits (none for a reader, whose ACL runs no script)."""
+        try:
+            return states_of(self.admin.client, self.admin.keys, hosts)
+        except redis.exceptions.NoPermissionError:
+            return {}
 
     def host(self, name: str) -> dict[str, Any]:
         """A site, its domain and its server address: limits and why, holds, log."""

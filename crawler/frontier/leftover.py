@@ -43,6 +43,18 @@ HELD: frozenset[str] = frozenset({"dns", "breaker", "retry-after", "robots-unrea
 FAILING: frozenset[str] = frozenset({"dns", "breaker", "robots-unreachable"})
 #: A host whose URLs will never be claimed unless repaired.
 LOST = "lost"
+#: What an operator filters hosts by (the console's hosts page): URLs that may
+#: be claimed now, that wait for a gate's time (delay, domain, address,
+#: robots.txt), that wait on something slow (:data:`HELD`), a host parked
+#: (its URLs dead letters until requeued), and nothing left.
+GROUPS = ("queued", "waiting", "held", "parked", "finished")
+
+
+def group_of(state: str) -> str:
+    """The group of a host with queued URLs, from its state (``lua/leftover.lua``)."""
+    if state == "ready":
+        return "queued"
+    return "held" if state in HELD or state == LOST else "waiting"
 #: Hosts handed to one script call.
 BATCH = 200
 
@@ -227,4 +239,5 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-__all__ = ["FAILING", "HELD", "LOST", "HostLeft", "Leftover", "LeftoverReader"]
+__all__ = ["FAILING", "GROUPS", "HELD", "LOST", "HostLeft", "Leftover", "LeftoverReader",
+           "group_of"]

@@ -25,7 +25,7 @@ from typing import Any
 import redis
 
 from crawler.frontier.keys import Keys, partition_of
-from crawler.frontier.schema import SITE
+from crawler.frontier.schema import HOST, SITE
 
 #: What ``--by`` takes.
 RANKINGS = ("queued", "errors", "latency", "dead")
@@ -48,6 +48,15 @@ class HostRow:
         return asdict(self)
 
 
+@dataclass(frozen=True, slots=True)
+class HostRecord:
+    """What a host's record says of it: URLs queued, its block flag and why."""
+
+    queued: int
+    blocked: str  # "" (none), "1" dropped by an operator, "p" parked
+    parked_reason: str  # JSON (crawler/deadletter.py), when parked
+
+
 class TopHosts:
     """Rank the hosts of one frontier."""
 
@@ -66,7 +75,7 @@ class TopHosts:
         else:
             scores = self._sites(SITE.latency if by == "latency" else SITE.failures)
         best = heapq.nlargest(n, scores.items(), key=lambda kv: (kv[1], kv[0]))
-        return self._details([host for host, score in best if score > 0])
+        return self.details([host for host, score in best if score > 0])
 
     def queued_by_host(self) -> dict[str, int]:
         """Every host key with a queue, and how many URLs it holds."""
@@ -78,6 +87,28 @@ class TopHosts:
                 pipe.zcard(key)
             for key, size in zip(chunk, pipe.execute(), strict=True):
                 out[self.keys.queue_of(key)[1].decode()] = int(size)
+        return out
+
+    def every_host(self) -> dict[str, HostRecord]:
+        """Every host of every site, with its queue length and whether (and why)
+        it was parked or dropped: the hosts with nothing queued too."""
+        sites = [self.keys.site_of_key(key) for key in
+                 self.client.scan_iter(match=self.keys.sites_pattern(), count=_BATCH)]
+        hosts: list[str] = []
+        for chunk in _chunks(sites):
+            pipe = self.client.pipeline(transaction=False)
+            for site in chunk:
+                pipe.smembers(self.keys.site_hosts(partition_of(site, self.keys.partitions), site))
+            hosts += [m.decode() for members in pipe.execute() for m in members]
+        out: dict[str, HostRecord] = {}
+        for chunk in _chunks(hosts):
+            pipe = self.client.pipeline(transaction=False)
+            for host in chunk:
+                pipe.hmget(self.keys.host(partition_of(host, self.keys.partitions), host),
+                           (HOST.queued, HOST.blocked, HOST.parked_reason))
+            for host, (n, blocked, why) in zip(chunk, pipe.execute(), strict=True):
+                out[host] = HostRecord(int(n or 0), (blocked or b"").decode(),
+                                       (why or b"").decode("utf-8", "replace"))
         return out
 
     def _dead(self) -> Counter[str]:
@@ -100,7 +131,7 @@ class TopHosts:
                     out[self.keys.site_of_key(key)] = int(float(value))
         return out
 
-    def _details(self, names: list[str]) -> list[HostRow]:
+    def details(self, names: list[str]) -> list[HostRow]:
         """The rows of host keys, or of sites (then their hosts' queues and dead
         letters are added up)."""
         dead = self._dead() if names else Counter()
@@ -128,6 +159,6 @@ class TopHosts:
         return rows
 
 
-def _chunks(keys: list[bytes]) -> Iterator[list[bytes]]:
+def _chunks(keys: list[Any]) -> Iterator[list[Any]]:
     for i in range(0, len(keys), _BATCH):
         yield keys[i:i + _BATCH]
