@@ -139,7 +139,8 @@ class Ticket:
     answered: bool = False
     #: What an ``IgnoreRequest`` that no component explained said (None: none).
     ignored: str | None = None
-    _refused: bool = False
+    #: The verdict is final (a refusal, a block, a cut download): no later word changes it.
+    _final: bool = False
 
     # -- verbs, one per way a policy can end the lease ----------------------------
 
@@ -152,16 +153,14 @@ class Ticket:
         afterwards (the exception it raised passing through them) does not
         change it.
         """
-        self.verdict = Verdict("refused", reason, unsent=True)
-        self._refused = True
+        self._settle(Verdict("refused", reason, unsent=True))
 
     def block(self, why: DeadReason) -> None:
         """Not fetched, and never sent, for a reason that the crawl's settings
         or the world may change (the address guard): a dead letter that
         ``scrapy frontier requeue --reason`` brings back. Final, as
         :meth:`refuse`."""
-        self.verdict = Verdict("dead", why.json(), unsent=True)
-        self._refused = True
+        self._settle(Verdict("dead", why.json(), unsent=True))
 
     def done(self, health: str = "") -> None:
         """Done: the answer is the spider's; ``health`` is the server's news."""
@@ -183,8 +182,7 @@ class Ticket:
         """Back to its queue untouched, for good: the crawl closed while it was in
         flight and its download was cut. No attempt is counted, and what other
         components say of the exception it raised does not change it."""
-        self.verdict = Verdict("return")
-        self._refused = True
+        self._settle(Verdict("return"))
 
     def wait_for_address(self, address: str, wake_ms: int, known_ms: int) -> None:
         """Back to its queue, its host parked until ``address`` (its server, known
@@ -228,8 +226,12 @@ class Ticket:
         return FETCHED
 
     def _decide(self, verdict: Verdict) -> None:
-        if not self._refused:
+        if not self._final:
             self.verdict = verdict
+
+    def _settle(self, verdict: Verdict) -> None:
+        self.verdict = verdict
+        self._final = True
 
 
 def ticket_of(meta: dict[str, object]) -> Ticket | None:

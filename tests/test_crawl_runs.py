@@ -33,10 +33,11 @@ from crawler.frontier.schema import CRAWL
 
 
 def _note(redis_url: str, keys: Keys, held: bool) -> CrawlRun:
+    """A run noted on a frontier that holds URLs already (``held``) or none."""
     async def run() -> CrawlRun:
         client = aredis.Redis.from_url(redis_url)
         try:
-            return await note_run(client, keys, held)
+            return await note_run(client, keys, {"done": 1} if held else {})
         finally:
             await client.aclose()
     return asyncio.run(run())

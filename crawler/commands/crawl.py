@@ -51,6 +51,7 @@ from twisted.python.failure import Failure
 from crawler import compat
 from crawler.frontier import crawlconfig
 from crawler.frontier.connection import ConnectError, RedisUnreachable, configured_url, connect
+from crawler.frontier.crawls import crawl_label
 from crawler.frontier.keys import Keys, crawl_namespace
 from crawler.pipelines.warc import WARC_UNWRITABLE, warc_dir_problem
 from crawler.redaction import one_line
@@ -99,10 +100,7 @@ class Command(ScrapyCrawlCommand):
                                  f"{URL_SOURCES} (FRONTIER_CONNECT_WAIT: how long a worker "
                                  "not run at a terminal waits for it)")
         else:
-            crawl = spargs.get("crawl_id") or f"of spider {spider}"
-            self.adopted = crawlconfig.Adopted(
-                [f"Cannot read how crawl {crawl} was started ({exc}): this run's settings "
-                 "apply"], [])
+            self.adopted = _unread(crawl_label(spargs.get("crawl_id"), spider), exc)
 
     def run(self, args: list[str], opts: argparse.Namespace) -> None:
         if len(args) < 1:
@@ -147,7 +145,7 @@ def adopt_stored(settings: Any, spider: str, spargs: dict[str, Any]) -> crawlcon
     :class:`RedisUnreachable`.
     """
     crawl_id = spargs.get("crawl_id") or settings.get("FRONTIER_CRAWL_ID") or ""
-    name = crawl_id or f"of spider {spider}"
+    name = crawl_label(crawl_id, spider)
     try:
         keys = Keys(crawl_namespace(settings.get("FRONTIER_NAMESPACE", "frontier:%(spider)s"),
                                     spider, crawl_id), settings.getint("FRONTIER_PARTITIONS", 16))
@@ -166,15 +164,20 @@ def adopt_stored(settings: Any, spider: str, spargs: dict[str, Any]) -> crawlcon
             raise
         stored = None
     except (ConnectError, RedisError, OSError) as exc:
-        return crawlconfig.Adopted(
-            [f"Cannot read how crawl {name} was started ({one_line(exc)}): this run's settings "
-             "apply"], [])
+        return _unread(name, exc)
     if stored is None:
         return crawlconfig.Adopted([], [])
     adopted = crawlconfig.adopt(settings, stored, _arg_settings(spargs), name)
     if adopted.changed:
         settings.set(crawlconfig.CHANGED_SETTING, ",".join(adopted.changed), priority="cmdline")
     return adopted
+
+
+def _unread(crawl: str, exc: BaseException) -> crawlconfig.Adopted:
+    """A run whose crawl's stored configuration could not be read: its own settings apply."""
+    return crawlconfig.Adopted(
+        [f"Cannot read how crawl {crawl} was started ({one_line(exc)}): this run's settings "
+         "apply"], [])
 
 
 def _arg_settings(spargs: Mapping[str, Any]) -> dict[str, Any]:

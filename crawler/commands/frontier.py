@@ -36,12 +36,10 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
 
 import redis
 from scrapy.commands import ScrapyCommand
 from scrapy.exceptions import UsageError
-from scrapy.utils.project import data_path
 
 from crawler.commands import (
     frontier_budget,
@@ -87,6 +85,7 @@ from crawler.frontier.tophosts import RANKINGS, TopHosts
 from crawler.frontier.values import Limits
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS
 from crawler.redaction import one_line, safe_url, url_password
+from crawler.scheduling.opening import embedded_folder
 
 SUBCOMMANDS = ("status", "hosts", "dead", "refused", "requeue", "drop-host", "revisit-now",
                "host", "scope", "budget", "rules", "crawls", "delete", "serve", "report")
@@ -209,7 +208,8 @@ class Command(ScrapyCommand):
         try:
             url = opts.redis_url or configured_url(settings)
             display = safe_url(url) if url else display
-            with connect(url, None if url else self._embedded_dir(opts.spider),
+            folder = embedded_folder(settings.get("JOBDIR"), opts.spider, create=False)
+            with connect(url, None if url else folder,
                          settings.getdict("REDIS_PARAMS"), notice=note,
                          cluster=settings.getbool("REDIS_CLUSTER")) as conn:
                 display = conn.url
@@ -287,12 +287,6 @@ class Command(ScrapyCommand):
             return crawl_namespace(template, spider, crawl_id)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-
-    def _embedded_dir(self, spider: str) -> Path:
-        """Where the crawl's embedded Redis keeps its files (as the scheduler does)."""
-        assert self.settings is not None
-        jobdir = self.settings.get("JOBDIR")
-        return Path(jobdir) / "frontier" if jobdir else Path(data_path(f"frontier/{spider}"))
 
     def _admin(self, conn: Connection, spider: str, crawl_id: str | None = None
                ) -> FrontierAdmin:

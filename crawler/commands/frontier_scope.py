@@ -76,7 +76,8 @@ def run(admin: FrontierAdmin, settings: BaseSettings, opts: argparse.Namespace) 
              + (" (requeue with: scrapy frontier requeue --reason out-of-scope)"
                 if ended else ""))
         current = rules
-    stored = crawlconfig.read(client, keys) is not None
+    # (the crawl's stored scope was given to these settings: crawlconfig.adopt)
+    stored = (settings.getpriority("SCOPE") or 0) == crawlconfig.STORED_PRIORITY
     _show(client, keys, current, own, opts.json, stored)
 
 

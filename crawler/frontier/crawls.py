@@ -60,15 +60,26 @@ class CrawlRecord:
 
     def describe(self) -> str:
         """``started 2026-01-01 10:00:00 UTC, 3 runs; SCOPE=any, ...``."""
-        began = ("before its start was recorded" if self.started_ms is None
-                 else f"started {utc(self.started_ms)}")
         config = crawlconfig.described(self.config) if self.config else ""
-        return f"{began}, {self.runs} runs" + (f"; {config}" if config else "")
+        return f"started {began(self.started_ms)}, {self.runs} runs" + (
+            f"; {config}" if config else "")
 
 
-def utc(ms: int) -> str:
-    """Unix ms as ``2026-01-01 10:00:00 UTC``."""
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
+def began(started_ms: int | None) -> str:
+    """When a crawl began (Unix ms) as ``2026-01-01 10:00:00 UTC``."""
+    if started_ms is None:
+        return "before its start was recorded"
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(started_ms / 1000))
+
+
+def crawl_label(crawl_id: str | None, spider: str) -> str:
+    """How the log names a crawl: its id, else the spider's default crawl."""
+    return crawl_id or f"of spider {spider}"
+
+
+def holds_urls(counts: Mapping[str, int]) -> bool:
+    """Whether a frontier's counts show any URL admitted (in any state)."""
+    return any(counts.get(state) for state in STATES) or bool(refused_at_lease(counts))
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,15 +90,15 @@ class CrawlRun:
     runs: int
 
 
-async def note_run(client: Any, keys: Keys, held: bool) -> CrawlRun:
+async def note_run(client: Any, keys: Keys, counts: Mapping[str, int]) -> CrawlRun:
     """Count a worker's start of the crawl; the first start stamps when it began.
 
-    ``held``: whether the frontier already holds URLs, in which case a crawl
-    without a record began before records were kept, and is not stamped now.
+    ``counts``: the frontier's; one that holds URLs without a record began
+    before records were kept, and is not stamped now.
     """
     key = keys.crawl()
     async with client.pipeline(transaction=False) as pipe:  # (in order; no MULTI in the ACL)
-        if not held:
+        if not holds_urls(counts):
             pipe.hsetnx(key, CRAWL.started, round(time.time() * 1000))
         pipe.hincrby(key, CRAWL.runs, 1)
         pipe.hget(key, CRAWL.started)
@@ -98,15 +109,13 @@ async def note_run(client: Any, keys: Keys, held: bool) -> CrawlRun:
 def continuing_line(name: str, run: CrawlRun, counts: Mapping[str, int]) -> str | None:
     """``Continuing crawl NAME (started ..., N runs): D done, Q queued, ...`` for a
     worker that opens a crawl an earlier run (or another worker) began, else None."""
-    refused = sum(refused_at_lease(counts).values())
-    held = sum(counts.get(state, 0) for state in STATES) + refused
-    if run.runs <= 1 and not held:
+    if run.runs <= 1 and not holds_urls(counts):
         return None
-    began = "before its start was recorded" if run.started_ms is None else utc(run.started_ms)
+    refused = sum(refused_at_lease(counts).values())
     moving = [f"{counts.get(COUNTS.leased, 0)} leased"] if counts.get(COUNTS.leased) else []
     if counts.get(COUNTS.delayed):
         moving.append(f"{counts[COUNTS.delayed]} delayed for a retry")
-    return (f"Continuing crawl {name} (started {began}, {run.runs} runs): "
+    return (f"Continuing crawl {name} (started {began(run.started_ms)}, {run.runs} runs): "
             f"{counts.get(COUNTS.done, 0)} done, {counts.get(COUNTS.queued, 0)} queued"
             + "".join(f", {part}" for part in moving)
             + f", {counts.get(COUNTS.dead, 0)} dead letters, {refused} refused; "

@@ -13,6 +13,7 @@ reads them all, so it covers every worker, on any machine.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import zlib
 from typing import Any
@@ -45,8 +46,11 @@ def live_field(worker: str) -> str:
 
 
 async def save_live(client: Any, keys: Keys, worker: str, tally: dict[str, Any]) -> None:
-    """A running worker's tally of its current run so far (its total and its run alike)."""
-    await client.hset(keys.reports(), live_field(worker), pack(tally))
+    """A running worker's tally of its current run so far (its total and its run
+    alike), encoded on a thread: ``tally`` is a copy (``Tally.as_dict``), up to
+    tens of thousands of hosts, and the crawl goes on meanwhile."""
+    blob = await asyncio.to_thread(pack, tally)
+    await client.hset(keys.reports(), live_field(worker), blob)
 
 
 async def save(client: Any, keys: Keys, worker: str, tally: dict[str, Any]) -> None:

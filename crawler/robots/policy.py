@@ -29,7 +29,7 @@ from crawler.addressguard import SeenOnce
 from crawler.deadletter import DeadReason
 from crawler.frontier.store import Frontier
 from crawler.frontier.values import RobotsOutcome, RobotsRetry
-from crawler.robots.fetch import BLOCKED_ERROR, Fetched, RobotsFetcher
+from crawler.robots.fetch import Fetched, RobotsFetcher
 from crawler.robots.rules import MAX_ROBOTS_BYTES, Rules, classify, prepare
 from crawler.signals import crawl_delay_applied, host_blocked, robots_sitemaps_found
 from crawler.urls import host_origin
@@ -172,19 +172,19 @@ class RobotsPolicy:
         logger.log(logging.INFO if self._logged.first(host) else logging.DEBUG,
                    "robots.txt of %s unreachable (%s), attempt %d: its URLs wait",
                    host, why, outcome.attempts, extra=extra)
-        if outcome.state == "park" or fetched.error == BLOCKED_ERROR:
+        if outcome.state == "park" or fetched.blocked is not None:
             assert self.frontier is not None
-            blocked = fetched.error == BLOCKED_ERROR  # never reachable: park at once
+            blocked = fetched.blocked is not None  # never reachable: park at once
             reason = DeadReason.now("address-blocked" if blocked else "robots-unreachable",
                                     fetched.detail or why)
             parked = await self.frontier.park_host(host, reason.json())
             self.stats.inc_value("guard/hosts_parked" if blocked else "robots/hosts_parked")
             self.stats.inc_value(f"frontier/dead/{reason.reason}", parked)
-            if fetched.blocked is not None:
+            if blocked:
                 self.crawler.signals.send_catch_log(host_blocked, host=host,
                                                     blocked=fetched.blocked)
-            why_parked = (fetched.detail or "its address is not public (address guard)"
-                          if blocked else f"robots.txt unreachable {outcome.attempts} times")
+            why_parked = (fetched.detail if blocked
+                          else f"robots.txt unreachable {outcome.attempts} times")
             logger.warning(
                 "Host %s parked, %s: %d queued URL(s) are dead letters (requeue with: "
                 "scrapy frontier requeue --host %s)", host, why_parked, parked, host, extra=extra)

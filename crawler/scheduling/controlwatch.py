@@ -70,11 +70,12 @@ class ControlWatch:
         if first is None or not head or head[0] == first:
             return
         new = head if first not in head else head[:head.index(first)]
-        for raw in reversed(new):  # (the oldest first)
-            _say(raw)
+        entries = [log_entry(raw) for raw in new]
+        for entry in reversed(entries):  # (the oldest first)
+            _say(entry)
         if not self.holds():
             return
-        sites = {_site_of(entry) for entry in new}
+        sites = {_site_of(entry) for entry in entries}
         if None in sites or len(new) == _HEAD:
             self.give_back(None)
         else:
@@ -82,17 +83,15 @@ class ControlWatch:
                 self.give_back(site)
 
 
-def _site_of(raw: bytes) -> str | None:
+def _site_of(entry: dict[str, Any] | None) -> str | None:
     """The site a control log entry changed (None: a domain, an address, unknown)."""
-    entry = log_entry(raw)
     if entry is not None and entry.get("scope") == "site":
         return str(entry.get("name"))
     return None
 
 
-def _say(raw: bytes) -> None:
+def _say(entry: dict[str, Any] | None) -> None:
     """Log one operator's action (an entry of the control log) at INFO."""
-    entry = log_entry(raw)
     if entry is None:
         return
     who = f" (by {entry['who']})" if entry.get("who") else ""

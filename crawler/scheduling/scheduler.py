@@ -37,10 +37,15 @@ from scrapy.utils.reactor import is_asyncio_reactor_installed
 from crawler import compat
 from crawler.frontier import crawlconfig
 from crawler.frontier.connection import ConnectError, async_client, configured_url, sync_client
-from crawler.frontier.crawls import CrawlRun, continuing_line, note_run, nothing_left_line
+from crawler.frontier.crawls import (
+    CrawlRun,
+    continuing_line,
+    crawl_label,
+    note_run,
+    nothing_left_line,
+)
 from crawler.frontier.embedded import EmbeddedRedis
-from crawler.frontier.keys import STATES, Count, Keys, crawl_namespace
-from crawler.frontier.schema import refused_at_lease
+from crawler.frontier.keys import Count, Keys, crawl_namespace
 from crawler.lease import ticket_of
 from crawler.redaction import one_line, safe_url, url_password
 from crawler.scheduling.health import refusal
@@ -201,8 +206,7 @@ class FrontierScheduler:
             self.sync_client)
         self.frontier.pauses.update(self.pauses)  # (asked before it opened)
         counts = await self.frontier.start()
-        held = any(counts.get(state) for state in STATES) or bool(refused_at_lease(counts))
-        self.run = await note_run(client, keys, held)
+        self.run = await note_run(client, keys, counts)
         continuing = continuing_line(self.crawl_name(), self.run, counts)
         self.continuing = continuing is not None
         if continuing is not None:
@@ -322,7 +326,7 @@ class FrontierScheduler:
     def crawl_name(self) -> str:
         """How the log names this crawl: its id, else the spider's default crawl."""
         assert self.spider is not None
-        return self._crawl_id or f"of spider {self.spider.name}"
+        return crawl_label(self._crawl_id, self.spider.name)
 
     # ------------------------------------------------------------------ scheduler API
 
