@@ -194,9 +194,12 @@ def test_the_summary_says_what_is_left_why_and_how_to_continue() -> None:
 
 
 def test_a_frontier_left_empty_adds_nothing() -> None:
-    empty = Leftover(0, {"queued": 0, "leased": 0, "delayed": 0, "done": 9, "dead": 0})
-    assert crawl_summary({"finish_reason": "finished"}, left=empty, resume="x") == \
-        crawl_summary({"finish_reason": "finished"})
+    empty = Leftover(0, {"queued": 0, "leased": 0, "delayed": 0, "done": 9, "dead": 0,
+                         "hf": 2, "seeds": 1})
+    stats = {"finish_reason": "finished", "frontier/leases/done": 9}
+    with_left = crawl_summary(stats, left=empty, resume="x")
+    assert with_left[1] == "  pages fetched: 9 from 2 host(s), 1 seed(s)"
+    assert with_left[2:] == crawl_summary(stats)[2:]
 
 
 def test_a_frontier_too_large_to_read_gives_its_counts() -> None:

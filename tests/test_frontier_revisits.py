@@ -340,7 +340,7 @@ def test_the_metrics_export_the_revisits_waiting_and_the_next_one(make_harness,
     with redis.Redis.from_url(redis_url) as client:
         collector = FrontierCollector(client, h.keys, "w")
         status = collector.reader.read(oldest=False)
-        samples = {s.name: s.value for family in collector._families(status, "f")
+        samples = {s.name: s.value for family in collector.families(status, "f")
                    for s in family.samples}
     assert samples["crawler_frontier_revisits_waiting"] == 1
     assert samples["crawler_frontier_revisits_total"] == 0

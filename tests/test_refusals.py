@@ -50,7 +50,7 @@ def test_refusals_reach_the_frontier_with_their_newest_examples(
     collector = FrontierCollector(sync, h.keys, "w")
     status = collector.reader.read(oldest=False)
     assert status.refused == {"trap-calendar": EXAMPLES + 6, "not-http-url": 1}
-    samples = {s.labels["reason"]: s.value for family in collector._families(status, "f")
+    samples = {s.labels["reason"]: s.value for family in collector.families(status, "f")
                for s in family.samples if s.name == "crawler_frontier_refused_total"}
     assert samples == status.refused
 

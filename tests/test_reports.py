@@ -13,6 +13,7 @@ import pytest
 from redis.asyncio import Redis
 
 from crawler.frontier import reports as saved_reports
+from crawler.frontier.account import Account
 from crawler.reports import tally as tally_module
 from crawler.reports.build import build, latest_run
 from crawler.reports.compare import compare
@@ -77,7 +78,11 @@ def test_the_latest_run_is_the_last_started_and_every_worker_running_then() -> N
 
 
 def test_the_files_hold_the_tables_and_the_page_runs_nothing(tmp_path: Path) -> None:
+    counts = {"queued": 2, "dead": 1, "done": 1, "hf": 1, "seeds": 2, "x:http-404": 1,
+              "p:robots-unreachable": 1}
+    account = Account.of(counts, {"budget": 1})
     report = {"crawl": "c", "generated_at": 1.0, "workers": ["w0"],
+              "account": account.as_dict(),
               "tally": _tally().as_dict(), "latest_runs": {"w0": [0.0, 1.0]},
               "changes": {"a.test": {"new": 1}},
               "left": {"counts": {"queued": 2, "dead": 1}, "refused": {"budget": 1},
@@ -95,6 +100,13 @@ def test_the_files_hold_the_tables_and_the_page_runs_nothing(tmp_path: Path) -> 
     assert json.loads((tmp_path / "report.json").read_text()) == report
     html = page.read_text()
     assert "<script" not in html and "What changed in the latest run" in html
+    # the cards are the crawl's account; the answers the tallies'
+    for card, shown in [("fetched", 1), ("hosts", 1), ("seeds", 2), ("refused", 1),
+                        ("dead", 1), ("parked", 1)]:
+        assert f'id="account-{card}">' in html and f"<b>{shown}</b>" in html.split(
+            f'id="account-{card}">')[1].split("</div>")[0], card
+    assert 'data-reason="http-404" data-n="1"' in html
+    assert 'data-reason="robots-unreachable" data-n="1"' in html
     assert not list(tmp_path.glob(".*.tmp"))
 
 

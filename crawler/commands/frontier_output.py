@@ -16,6 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from crawler.frontier.account import Account, reasons
 from crawler.frontier.admin import AdminError, DeadLetter, FrontierAdmin, HostMatch, parse_host
 from crawler.frontier.capacity import Capacity
 from crawler.frontier.connection import Connection
@@ -91,7 +92,9 @@ def format_status(st: Status, url: str, max_workers: int = MAX_WORKER_ROWS) -> s
         head += "; no crawl has opened it yet (partitions from FRONTIER_PARTITIONS)"
     c = st.counts
     names = [n for n in (*STATES, *EXTRA_COUNTS) if n != Count.HOSTS]
-    names += sorted(set(c) - set(names) - {Count.HOSTS})  # e.g. stale
+    # other counters (e.g. stale), not the account's (below) nor its by-reason fields
+    names += sorted(set(c) - set(names) - {Count.HOSTS, Count.HOSTS_FETCHED, Count.SEEDS}
+                    - {n for n in c if ":" in n})
     h = st.hosts
     lines = [
         head, "",
@@ -100,10 +103,7 @@ def format_status(st: Status, url: str, max_workers: int = MAX_WORKER_ROWS) -> s
     ]
     if st.crawl is not None:
         lines.append(f"Crawl  {st.crawl.describe()}")
-    if st.refused:
-        lines.append(f"Refused  {sum(st.refused.values()):,} URL(s): "
-                     + ", ".join(f"{reason} {n:,}" for reason, n in st.refused.items())
-                     + " (scrapy frontier refused shows examples)")
+    lines += account_lines(st.account)
     if st.oldest_queued_s is not None:
         lines.append(f"Oldest queued URL waiting {_duration(st.oldest_queued_s)} (+-10 s)")
     if st.next_revisit_s is not None:
@@ -128,6 +128,21 @@ def format_status(st: Status, url: str, max_workers: int = MAX_WORKER_ROWS) -> s
         lines += [f"  {w.id} is paused: {w.paused}" for w in st.workers[:max_workers]
                   if w.paused and w.state == "alive"]
     return "\n".join(lines)
+
+
+def account_lines(account: Account) -> list[str]:
+    """The crawl's account (the figures every view shows): what was fetched,
+    refused, dead and parked, by reason."""
+    lines = [f"Fetched  {account.fetched_line()}"]
+    if account.refused:
+        lines.append(f"Refused  {account.refused_total:,} URL(s): {reasons(account.refused, 99)}"
+                     " (scrapy frontier refused shows examples)")
+    if account.dead:
+        lines.append(f"Dead letters  {account.dead_total:,}: {reasons(account.dead, 99)} "
+                     "(scrapy frontier dead lists them)")
+    if account.parked:
+        lines.append(f"Parked hosts  {account.parked_total:,}: {reasons(account.parked, 99)}")
+    return lines
 
 
 def _capacity_lines(cap: Capacity) -> list[str]:

@@ -70,7 +70,7 @@ class Views:
         status = self.admin.status()
         out = status.as_dict()
         out["redis"] = self.redis
-        out["refused_total"] = sum(status.refused.values())
+        out["refused_total"] = status.account.refused_total
         out["crawl_line"] = status.crawl.describe() if status.crawl is not None else ""
         out["history"] = self.history.as_dict()
         alive = [w.id for w in status.workers if w.state == "alive"]

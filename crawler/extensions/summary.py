@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 
 from scrapy import signals
 
+from crawler.frontier.account import Account, reasons
 from crawler.frontier.leftover import HostLeft, Leftover
 from crawler.frontier.schema import COUNTS
 from crawler.robots.fetch import ROBOTS_FETCH_META
@@ -155,39 +156,16 @@ def crawl_summary(stats: Mapping[str, Any], *, feeds: Sequence[tuple[str, int]] 
 
     lines = [f"Crawl summary ({stats.get('finish_reason', 'unfinished')}, "
              f"{_duration(stats.get('elapsed_time_seconds'))}):"]
-
-    pages = n(PAGES_STAT) if PAGES_STAT in stats else n("response_received_count")
-    hosts = f"{'at least ' if stats.get(HOSTS_CAPPED_STAT) else ''}{n(HOSTS_STAT)}"
-    robots = sum(by_prefix("robots/fetch/status/").values())
-    lines.append(f"  pages fetched: {pages} from {hosts} host(s)"
-                 + (f" (and {robots} robots.txt fetches)" if robots else ""))
-
-    skipped = []
-    if n("robots/denied"):
-        skipped.append(f"{n('robots/denied')} denied by robots.txt")
-    if n("frontier/duplicates"):
-        skipped.append(f"{n('frontier/duplicates')} duplicate links skipped")
-    refused = by_prefix("frontier/refused/")
-    if refused:
-        skipped.append(f"{sum(refused.values())} refused ({_reasons(refused)})")
-    learned = by_prefix("learned/dropped/")
-    if learned:
-        skipped.append(f"{sum(learned.values())} ended by a learned rule ({_reasons(learned)})")
-    if skipped:
-        lines.append("  not fetched: " + ", ".join(skipped))
-    if n("learning/params_learned") or n("traps/patterns"):
-        lines.append(f"  learned: {n('learning/params_learned')} noise parameter(s), "
-                     f"{n('traps/patterns')} trap pattern(s) (see the log; scrapy frontier "
-                     "host NAME)")
-
-    dead = _dead_letters(stats, n("frontier/leases/dead"), by_prefix)
-    if dead:
-        lines.append("  dead letters: " + dead)
+    account = left.account if left is not None else None
+    lines += (_account_lines(account, stats) if account is not None
+              else _stats_lines(stats, by_prefix))
+    pages = (account.fetched if account is not None
+             else n(PAGES_STAT) if PAGES_STAT in stats else n("response_received_count"))
 
     seeds = refused_seeds(stats)
     if seeds:
         lines.append(f"  seeds refused: {sum(seeds.values())} of {n('seeds/loaded')} "
-                     f"({_reasons(seeds)}; see the WARNING lines)")
+                     f"({reasons(seeds)}; see the WARNING lines)")
 
     items = n("item_scraped_count")
     if feeds:
@@ -203,6 +181,79 @@ def crawl_summary(stats: Mapping[str, Any], *, feeds: Sequence[tuple[str, int]] 
     if left is not None:
         lines += leftover_lines(left, resume)
     return lines[:14]
+
+
+def _account_lines(account: Account, stats: Mapping[str, Any]) -> list[str]:
+    """The crawl's figures from its account (every view's), with what this run
+    did when it differs (a continued crawl, several workers)."""
+    run = int(stats.get("frontier/leases/done", 0) or 0)
+    robots = sum(int(v) for k, v in stats.items() if k.startswith("robots/fetch/status/"))
+    notes = [f"this run: {run:,}"] if run != account.fetched else []
+    if robots:
+        notes.append(f"and {robots:,} robots.txt fetches")
+    lines = [f"  pages fetched: {account.fetched:,} from {account.hosts_fetched:,} host(s), "
+             f"{account.seeds:,} seed(s)"
+             + (f" ({'; '.join(notes)})" if notes else "")]
+    skipped = []
+    if account.duplicates:
+        skipped.append(f"{account.duplicates:,} duplicate links skipped")
+    if account.refused:
+        skipped.append(f"{account.refused_total:,} refused ({reasons(account.refused)})")
+    if skipped:
+        lines.append("  not fetched: " + ", ".join(skipped))
+    learned = _learned_line(stats)
+    if learned:
+        lines.append(learned)
+    parts = []
+    if account.dead:
+        parts.append(f"{account.dead_total:,} URLs ({reasons(account.dead)}; "
+                     "scrapy frontier dead)")
+    if account.parked:
+        parts.append(f"{account.parked_total:,} host(s) parked ({reasons(account.parked)})")
+    if parts:
+        lines.append("  dead letters: " + "; ".join(parts))
+    return lines
+
+
+def _stats_lines(stats: Mapping[str, Any], by_prefix: Any) -> list[str]:
+    """The figures from this run's stats alone (a crawl without the frontier)."""
+    def n(key: str) -> int:
+        return int(stats.get(key, 0) or 0)
+
+    pages = n(PAGES_STAT) if PAGES_STAT in stats else n("response_received_count")
+    hosts = f"{'at least ' if stats.get(HOSTS_CAPPED_STAT) else ''}{n(HOSTS_STAT)}"
+    robots = sum(by_prefix("robots/fetch/status/").values())
+    lines = [f"  pages fetched: {pages} from {hosts} host(s)"
+             + (f" (and {robots} robots.txt fetches)" if robots else "")]
+    skipped = []
+    if n("robots/denied"):
+        skipped.append(f"{n('robots/denied')} denied by robots.txt")
+    if n("frontier/duplicates"):
+        skipped.append(f"{n('frontier/duplicates')} duplicate links skipped")
+    refused = by_prefix("frontier/refused/")
+    if refused:
+        skipped.append(f"{sum(refused.values())} refused ({reasons(refused)})")
+    learned = by_prefix("learned/dropped/")
+    if learned:
+        skipped.append(f"{sum(learned.values())} ended by a learned rule ({reasons(learned)})")
+    if skipped:
+        lines.append("  not fetched: " + ", ".join(skipped))
+    learned_line = _learned_line(stats)
+    if learned_line:
+        lines.append(learned_line)
+    dead = _dead_letters(stats, n("frontier/leases/dead"), by_prefix)
+    if dead:
+        lines.append("  dead letters: " + dead)
+    return lines
+
+
+def _learned_line(stats: Mapping[str, Any]) -> str:
+    params, traps = (int(stats.get(k, 0) or 0) for k in ("learning/params_learned",
+                                                          "traps/patterns"))
+    if not (params or traps):
+        return ""
+    return (f"  learned: {params} noise parameter(s), {traps} trap pattern(s) (see the log; "
+            "scrapy frontier host NAME)")
 
 
 def storage_line(stats: Mapping[str, Any]) -> str:
@@ -252,7 +303,7 @@ def leftover_lines(left: Leftover, resume: str = "") -> list[str]:
     waiting = {state: n for state, n in left.urls_by_state().items()
                if state not in {"empty", *held}}
     if waiting:
-        lines.append("    not held (due soon): " + _reasons(waiting) + " URL(s)")
+        lines.append("    not held (due soon): " + reasons(waiting) + " URL(s)")
     if resume:
         lines.append(f"  continue with: {resume}")
     return lines
@@ -294,13 +345,13 @@ def _dead_letters(stats: Mapping[str, Any], dead: int, by_prefix: Any) -> str:
     # by the letters' reason: the leases that ended dead, and the URLs of parked hosts
     by_reason = by_prefix("frontier/dead/")
     if by_reason:
-        parts.append(f"{sum(by_reason.values())} URLs ({_reasons(by_reason)}; "
+        parts.append(f"{sum(by_reason.values())} URLs ({reasons(by_reason)}; "
                      "scrapy frontier dead)")
     elif dead:
         why = []
         gave_up = by_prefix("retry/gave_up/")
         if gave_up:
-            why.append(f"gave up retrying: {_reasons(gave_up)}")
+            why.append(f"gave up retrying: {reasons(gave_up)}")
         too_large = int(stats.get("download/aborted/too-large", 0) or 0)
         if too_large:
             why.append(f"too large: {too_large}")
@@ -316,15 +367,8 @@ def _dead_letters(stats: Mapping[str, Any], dead: int, by_prefix: Any) -> str:
     if guard_parked:
         parked["address-blocked"] = guard_parked
     if parked:
-        parts.append(f"{sum(parked.values())} host(s) parked ({_reasons(parked)})")
+        parts.append(f"{sum(parked.values())} host(s) parked ({reasons(parked)})")
     return "; ".join(parts)
-
-
-def _reasons(counts: Mapping[str, int]) -> str:
-    """``a 3, b 1``: the biggest first, at most five (then ``...``)."""
-    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    shown = ", ".join(f"{k} {v}" for k, v in ranked[:5])
-    return shown + (", ..." if len(ranked) > 5 else "")
 
 
 def _duration(seconds: Any) -> str:

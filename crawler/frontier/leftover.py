@@ -28,8 +28,10 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
+from crawler.frontier.account import Account
 from crawler.frontier.calls import Call, run_per_partition
 from crawler.frontier.keys import STATES, Count, Keys, add_counts, partition_of
+from crawler.frontier.refusals import by_reason
 from crawler.frontier.scriptargs import leftover_args
 from crawler.frontier.store import script_source
 
@@ -93,6 +95,13 @@ class Leftover:
     #: False when only the counts were read (``hosts`` is empty): the frontier
     #: was too large to scan in the time given.
     complete: bool = True
+    #: URLs refused by reason, every worker's (:func:`crawler.frontier.refusals.by_reason`).
+    refused: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def account(self) -> Account:
+        """The crawl's account as this read found it (what every view counts)."""
+        return Account.of(self.counts, self.refused)
 
     @property
     def queued(self) -> int:
@@ -163,8 +172,8 @@ class LeftoverReader:
         """Every host with queued URLs and why it waits. ``repair``: put a lost
         host back where it belongs; ``grace_ms``: also wake now the hosts whose
         domain or address wake time passed longer ago than that (0: none)."""
-        counts, delayed_next, server_ms = await self._counts()
-        left = Leftover(server_ms, counts, delayed_next_ms=delayed_next)
+        counts, delayed_next, server_ms, refused = await self._counts()
+        left = Leftover(server_ms, counts, delayed_next_ms=delayed_next, refused=refused)
         if not counts.get(Count.QUEUED):
             return left
         by_part: dict[int, list[str]] = defaultdict(list)
@@ -188,15 +197,19 @@ class LeftoverReader:
 
     async def counts_only(self) -> Leftover:
         """The counts and the first delayed URL's time, without the hosts."""
-        counts, delayed_next, server_ms = await self._counts()
-        return Leftover(server_ms, counts, delayed_next_ms=delayed_next, complete=False)
+        counts, delayed_next, server_ms, refused = await self._counts()
+        return Leftover(server_ms, counts, delayed_next_ms=delayed_next, complete=False,
+                        refused=refused)
 
-    async def _counts(self) -> tuple[dict[str, int], int | None, int]:
+    async def _counts(self) -> tuple[dict[str, int], int | None, int, dict[str, int]]:
+        """The counts summed, the first delayed URL's time, the server's time
+        and the refusals by reason."""
         async with self.client.pipeline(transaction=False) as pipe:
             for part in range(self.keys.partitions):
                 pipe.hgetall(self.keys.counts(part))
                 pipe.zrange(self.keys.delayed(part), 0, 0, withscores=True)
-            replies = await pipe.execute()
+            pipe.hgetall(self.keys.refused())
+            *replies, refused = await pipe.execute()
         counts: dict[str, int] = dict.fromkeys(STATES, 0)
         firsts = []
         for raw, first in zip(replies[0::2], replies[1::2], strict=True):
@@ -204,7 +217,8 @@ class LeftoverReader:
             if first:
                 firsts.append(int(first[0][1]))
         sec, usec = await self.client.time()
-        return counts, (min(firsts) if firsts else None), int(sec) * 1000 + int(usec) // 1000
+        return (counts, (min(firsts) if firsts else None), int(sec) * 1000 + int(usec) // 1000,
+                by_reason(refused, counts))
 
 
 def states_of(client: Any, keys: Keys, hosts: Iterable[str]) -> dict[str, HostLeft]:

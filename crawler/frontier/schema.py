@@ -81,6 +81,13 @@ COUNTS: Final = Record(
     dead=F("dead", "dead letters", "count"),
     refused_by=F("r:", "r:REASON URLs admitted, then refused before their download for good "
                        "(robots, a learned trap or variant; lua/release.lua)", "prefix"),
+    dead_by=F("x:", "x:REASON dead letters by their reason's label (common.lua dead_letter; "
+                    "requeue.lua takes them off)", "prefix"),
+    parked_by=F("p:", "p:REASON hosts parked, by their reason's label (lua/drop_host.lua; "
+                      "requeue.lua takes them off)", "prefix"),
+    hosts_fetched=F("hf", "hosts with at least one URL fetched (lua/release.lua)", "count"),
+    seeds=F("seeds", "seed URLs admitted (a seed's redirect target not again; lua/admit.lua)",
+            "count"),
     dup=F("dup", "offers refused as already seen", "count"),
     refused=F("refused", "offers over the host's page budget", "count"),
     blocked=F("blocked", "links to a dropped host", "count"),
@@ -113,6 +120,7 @@ COUNTS: Final = Record(
 HOST: Final = Record(
     "host", "PP:h:HOST", "H", "An authority (scheme://host:port): its queue and robots.txt.",
     queued=F("n", "URLs in its queue", "count"),
+    pages_fetched=F("pf", "its URLs fetched, revisits included (lua/release.lua)", "count"),
     woken=F("iwk", "woken from an IP park: its place at the address is its own", "flag"),
     blocked=F("b", "'1' dropped, 'p' parked by its breaker", "flag"),
     parked_reason=F("pr", "why it was parked (JSON)", "str"),

@@ -14,6 +14,7 @@ from typing import Any
 
 import redis
 
+from crawler.frontier.account import Account
 from crawler.frontier.capacity import Capacity, CapacityReader
 from crawler.frontier.crawls import CrawlRecord
 from crawler.frontier.keys import STATES, Count, Keys, add_counts
@@ -83,8 +84,13 @@ class Status:
     #: When the crawl began, its runs and how it was started (None: not recorded).
     crawl: CrawlRecord | None = None
 
+    @property
+    def account(self) -> Account:
+        """The crawl's account (what every view of it counts)."""
+        return Account.of(self.counts, self.refused)
+
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "account": self.account.as_dict()}
 
 
 def workers_of(raw: dict[bytes, bytes], now: float, lease_seconds: float) -> list[Worker]:

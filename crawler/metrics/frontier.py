@@ -29,6 +29,7 @@ import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from crawler.frontier.account import Account
 from crawler.frontier.capacity import Capacity
 from crawler.frontier.keys import STATES, Count, Keys
 from crawler.frontier.schema import refused_at_lease
@@ -82,7 +83,7 @@ class FrontierCollector(Collector):
         errors.add_metric([frontier], self.errors)
         yield errors
         if reporter and status is not None:
-            yield from self._families(status, frontier)
+            yield from self.families(status, frontier)
 
     def refresh(self) -> Status | None:
         """The cached status, read again when older than ``interval``."""
@@ -111,7 +112,7 @@ class FrontierCollector(Collector):
         alive = sorted(w.id for w in status.workers if w.state == "alive")
         return bool(alive) and alive[0] == self.worker and self.active()
 
-    def _families(self, status: Status, frontier: str) -> Iterator[Metric]:
+    def families(self, status: Status, frontier: str) -> Iterator[Metric]:
         counts = status.counts
         urls = GaugeMetricFamily("crawler_frontier_urls", "URLs in the frontier, by state.",
                                  labels=["frontier", "state"])
@@ -147,6 +148,7 @@ class FrontierCollector(Collector):
                          "Seconds until the next done URL is due for its revisit.",
                          frontier, status.next_revisit_s)
         yield from _offer_families(status, frontier, lease_refused)
+        yield from _account_families(status.account, frontier)
         expired = CounterMetricFamily(
             "crawler_frontier_leases_expired",
             "Leases that expired (their worker vanished) and were put back in the queues.",
@@ -173,6 +175,30 @@ class FrontierCollector(Collector):
             workers.add_metric([frontier, state],
                                sum(1 for w in status.workers if w.state == state))
         yield workers
+
+
+def _account_families(account: Account, frontier: str) -> Iterator[Metric]:
+    """The crawl's account beside the states (pages fetched are ``urls{state="done"}``,
+    refusals ``refused{reason}``): what every other view shows."""
+    hosts = CounterMetricFamily("crawler_frontier_hosts_fetched",
+                                "Hosts with at least one page fetched, since the crawl began.",
+                                labels=["frontier"])
+    hosts.add_metric([frontier], account.hosts_fetched)
+    yield hosts
+    seeds = CounterMetricFamily("crawler_frontier_seeds",
+                                "Seed URLs admitted, since the crawl began.", labels=["frontier"])
+    seeds.add_metric([frontier], account.seeds)
+    yield seeds
+    dead = GaugeMetricFamily("crawler_frontier_dead_letters",
+                             "Dead letters by reason (the labels of scrapy frontier dead "
+                             "--reason); a requeue takes them off.", labels=["frontier", "reason"])
+    parked = GaugeMetricFamily("crawler_frontier_hosts_parked",
+                               "Hosts parked by reason; their URLs wait as dead letters of "
+                               "that reason.", labels=["frontier", "reason"])
+    for family, found in ((dead, account.dead), (parked, account.parked)):
+        for reason, n in found.items():
+            family.add_metric([frontier, reason], n)
+        yield family
 
 
 def _offer_families(status: Status, frontier: str, lease_refused: int) -> Iterator[Metric]:

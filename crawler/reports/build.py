@@ -58,6 +58,9 @@ def build(admin: FrontierAdmin, *, crawl: str = "") -> dict[str, Any]:
         "crawl": crawl or admin.keys.namespace,
         "generated_at": round(time.time(), 3),
         "workers": sorted(saved),
+        # The crawl's figures, as every view shows them (the tallies count answers:
+        # a retried page's every answer, a dead letter's last one).
+        "account": status.account.as_dict(),
         "tally": tally.as_dict(),
         # What the latest run of each worker saw: a recurring crawl's week.
         "latest_runs": runs,

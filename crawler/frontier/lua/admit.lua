@@ -43,12 +43,13 @@ local budget, boost = num(limits.admit_max, 0), num(limits.inlink_boost, 0)
 await_first = limits.await_first == true
 local inlinks, inlink_hosts = {}, {}  -- host -> {fingerprint -> links found}
 local added, dups, refused, hosts, blocked, parked, spent = 0, 0, 0, 0, 0, 0, 0
-local forward = 0
+local forward, seeds = 0, 0
 local parked_reason = '{"reason": "robots-unreachable", "error": "host parked"}'
 -- The partition's queue sequence, its last time mark (seconds; see the end)
 -- and the counts this script changes: read once, when the first URL is
 -- added, and written once at the end.
-local COUNTED = {N.seq, N.mark, N.queued, N.dup, N.refused, N.hosts, N.blocked, N.dead, N.budget}
+local COUNTED = {N.seq, N.mark, N.queued, N.dup, N.refused, N.hosts, N.blocked, N.dead, N.budget,
+                 N.seeds}
 local counted = nil
 local seq, mark = nil, nil
 
@@ -115,7 +116,7 @@ for i = 3, #ARGV, 7 do
     if lm then forward = forward + bring_forward(host, string.sub(entry, 1, 16), lm) end
   elseif b == 'p' then
     local reason = redis.call('HGET', hk, H.parked_reason) or parked_reason
-    redis.call('HSET', p .. ':dead', string.sub(entry, 1, 16), host .. '\n' .. reason .. '\n' .. entry)
+    dead_letter(KEYS[1], p, string.sub(entry, 1, 16), host, reason, entry)
     parked = parked + 1
   else
     local grp = groups[host]
@@ -162,6 +163,10 @@ for _, host in ipairs(order) do
       seq = seq + 1
       args[#args + 1] = queue_score(grp[j][1], seq)
       args[#args + 1] = grp[j][2]
+      if string.find(grp[j][2], '"broad_seed"', 17, true)
+          and not string.find(grp[j][2], '"redirect_urls"', 17, true) then
+        seeds = seeds + 1  -- (a seed's redirect target is the same seed, not another)
+      end
       if boost > 0 then
         found[#found + 1] = string.sub(grp[j][2], 1, 16)
         found[#found + 1] = grp[j][2]
@@ -234,7 +239,7 @@ end
 -- or two move by themselves)
 for name, n in pairs({[N.queued] = added, [N.dup] = dups, [N.refused] = refused,
                       [N.hosts] = hosts, [N.blocked] = blocked, [N.dead] = parked,
-                      [N.budget] = spent}) do
+                      [N.budget] = spent, [N.seeds] = seeds}) do
   if n > 0 and counted then
     w[name] = num(counted[name], 0) + n
   elseif n > 0 then

@@ -80,7 +80,7 @@ for _, host in ipairs(vhosts) do
       redis.call('HDEL', p .. ':vm:' .. host, string.sub(entry, 1, 16))
     end
     if b == '1' or b == 'p' then
-      redis.call('HSET', p .. ':dead', string.sub(entry, 1, 16), host .. '\n' .. reason .. '\n' .. entry)
+      dead_letter(KEYS[1], p, string.sub(entry, 1, 16), host, reason, entry)
       revisits_dead = revisits_dead + 1
     else
       seq = seq + 1

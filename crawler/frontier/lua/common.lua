@@ -378,6 +378,21 @@ local function split_fields(data, n)
   return unpack(out)
 end
 
+-- The label of a dead letter's reason (crawler/deadletter.py writes a JSON
+-- object whose "reason" it is; an older reason is the label itself).
+local function reason_label(reason)
+  return string.match(reason, '"reason": *"([^"]*)"') or reason
+end
+
+-- Store a dead letter (PP:dead: "host \n reason \n entry" by fingerprint)
+-- and count it by its reason's label (N.dead_by, in the counts hash nk), so
+-- that the crawl's account (frontier/account.py) has the dead letters by
+-- reason without a scan. The caller counts N.dead.
+local function dead_letter(nk, p, fp, host, reason, entry)
+  redis.call('HSET', p .. ':dead', fp, host .. '\n' .. reason .. '\n' .. entry)
+  hincr(nk, N.dead_by .. reason_label(reason), 1)
+end
+
 -- A lease is its member of PP:leased, "HOST\nSCORE\nWORKER\nENTRY" (the
 -- entry starts with its 16-byte fingerprint): host, score, worker, entry,
 -- fingerprint; nil for anything else (an older build's member was the

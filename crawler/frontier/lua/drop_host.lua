@@ -27,8 +27,15 @@ local host, reason, max = a.host, a.reason, a.max
 local mark = a.mark or ''
 local hk, qk = p .. ':h:' .. host, p .. ':q:' .. host
 if redis.call('EXISTS', hk) == 0 then return {0, 0, 0} end
+-- Hosts parked are counted by their reason's label (N.parked_by; requeue.lua
+-- takes one off when it brings a parked host back): the crawl's account.
+local was = redis.call('HMGET', hk, H.blocked, H.parked_reason)
+if was[1] == 'p' and mark ~= '' and mark ~= 'p' then
+  hincr(KEYS[1], N.parked_by .. reason_label(was[2] or ''), -1)
+end
 if mark ~= '' then redis.call('HSET', hk, H.blocked, mark) end
 if mark == 'p' then
+  if was[1] ~= 'p' then hincr(KEYS[1], N.parked_by .. reason_label(reason), 1) end
   redis.call('HSET', hk, H.parked_reason, reason)
   -- Parked by the worker that met its end (a name that does not exist, a
   -- robots.txt given up): a robots job of the host is over, and no longer
@@ -40,7 +47,7 @@ local popped = redis.call('ZPOPMIN', qk, max)
 local queued = #popped / 2
 for i = 1, #popped, 2 do
   local entry = popped[i]
-  redis.call('HSET', p .. ':dead', string.sub(entry, 1, 16), host .. '\n' .. reason .. '\n' .. entry)
+  dead_letter(KEYS[1], p, string.sub(entry, 1, 16), host, reason, entry)
 end
 
 local delayed = 0
@@ -52,7 +59,7 @@ for i = 3, #ARGV do
     local _, _, entry = split_fields(data, 3)  -- host \n score \n entry
     redis.call('ZREM', p .. ':delayed', fp)
     redis.call('HDEL', p .. ':dd', fp)
-    redis.call('HSET', p .. ':dead', fp, host .. '\n' .. reason .. '\n' .. entry)
+    dead_letter(KEYS[1], p, fp, host, reason, entry)
     delayed = delayed + 1
   end
 end

@@ -58,7 +58,7 @@ local now = now_ms()
 local released, stale = 0, 0
 local counts = {[N.done] = 0, [N.queued] = 0, [N.delayed] = 0, [N.dead] = 0,
                 [N.robots_denied] = 0, [N.breaker_open] = 0, [N.breaker_parked] = 0,
-                [N.revisit] = 0}
+                [N.revisit] = 0, [N.hosts_fetched] = 0}
 local transitions = {}
 
 local function breaker_failure(sk, host)
@@ -285,6 +285,10 @@ for i = FIRST, #ARGV, EACH do
     end
     if op == 'done' then
       counts[N.done] = counts[N.done] + 1
+      -- (the host's first page makes it one of the hosts fetched from)
+      if hincr(hk, H.pages_fetched, 1) == 1 then
+        counts[N.hosts_fetched] = counts[N.hosts_fetched] + 1
+      end
       if revisit_ms > 0 then schedule_revisit(host, entry, revisit_ms) end
     elseif op == 'refused' then
       local name = N.refused_by .. arg
@@ -300,7 +304,7 @@ for i = FIRST, #ARGV, EACH do
       redis.call('HSET', p .. ':dd', fp, host .. '\n' .. score .. '\n' .. entry)
       counts[N.delayed] = counts[N.delayed] + 1
     else
-      redis.call('HSET', p .. ':dead', fp, host .. '\n' .. arg .. '\n' .. entry)
+      dead_letter(KEYS[1], p, fp, host, arg, entry)
       counts[N.dead] = counts[N.dead] + 1
     end
     if hold_ms > 0 then

@@ -45,8 +45,11 @@ for i = 3, #ARGV, 2 do
   if not data then
     skipped = skipped + 1
   else
-    local host, _, entry = split_fields(data, 3)  -- host \n reason \n entry
+    local host, reason, entry = split_fields(data, 3)  -- host \n reason \n entry
     local hk, sk = p .. ':h:' .. host, site_key(p, host)
+    hincr(KEYS[1], N.dead_by .. reason_label(reason), -1)
+    local was = redis.call('HMGET', hk, H.blocked, H.parked_reason)
+    if was[1] == 'p' then hincr(KEYS[1], N.parked_by .. reason_label(was[2] or ''), -1) end
     hosts = hosts + ensure_host(p, host, conc0, delay0)
     local score = 0
     if not front then

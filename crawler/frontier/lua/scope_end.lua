@@ -22,7 +22,7 @@ for i = 3, #ARGV do
   local entry = ARGV[i]
   if redis.call('ZREM', qk, entry) == 1 then
     redis.call('HDEL', p .. ':qm:' .. host, string.sub(entry, 1, 16))  -- (admit.lua's inlinks)
-    redis.call('HSET', p .. ':dead', string.sub(entry, 1, 16), host .. '\n' .. reason .. '\n' .. entry)
+    dead_letter(KEYS[1], p, string.sub(entry, 1, 16), host, reason, entry)
     ended = ended + 1
   end
 end
