@@ -83,6 +83,9 @@ def test_the_scripts_keep_the_account_as_they_go(world: World, redis_url: str) -
     assert account.dead == {"robots-unreachable": 3, "http-503": 1}
     assert account.parked == {"robots-unreachable": 1}
     assert account.dead_total == w.assert_consistent()["dead"] == 4
+    # The status says the parked host is parked, not finished.
+    hosts = w.admin.status().hosts
+    assert (hosts["parked"], hosts["finished"]) == (1, 0), hosts
 
     # The operator brings them back: the account says so at once.
     assert w.admin.requeue(reason="robots-unreachable") == 3

@@ -257,6 +257,13 @@ def test_dead_letters_come_back_from_their_page_and_a_host_is_dropped_from_its(
         f"http://a.test/{i}" for i in (2, 3, 4)}
     assert world.admin.status().counts["queued"] == queued_before - 3
     world.assert_consistent()
+    # Both actions are on the overview's list of changes by operators, the newest first.
+    _, _, page = browser.call("GET", "/")
+    actions = page.split('id="actions"')[1].split("</table>")[0]
+    rows = re.findall(r"<tr><td>[^<]*</td><td>(.*?)</td><td>([^<]*)</td></tr>", actions)
+    assert [re.sub(r"<[^>]+>", "", what) for what, _ in rows] == [
+        "site a.test: drop (3 URLs)", "crawl: requeue 1 (reason http-404)"]
+    assert all(who for _, who in rows)
 
 
 def test_with_a_password_set_reading_and_writing_need_it(world: World) -> None:

@@ -55,6 +55,7 @@ from crawler.commands.frontier_output import (
     drop_host,
     filters,
     note,
+    operator,
     print_crawls,
     print_dead,
     print_refused,
@@ -77,6 +78,7 @@ from crawler.frontier.connection import (
     configured_url,
     connect,
 )
+from crawler.frontier.control import note_action
 from crawler.frontier.crawls import CrawlInfo, delete_crawl, list_crawls
 from crawler.frontier.keys import crawl_namespace
 from crawler.frontier.refusals import with_examples
@@ -335,6 +337,10 @@ class Command(ScrapyCommand):
         elif sub == "requeue":
             moved = admin.requeue(opts.reason, host, front=opts.front)
             where = filters(opts.reason, host)
+            if moved:
+                note_action(admin.client, admin.keys, "site" if host else "crawl",
+                            host.site if host else "*",
+                            f"requeue {moved:,} ({opts.reason or 'every reason'})", operator())
             print(f"requeued {moved:,} dead letter(s){where}" if moved
                   else f"no dead letters matched{where}")
         elif sub == "hosts":

@@ -15,14 +15,11 @@ Every change is logged on the frontier's control log with :func:`operator`.
 from __future__ import annotations
 
 import argparse
-import getpass
-import os
-import socket
 
 from scrapy.exceptions import UsageError
 from scrapy.settings import BaseSettings
 
-from crawler.commands.frontier_output import note, print_address, print_host
+from crawler.commands.frontier_output import note, operator, print_address, print_host
 from crawler.frontier.admin import AdminError, FrontierAdmin, parse_host
 from crawler.frontier.control import Change, HostControl, UnknownTarget
 from crawler.frontier.keys import site_of
@@ -142,12 +139,3 @@ def _forget(control: HostControl, site: str, opts: argparse.Namespace) -> None:
         raise UnknownTarget(f"site {site} has no {what} to forget")
     note(f"site {site}: {what} forgotten ({', '.join(hosts)}), for every worker within "
          "LEARN_RULES_TTL")
-
-
-def operator() -> str:
-    """Who runs this command, for the control log: the system user and machine."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no name for the uid (a container's)
-        user = str(os.getuid())
-    return f"{user}@{socket.gethostname()} (scrapy frontier)"

@@ -8,8 +8,11 @@ stays flat in memory.
 
 from __future__ import annotations
 
+import getpass
 import json
+import os
 import shutil
+import socket
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -20,9 +23,10 @@ from crawler.frontier.account import Account, reasons
 from crawler.frontier.admin import AdminError, DeadLetter, FrontierAdmin, HostMatch, parse_host
 from crawler.frontier.capacity import Capacity
 from crawler.frontier.connection import Connection
+from crawler.frontier.control import note_action
 from crawler.frontier.controlviews import AddressView, Gate, HostView, Spend
 from crawler.frontier.crawls import CrawlInfo
-from crawler.frontier.keys import STATES, Count
+from crawler.frontier.keys import STATES, Count, site_of
 from crawler.frontier.refusals import Refusal
 from crawler.frontier.status import EXTRA_COUNTS, HOST_STATES, Status
 from crawler.frontier.tophosts import HostRow
@@ -271,6 +275,15 @@ def _dead_table(letters: list[DeadLetter]) -> str:
     return table(rows, left=range(5))
 
 
+def operator() -> str:
+    """Who runs this command, for the control log: the system user and machine."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for the uid (a container's)
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()} (scrapy frontier)"
+
+
 def drop_host(admin: FrontierAdmin, text: str) -> None:
     """Drop a host and say how to undo it; a bare name that only exists as https
     is refused with the right spelling rather than dropping nothing."""
@@ -280,6 +293,8 @@ def drop_host(admin: FrontierAdmin, text: str) -> None:
         if admin.known_host(other):
             raise AdminError(f"host {host} is not in the frontier; did you mean {other}?")
     result = admin.drop_host(host)
+    note_action(admin.client, admin.keys, "site", site_of(host),
+                f"drop {host} ({result.queued + result.delayed:,} URLs)", operator())
     print(f"dropped {host}: {result.queued:,} queued and {result.delayed:,} delayed URL(s) "
           f'are now dead letters (reason "dropped"); {result.in_flight:,} in flight '
           "finish with their workers")

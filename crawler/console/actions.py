@@ -123,7 +123,8 @@ def requeue(admin: FrontierAdmin, control: HostControl, form: Mapping[str, str],
     scope = f"reason {reason}" if reason else "every reason"
     where = f", host {match}" if match else ""
     what = f"requeued {moved:,} dead letter(s) ({scope}{where})"
-    if match is not None:
-        control.note("site", match.site, f"requeue {moved:,} ({scope})", who)
+    if moved:
+        control.note("site" if match else "crawl", match.site if match else "*",
+                     f"requeue {moved:,} ({scope}{where})", who)
     logger.info("Console: %s (by %s)", what, who)
     return Done(str(match) if match else "*", what)

@@ -51,6 +51,10 @@ class BadQuery(ValueError):
     """A page was asked with a parameter it cannot take (the message says which)."""
 
 
+#: Operators' actions the overview lists, the newest first.
+ACTIONS_SHOWN = 20
+
+
 @dataclass
 class Views:
     """The console's reads of one frontier."""
@@ -73,6 +77,7 @@ class Views:
         out["refused_total"] = status.account.refused_total
         out["crawl_line"] = status.crawl.describe() if status.crawl is not None else ""
         out["history"] = self.history.as_dict()
+        out["actions"] = self.control.recent(ACTIONS_SHOWN)
         alive = [w.id for w in status.workers if w.state == "alive"]
         out["errors"] = dict(errors_of(self.admin.client, self.admin.keys, alive).most_common())
         return out

@@ -199,20 +199,13 @@ def _account_lines(account: Account, stats: Mapping[str, Any]) -> list[str]:
         skipped.append(f"{account.duplicates:,} duplicate links skipped")
     if account.refused:
         skipped.append(f"{account.refused_total:,} refused ({reasons(account.refused)})")
-    if skipped:
-        lines.append("  not fetched: " + ", ".join(skipped))
-    learned = _learned_line(stats)
-    if learned:
-        lines.append(learned)
     parts = []
     if account.dead:
         parts.append(f"{account.dead_total:,} URLs ({reasons(account.dead)}; "
                      "scrapy frontier dead)")
     if account.parked:
         parts.append(f"{account.parked_total:,} host(s) parked ({reasons(account.parked)})")
-    if parts:
-        lines.append("  dead letters: " + "; ".join(parts))
-    return lines
+    return lines + _ends(stats, skipped, "; ".join(parts))
 
 
 def _stats_lines(stats: Mapping[str, Any], by_prefix: Any) -> list[str]:
@@ -236,24 +229,22 @@ def _stats_lines(stats: Mapping[str, Any], by_prefix: Any) -> list[str]:
     learned = by_prefix("learned/dropped/")
     if learned:
         skipped.append(f"{sum(learned.values())} ended by a learned rule ({reasons(learned)})")
-    if skipped:
-        lines.append("  not fetched: " + ", ".join(skipped))
-    learned_line = _learned_line(stats)
-    if learned_line:
-        lines.append(learned_line)
-    dead = _dead_letters(stats, n("frontier/leases/dead"), by_prefix)
+    return lines + _ends(stats, skipped, _dead_letters(stats, n("frontier/leases/dead"),
+                                                        by_prefix))
+
+
+def _ends(stats: Mapping[str, Any], skipped: list[str], dead: str) -> list[str]:
+    """What was not fetched, what was learned, the dead letters (the parts with
+    something to say)."""
+    lines = ["  not fetched: " + ", ".join(skipped)] if skipped else []
+    params, traps = (int(stats.get(k, 0) or 0) for k in ("learning/params_learned",
+                                                          "traps/patterns"))
+    if params or traps:
+        lines.append(f"  learned: {params} noise parameter(s), {traps} trap pattern(s) (see "
+                     "the log; scrapy frontier host NAME)")
     if dead:
         lines.append("  dead letters: " + dead)
     return lines
-
-
-def _learned_line(stats: Mapping[str, Any]) -> str:
-    params, traps = (int(stats.get(k, 0) or 0) for k in ("learning/params_learned",
-                                                          "traps/patterns"))
-    if not (params or traps):
-        return ""
-    return (f"  learned: {params} noise parameter(s), {traps} trap pattern(s) (see the log; "
-            "scrapy frontier host NAME)")
 
 
 def storage_line(stats: Mapping[str, Any]) -> str:

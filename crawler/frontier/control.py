@@ -152,13 +152,12 @@ class HostControl:
 
     def note(self, scope: str, name: str, words: str, who: str | None = None) -> None:
         """Keep an operator's action on the control log (``host NAME`` shows it)."""
-        entry = {"time": round(time.time(), 3), "scope": scope, "name": name, "change": words}
-        if who:
-            entry["who"] = who
-        pipe = self.client.pipeline(transaction=False)
-        pipe.lpush(self.keys.control_log(), json.dumps(entry))
-        pipe.ltrim(self.keys.control_log(), 0, LOG_KEEP - 1)
-        pipe.execute()
+        note_action(self.client, self.keys, scope, name, words, who)
+
+    def recent(self, limit: int = 20) -> list[dict[str, Any]]:
+        """The newest operators' actions, on any site, domain, address or the crawl."""
+        raw = self.client.lrange(self.keys.control_log(), 0, min(limit, LOG_KEEP) - 1)
+        return [e for e in map(log_entry, raw) if e is not None]
 
     def _wake_parked(self, address: str) -> None:
         """Wake the hosts parked for ``address`` that it has room for now (after a
@@ -369,6 +368,20 @@ class HostControl:
             if entry is not None and (entry.get("scope"), entry.get("name")) in targets:
                 out.append(entry)
         return out[:10]
+
+
+def note_action(client: Any, keys: Keys, scope: str, name: str, words: str,
+                who: str | None = None) -> None:
+    """Keep an operator's action on the control log: every worker of the crawl
+    logs it (``scheduling/controlwatch.py``), ``host NAME`` and the console show
+    it. ``scope``: site, domain, ip, or crawl (``name`` then ``*``)."""
+    entry = {"time": round(time.time(), 3), "scope": scope, "name": name, "change": words}
+    if who:
+        entry["who"] = who
+    pipe = client.pipeline(transaction=False)
+    pipe.lpush(keys.control_log(), json.dumps(entry))
+    pipe.ltrim(keys.control_log(), 0, LOG_KEEP - 1)
+    pipe.execute()
 
 
 def log_entry(raw: bytes | str) -> dict[str, Any] | None:

@@ -14,11 +14,12 @@ from typing import Any
 
 import redis
 
-from crawler.frontier.account import Account
+from crawler.frontier.account import Account, by_label
 from crawler.frontier.capacity import Capacity, CapacityReader
 from crawler.frontier.crawls import CrawlRecord
 from crawler.frontier.keys import STATES, Count, Keys, add_counts
 from crawler.frontier.refusals import by_reason
+from crawler.frontier.schema import COUNTS
 from crawler.frontier.values import Limits
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS, Heartbeat
 
@@ -34,7 +35,10 @@ HOST_STATES: dict[str, str] = {
     "busy": ("queued URLs, but its site or registered domain has its concurrency in flight, "
              "or an operator paused it"),
     "draining": "nothing queued; URLs in flight or waiting to be retried",
-    "finished": "nothing queued, in flight or to retry",
+    "parked": ("nothing queued: parked (a name that does not resolve, a robots.txt that stayed "
+               "unreachable, a breaker that kept opening, an address the guard refuses); "
+               "its URLs wait as dead letters of that reason"),
+    "finished": "nothing queued, in flight or to retry, and not parked",
 }
 
 
@@ -195,7 +199,9 @@ class FrontierStatus:
         # Counts are read a moment apart: clamp, never show a negative state.
         hosts["busy"] = max(0, queued_hosts - hosts["ready_now"] - hosts["paced"])
         hosts["draining"] = min(draining, max(0, total - queued_hosts))
-        hosts["finished"] = max(0, total - queued_hosts - hosts["draining"])
+        idle = max(0, total - queued_hosts - hosts["draining"])
+        hosts["parked"] = min(idle, sum(by_label(counts, COUNTS.parked_by).values()))
+        hosts["finished"] = idle - hosts["parked"]
         return self._age_of(queues.heads, now_s)
 
     def _age_of(self, heads: dict[int, int], now_s: int) -> float | None:

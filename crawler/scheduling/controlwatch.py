@@ -95,6 +95,7 @@ def _say(entry: dict[str, Any] | None) -> None:
     if entry is None:
         return
     who = f" (by {entry['who']})" if entry.get("who") else ""
-    logger.info("Operator: %s %s: %s%s", entry.get("scope", "?"), entry.get("name", "?"),
-                entry.get("change", "?"), who,
-                extra={"operator": entry.get("who"), "host": entry.get("name")})
+    name = entry.get("name", "?")
+    where = entry.get("scope", "?") + ("" if name == "*" else f" {name}")  # (*: the crawl)
+    logger.info("Operator: %s: %s%s", where, entry.get("change", "?"), who,
+                extra={"operator": entry.get("who"), "host": name})
