@@ -9,6 +9,7 @@ in ``custom_settings``.
 
 from crawler import __version__
 
+# The project's name, and where Scrapy finds its spiders.
 BOT_NAME = "broadcrawl"
 SPIDER_MODULES = ["crawler.spiders"]
 NEWSPIDER_MODULE = "crawler.spiders"
@@ -56,6 +57,9 @@ ROBOTS_CACHE_MIN_SECONDS = 900
 # The robots.txt fetch: its own timeout, and the bytes parsed (the rest of a
 # bigger file is ignored, RFC 9309 2.5; a file is never rejected for size).
 ROBOTS_TIMEOUT = 10.0
+# Follow the sitemaps a seed host's robots.txt lists (the spider argument
+# sitemaps=1/0 decides for one job).
+ROBOTS_SITEMAPS = False
 ROBOTS_MAX_BYTES = 512000
 # Crawl-delay / Request-rate slow a host down (concurrency 1, at least that
 # long between requests); above this many seconds the delay is clamped.
@@ -172,20 +176,32 @@ FRONTIER_IP_DELAY = 0.0
 FRONTIER_ADAPTIVE_FACTOR = 2.0
 FRONTIER_ADAPTIVE_MAX_DELAY = 30.0
 SCHEDULER = "crawler.scheduling.scheduler.FrontierScheduler"
-# REDIS_URL = "redis://127.0.0.1:6379/0"   # shared frontier (scrapy-redis's name)
-# With a password, keep the URL off the command line (ps, scrapyd's job list,
-# shell history): REDIS_URL_FILE names a file holding it (mode 600), else the
-# environment variable BROADCRAWL_REDIS_URL is used. REDIS_URL comes first.
-# REDIS_URL_FILE = "/etc/broadcrawl/redis-url"
+# The shared frontier's Redis (scrapy-redis's name), e.g.
+# "redis://127.0.0.1:6379/0"; None: the embedded one in JOBDIR (or a folder of
+# its own). With a password, keep the URL off the command line (ps, scrapyd's
+# job list, shell history): REDIS_URL_FILE names a file holding it (mode 600),
+# e.g. "/etc/broadcrawl/redis-url", else the environment variable
+# BROADCRAWL_REDIS_URL is used. REDIS_URL comes first.
+REDIS_URL: str | None = None
+REDIS_URL_FILE: str | None = None
 # Over a network: rediss:// (TLS), with redis-py's ssl_* options in the URL's
 # query (?ssl_ca_certs=ca.crt&ssl_certfile=w.crt&ssl_keyfile=w.key) or in
-# REDIS_PARAMS, and a least-privilege ACL user: `scrapy acl worker` prints its
-# rule (docs/operations.md, "A Redis on a network").
+# REDIS_PARAMS (redis-py's keyword arguments; None: none), and a
+# least-privilege ACL user: `scrapy acl worker` prints its rule
+# (docs/operations.md, "A Redis on a network").
+REDIS_PARAMS: dict[str, object] | None = None
 # Keys of one crawl start with this (%(spider)s is the spider's name).
 FRONTIER_NAMESPACE = "frontier:%(spider)s"
 # Hosts are spread over this many partitions (hash-tagged for Redis Cluster).
 # All workers of a frontier must use the same value.
 FRONTIER_PARTITIONS = 16
+# Each partition's seen set is split into this many Redis sets (the layout a
+# crawl's first worker stores; later workers use the stored one).
+FRONTIER_SEEN_BUCKETS = 4096
+# The request meta keys a URL's record keeps across Redis; None: the crawler's
+# own list (crawler.frontier.records.DEFAULT_META_KEYS: depth, referrer,
+# retry and redirect state, scope hops, the seed mark).
+FRONTIER_META_KEYS: list[str] | None = None
 # A worker asks a partition for URLs only when the last claim there said
 # something is due, after it changed something there, or when another
 # worker's change made something due sooner (a message on the crawl's wake
@@ -211,8 +227,6 @@ FRONTIER_REPLAY_SECONDS = 10.0
 # A claimed URL is leased for this long; the worker renews it while it works.
 # After a crash the URL returns to its queue within this time.
 FRONTIER_LEASE_SECONDS = 60
-# Keep a worker alive this long with an empty frontier, for shared crawls fed
-# from outside (0: close as soon as nothing is queued, leased or delayed).
 # REDIS_URL names one node of a Redis Cluster: every frontier script touches
 # one partition, whose keys share a hash tag (one slot), so the frontier runs
 # unchanged on a Cluster; the clients must be cluster clients.
@@ -223,6 +237,8 @@ REDIS_CLUSTER = False
 # one per month for a recurring crawl. `scrapy frontier crawls` lists them,
 # `scrapy frontier delete --crawl-id ID --yes` removes one.
 FRONTIER_CRAWL_ID = ""
+# Keep a worker alive this long with an empty frontier, for shared crawls fed
+# from outside (0: close as soon as nothing is queued, leased or delayed).
 FRONTIER_IDLE_WAIT = 0
 # A finite crawl (FRONTIER_IDLE_WAIT 0) whose remaining URLs are all held for
 # longer than this many seconds (a name whose lookups fail, an open breaker, a
@@ -379,6 +395,9 @@ DEPTH_STATS_VERBOSE = True
 # Longer URLs are almost always generated (session ids, filters); 2083 is the
 # historical browser limit that sites design for.
 URLLENGTH_LIMIT = 2083
+# The admission checks a request passes before the frontier (the cap below,
+# URL length, the static trap rules ADMISSION_TRAP_*); False turns them off.
+ADMISSION_ENABLED = True
 # Distinct URLs admitted per host name (all its schemes and ports); bounds traps and huge
 # sites so one host cannot eat the crawl. 0 = no cap.
 ADMISSION_MAX_PAGES_PER_HOST = 10_000
@@ -427,8 +446,9 @@ BROAD_OBEY_NOFOLLOW = True
 
 # --- URLs -------------------------------------------------------------------
 # One canonical form (crawler.urls) for dedup, robots and politeness. Tracking
-# parameters in URL_STRIP_PARAMS are removed; the default list is
+# parameters in URL_STRIP_PARAMS are removed; None: the default list,
 # crawler.urls.DEFAULT_STRIP_PARAMS. Add site-specific ones to the _EXTRA list.
+URL_STRIP_PARAMS: list[str] | None = None
 URL_STRIP_PARAMS_EXTRA: list[str] = []
 REQUEST_FINGERPRINTER_CLASS = "crawler.urls.CanonicalRequestFingerprinter"
 
