@@ -99,5 +99,5 @@ def test_dead_letters_counted_before_their_reasons_were_are_unlabelled() -> None
                          {"robots": 4, "budget": 0})
     assert account.dead == {"http-503": 3, UNLABELLED: 2}
     assert account.refused == {"robots": 4}
-    assert account.fetched_line() == "2 page(s) fetched from 1 host(s); 0 seed(s)"
+    assert account.fetched_line() == "2 page(s) from 1 host(s); 0 seed(s)"
     assert reasons(account.dead) == "http-503 3, unlabelled 2"

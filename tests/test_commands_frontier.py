@@ -218,6 +218,8 @@ def test_status_after_a_finished_crawl_shows_finished_hosts(
         proc.stdout.splitlines(), proc.stdout.splitlines()[1:], strict=False)
         if line.startswith("Hosts"))
     assert head.split() == ["Hosts", "total", "ready", "now", "paced", "busy", "draining",
-                            "finished"]
-    assert values.split() == ["3", "0", "0", "0", "0", "3"]
+                            "parked", "finished"]
+    assert values.split() == ["3", "0", "0", "0", "0", "0", "3"]
+    # the account: what was fetched, from how many hosts
+    assert "Fetched  4 page(s) from 3 host(s); 0 seed(s)" in proc.stdout
     assert "busy/other" not in proc.stdout

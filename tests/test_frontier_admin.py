@@ -104,7 +104,7 @@ def test_status_counts_hosts_and_workers(world: World) -> None:
     assert (c["queued"], c["leased"], c["delayed"], c["done"], c["dead"], c["hosts"]) == (
         6, 0, 0, 1, 3, 3)
     assert st.hosts == {"total": 3, "ready_now": 2, "paced": 1, "other": 0,
-                        "busy": 0, "draining": 0, "finished": 0}
+                        "busy": 0, "draining": 0, "parked": 0, "finished": 0}
     assert [(w.id, w.state, w.held) for w in st.workers] == [
         ("box:1", "alive", 4), ("box:2", "gone", 1), ("broken", "?", None)]
     assert st.partitions == PARTITIONS and not st.layout_found
@@ -142,7 +142,7 @@ def test_status_says_what_hosts_that_cannot_be_claimed_are_doing(
                           "60000"))
         st = w.admin.status()
         assert st.hosts == {"total": 4, "ready_now": 0, "paced": 0, "other": 4,
-                            "busy": 1, "draining": 2, "finished": 1}
+                            "busy": 1, "draining": 2, "parked": 0, "finished": 1}
         # Without the queue scan (the metrics' cheap refresh) only the remainder is known.
         assert w.admin.status(oldest=False).hosts == {
             "total": 4, "ready_now": 0, "paced": 0, "other": 4}

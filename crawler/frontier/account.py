@@ -94,8 +94,8 @@ class Account:
                 "refused_total": self.refused_total, "parked_total": self.parked_total}
 
     def fetched_line(self) -> str:
-        """``1,847 pages fetched from 97 hosts; 100 seeds``."""
-        return (f"{self.fetched:,} page(s) fetched from {self.hosts_fetched:,} host(s); "
+        """``1,847 page(s) from 97 host(s); 100 seed(s)``."""
+        return (f"{self.fetched:,} page(s) from {self.hosts_fetched:,} host(s); "
                 f"{self.seeds:,} seed(s)")
 
 

@@ -1,7 +1,7 @@
 """The DNS state of hosts in the frontier: failed lookups in a row, holds, parking.
 
 A name that does not resolve is a fact about a host, not about one of its
-URLs, so it is kept with the host (``da`` and ``du`` in the host hash, see
+URLs, so it is kept with the host (``da`` and ``du`` in its site's record, see
 :mod:`crawler.frontier.keys` and ``lua/dns.lua``) where every worker sees
 it: the first worker whose lookup fails holds the host for all, and the
 count of failed lookups in a row decides, for all, when the host is given up

@@ -149,18 +149,7 @@ class FrontierCollector(Collector):
                          frontier, status.next_revisit_s)
         yield from _offer_families(status, frontier, lease_refused)
         yield from _account_families(status.account, frontier)
-        expired = CounterMetricFamily(
-            "crawler_frontier_leases_expired",
-            "Leases that expired (their worker vanished) and were put back in the queues.",
-            labels=["frontier"])
-        expired.add_metric([frontier], counts.get(Count.EXPIRED, 0))
-        yield expired
-        robots = CounterMetricFamily("crawler_frontier_robots_fetches",
-                                     "robots.txt fetches stored by every worker, by result.",
-                                     labels=["frontier", "result"])
-        robots.add_metric([frontier, "fetched"], counts.get(Count.ROBOTS_FETCHED, 0))
-        robots.add_metric([frontier, "failed"], counts.get(Count.ROBOTS_FAILED, 0))
-        yield robots
+        yield from _lease_and_robots_families(counts, frontier)
         if self._oldest is not None or not counts.get(Count.QUEUED):
             age = self._oldest if counts.get(Count.QUEUED) else 0.0
             yield _gauge("crawler_frontier_oldest_queued_age_seconds",
@@ -175,6 +164,22 @@ class FrontierCollector(Collector):
             workers.add_metric([frontier, state],
                                sum(1 for w in status.workers if w.state == state))
         yield workers
+
+
+def _lease_and_robots_families(counts: dict[str, int], frontier: str) -> Iterator[Metric]:
+    """Leases that expired, and robots.txt fetches by result."""
+    expired = CounterMetricFamily(
+        "crawler_frontier_leases_expired",
+        "Leases that expired (their worker vanished) and were put back in the queues.",
+        labels=["frontier"])
+    expired.add_metric([frontier], counts.get(Count.EXPIRED, 0))
+    yield expired
+    robots = CounterMetricFamily("crawler_frontier_robots_fetches",
+                                 "robots.txt fetches stored by every worker, by result.",
+                                 labels=["frontier", "result"])
+    robots.add_metric([frontier, "fetched"], counts.get(Count.ROBOTS_FETCHED, 0))
+    robots.add_metric([frontier, "failed"], counts.get(Count.ROBOTS_FAILED, 0))
+    yield robots
 
 
 def _account_families(account: Account, frontier: str) -> Iterator[Metric]:

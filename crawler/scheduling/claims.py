@@ -204,14 +204,7 @@ class Claims:
                 self._bad_record(lease, exc)
                 continue
             due = asked + lease.offset_ms / 1000
-            ticket = Ticket(lease.token, lease.robots_version, claimed=due,
-                            start_by=asked + lease.latest_ms / 1000,
-                            gate_turn=(0, *lease.turns), ahead=lease.offset_ms != 0)
-            if lease.token in turns:
-                ticket.deadline, ticket.least_s, ticket.next_due = turns[lease.token]
-            if self.leases.revisits is not None:
-                ticket.revisit = self.leases.revisits.state_of(lease.record)
-            request.meta[TICKET_META] = ticket
+            request.meta[TICKET_META] = self._ticket(lease, asked, due, turns)
             self.leases.add(lease, self.hooks.canonical(request.url))
             if lease.offset_ms == SERIAL:
                 chains.setdefault(lease.host, ([], lease.pacing))[0].append(request)
@@ -239,6 +232,19 @@ class Claims:
         else:  # nothing due, nothing delayed: no claim until something changes
             self.claimable = False
             self.hooks.drained()
+
+    def _ticket(self, lease: Lease, asked: float, due: float,
+                turns: dict[str, tuple[float, float, float | None]]) -> Ticket:
+        """A claimed URL's ticket: when it may start and must have started, its
+        gate turns, its revisit state."""
+        ticket = Ticket(lease.token, lease.robots_version, claimed=due,
+                        start_by=asked + lease.latest_ms / 1000,
+                        gate_turn=(0, *lease.turns), ahead=lease.offset_ms != 0)
+        if lease.token in turns:
+            ticket.deadline, ticket.least_s, ticket.next_due = turns[lease.token]
+        if self.leases.revisits is not None:
+            ticket.revisit = self.leases.revisits.state_of(lease.record)
+        return ticket
 
     def started(self, host: str, at: float) -> None:
         """A request of ``host`` was written at ``at`` (monotonic)."""

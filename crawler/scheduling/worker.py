@@ -125,6 +125,22 @@ class WorkerFrontier:
         #: Hosts whose names do not resolve: held or parked (pages, robots and DNS jobs).
         self.dns = DnsOutcomes(store, DNSRetry.from_settings(s), proxies, stats)
         self.budgets = BudgetJobs(store, stats, health, tasks)
+        self._build_claiming(s, store, leases)
+        self._build_jobs(s, client, keys, store, proxies)
+        #: What was left in the frontier when the crawl stopped (the summary's).
+        self.left: Leftover | None = None
+        #: What others save in the frontier when this worker closes, after its
+        #: leases and before it leaves the list of workers (the crawl report's
+        #: tally): ``await hook(client, keys)``.
+        self.on_close: list[Callable[[Any, Keys], Awaitable[None]]] = []
+        #: Why this worker claims nothing now, by who paused it (the disk guard).
+        self.pauses: dict[str, str] = {}
+        self._crawler = crawler
+
+    def _build_claiming(self, s: Any, store: Frontier, leases: LeaseTable) -> None:
+        """Claims, counts, the release sync and where an offered request goes."""
+        worker, stats, health, tasks, limits = (self.worker, self.stats, self.health,
+                                                self.tasks, self.limits)
         self.claims = Claims(store, worker, self.concurrency, leases, stats, health, tasks,
                              ClaimHooks(
                                  to_request=self._request_of, canonical=self._canonical,
@@ -140,16 +156,22 @@ class WorkerFrontier:
             holds_reserved=self.claims.reserved.holds_group, changed=self.claims.changed,
             forget=self.recent.forget, give_back_site=self.give_back_unstarted,
             flushed=self._flushed, group_of=domain_of), s.getfloat("FRONTIER_REPLAY_SECONDS", 10.0))
-        self.offers = Offers(spider, self.stripper, limits, stats, leases, self.recent,
+        self.offers = Offers(self.spider, self.stripper, limits, stats, leases, self.recent,
                              self.intake, self.sync)
-        gates = IpGates(client, keys, limits, store.due)
+
+    def _build_jobs(self, s: Any, client: Any, keys: Keys, store: Frontier,
+                    proxies: ProxyRoutes) -> None:
+        """Address gates, robots.txt jobs, seed feed, watchdog, heartbeats, work left."""
+        worker, stats, health, tasks, leases = (self.worker, self.stats, self.health,
+                                                self.tasks, self.leases)
+        gates = IpGates(client, keys, self.limits, store.due)
         self.ips = (IpScope(gates, self.dns, store, proxies, stats, health, tasks,
                             self.claims.now) if gates.on else None)
         self.robots_jobs = None if self.robots is None else RobotsJobs(
             self.robots, store, stats, health, tasks, host_limits=self.host_limits,
             may_gate=self.may_gate, dns=self.dns, ips=self.ips, window=self.claims.window,
             after=self._job_ended)
-        self.seed_feed = SeedFeed.from_settings(client, s, spider.name, worker)
+        self.seed_feed = SeedFeed.from_settings(client, s, self.spider.name, worker)
         self.watchdog = self._watchdog(s, LeftoverReader(client, keys))
         self.beats = Heartbeats(store, worker, leases, stats, health, lambda: self.paused,
                                 lost=self.give_back_lost)
@@ -157,15 +179,6 @@ class WorkerFrontier:
             self.claims, self.sync, leases, self.counts, self.robots_jobs, self.watchdog, tasks,
             idle_wait=s.getfloat("FRONTIER_IDLE_WAIT", 0.0), paused=lambda: bool(self.pauses),
             wake=self.wake)
-        #: What was left in the frontier when the crawl stopped (the summary's).
-        self.left: Leftover | None = None
-        #: What others save in the frontier when this worker closes, after its
-        #: leases and before it leaves the list of workers (the crawl report's
-        #: tally): ``await hook(client, keys)``.
-        self.on_close: list[Callable[[Any, Keys], Awaitable[None]]] = []
-        #: Why this worker claims nothing now, by who paused it (the disk guard).
-        self.pauses: dict[str, str] = {}
-        self._crawler = crawler
 
     @property
     def keys(self) -> Keys:
