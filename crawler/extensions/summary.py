@@ -7,11 +7,11 @@ where the eye lands), this extension logs a block of at most fourteen lines that
 says what the crawl did, in words::
 
     Crawl summary (finished, 2 min 4 s):
-      pages fetched: 1847 from 97 hosts (and 103 robots.txt fetches)
-      not fetched: 310 denied by robots.txt, 5120 duplicate links skipped, 12 refused (...)
+      pages fetched: 1,847 from 97 host(s), 100 seed(s) (and 103 robots.txt fetches)
+      not fetched: 5,120 duplicate links skipped, 322 refused (robots 310, trap-pattern 12)
       learned: 3 noise parameter(s), 2 trap pattern(s) (see the log; scrapy frontier host NAME)
-      dead letters: 40 URLs (gave up retrying: http-503 31, timeout 9); 2 hosts parked (...)
-      items: 1847 in output/broad-2026-01-01T10-00-00.jsonl
+      dead letters: 40 URLs (http-503 31, timeout 9; scrapy frontier dead); 2 host(s) parked (...)
+      items: one per page, in output/broad-2026-01-01T10-00-00.jsonl
       archive: 3 WARC file(s) in job/warc
       left in the frontier: 4 URL(s) queued on 2 host(s), 40 dead letter(s) in all
         held: dns 2 host(s) (broken.test: dns-servfail, 2 failed lookup(s), retry at 12:04:10; ...)
@@ -22,9 +22,14 @@ crawled, one ERROR line ``every seed was refused: ...``
 (:func:`crawler.seedrefusals.all_seeds_refused`; ``scrapy crawl`` then exits
 with code 1).
 
-The block is :func:`crawl_summary` of the final stats dict (a plain function,
-testable without a crawl); the extension only adds what stats lack: pages
-(responses that are not robots.txt) and their distinct hosts
+Under the frontier its figures are the crawl's account
+(:class:`crawler.frontier.account.Account`, read with what is left when the
+crawl stops): every run's and every worker's, the figures ``scrapy frontier
+status``, the report, the console and the metrics show, with ``this run: N``
+when this run's pages differ. Without the frontier they are this run's stats.
+The block is :func:`crawl_summary` of the final stats dict and that leftover
+(a plain function, testable without a crawl); the extension adds what stats
+lack: pages (responses that are not robots.txt) and their distinct hosts
 (``pages/fetched``, ``pages/hosts``), the feeds written (``feed_slot_closed``)
 and the WARC directory. Settings: ``CRAWL_SUMMARY_ENABLED`` (True; the seed
 line is logged even when off), ``CRAWL_SUMMARY_MAX_HOSTS`` (100000: distinct
