@@ -84,9 +84,8 @@ Global keys (no hash tag, never touched by scripts): ``ns:workers``
 ``ns:control`` (live-control changes), ``ns:budgets`` and ``ns:siterules``
 (an operator's), ``ns:refused`` and ``ns:refused:REASON`` (URLs refused
 before the frontier, and the last few of each); the WARC digest index
-``{ns/warc}:digests`` has a slot of its own, the crawl's scope ``{ns/scope}:forms``,
-``:log`` and ``:rules`` another (:mod:`crawler.frontier.scopestate`; the one slot
-outside the partitions and addresses a script touches: ``lua/scope_add.lua``), and a seed
+``{ns/warc}:digests`` has a slot of its own, the scope ``{ns/scope}:forms``, ``:log``
+and ``:rules`` another (:mod:`crawler.frontier.scopestate`, lua/scope_add.lua), and a seed
 list ``LIST`` its batches in flight in ``{LIST}:taken``.
 
 Every key the Python side uses is spelled here and nowhere else; every field
