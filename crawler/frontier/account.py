@@ -28,19 +28,11 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from crawler.frontier.schema import COUNTS
+from crawler.frontier.schema import COUNTS, by_label
 
 #: The label of dead letters counted before their reasons were (a frontier
 #: written by an older build): the dead letters no label accounts for.
 UNLABELLED = "unlabelled"
-
-
-def by_label(counts: Mapping[str, int], prefix: str) -> dict[str, int]:
-    """The ``PREFIX:LABEL`` fields of summed counts by label, most first
-    (a label taken off more often than counted reads as none)."""
-    found = {name[len(prefix):]: int(n) for name, n in counts.items()
-             if name.startswith(prefix) and int(n) > 0}
-    return dict(sorted(found.items(), key=lambda item: (-item[1], item[0])))
 
 
 @dataclass(frozen=True, slots=True)

@@ -295,9 +295,15 @@ def add_counts(total: dict[str, int], raw: Mapping[bytes, bytes]) -> None:
             total[name] = total.get(name, 0) + int(value)
 
 
+def by_label(counts: Mapping[str, int], prefix: str) -> dict[str, int]:
+    """The ``PREFIX:LABEL`` fields of summed counts (:func:`add_counts`) by label,
+    most first (a label taken off more often than counted reads as none)."""
+    found = {name[len(prefix):]: int(n) for name, n in counts.items()
+             if name.startswith(prefix) and int(n) > 0}
+    return dict(sorted(found.items(), key=lambda item: (-item[1], item[0])))
+
+
 def refused_at_lease(counts: Mapping[str, int]) -> dict[str, int]:
     """URLs admitted, then refused before their download, by reason (the
     ``r:REASON`` fields of summed counts, :func:`add_counts`)."""
-    start = COUNTS.refused_by
-    return {name[len(start):]: int(n) for name, n in counts.items()
-            if name.startswith(start) and n}
+    return by_label(counts, COUNTS.refused_by)

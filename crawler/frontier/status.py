@@ -14,12 +14,12 @@ from typing import Any
 
 import redis
 
-from crawler.frontier.account import Account, by_label
+from crawler.frontier.account import Account
 from crawler.frontier.capacity import Capacity, CapacityReader
 from crawler.frontier.crawls import CrawlRecord
 from crawler.frontier.keys import STATES, Count, Keys, add_counts
 from crawler.frontier.refusals import by_reason
-from crawler.frontier.schema import COUNTS
+from crawler.frontier.schema import COUNTS, by_label
 from crawler.frontier.values import Limits
 from crawler.frontier.workers import DEFAULT_LEASE_SECONDS, Heartbeat
 
