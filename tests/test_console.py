@@ -288,7 +288,7 @@ def test_with_a_password_set_reading_and_writing_need_it(world: World) -> None:
 def test_scrapy_frontier_serve_serves_the_crawl_on_loopback(world: World, redis_url: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "scrapy", "frontier", "serve", "--port", "0",
+        [sys.executable, "-X", "faulthandler", "-m", "scrapy", "frontier", "serve", "--port", "0",
          "-s", f"REDIS_URL={redis_url}", "-s", f"FRONTIER_NAMESPACE={world.keys.namespace}",
          "-s", f"FRONTIER_PARTITIONS={PARTITIONS}", "-s", "CONSOLE_SAMPLE_SECONDS=0.5"],
         cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
@@ -305,11 +305,26 @@ def test_scrapy_frontier_serve_serves_the_crawl_on_loopback(world: World, redis_
         time.sleep(1.2)  # two samples or more: the charts have a line
         assert len(browser.json("/api/status")["history"]["queued"]) >= 2
     finally:
-        proc.send_signal(signal.SIGINT)
-        code = proc.wait(timeout=20)
-        if proc.stderr is not None:
-            proc.stderr.close()
-    assert code == 130  # Ctrl-C: the server stopped, the command said so
+        code, rest = _interrupt(proc)
+    assert code == 130, rest  # Ctrl-C: the server stopped, the command said so
+
+
+def _interrupt(proc: subprocess.Popen[str]) -> tuple[int | None, str]:
+    """Ctrl-C ``proc``; its exit status (None: still running after 20 s, then
+    killed) and the rest of its stderr, with every thread's stack (faulthandler,
+    SIGABRT) when it hung."""
+    proc.send_signal(signal.SIGINT)
+    try:
+        code: int | None = proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)  # -X faulthandler: the stacks to stderr
+        code = None
+    try:
+        rest = proc.communicate(timeout=10)[1] or ""
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rest = proc.communicate()[1] or ""
+    return code, rest[-6000:]
 
 
 def test_a_host_s_recent_fetches_and_the_errors_by_kind_come_from_the_workers(

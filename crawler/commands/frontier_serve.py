@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 import logging
-import time
+import signal
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -67,17 +68,27 @@ def run(admin: FrontierAdmin, redis_shown: str, settings: Any, opts: argparse.Na
     shown = f"[{host}]" if ":" in host else host
     note(f"console of {admin.keys.namespace} at {access.scheme}://{shown}:{port}/ "
          "(Ctrl-C to stop)")
+    stopping = threading.Event()
+    handlers = {sig: signal.signal(sig, lambda *_: stopping.set())
+                for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        _sample(admin, history, settings.getfloat("CONSOLE_SAMPLE_SECONDS", 10.0))
+        _sample(admin, history, settings.getfloat("CONSOLE_SAMPLE_SECONDS", 10.0), stopping)
     finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
         stop(server, thread)
+    raise KeyboardInterrupt  # (the command's exit status for Ctrl-C, 130)
 
 
-def _sample(admin: FrontierAdmin, history: History, every_s: float) -> None:
-    """Add the frontier's counts to the history every ``every_s`` seconds, for ever."""
-    while True:
+def _sample(admin: FrontierAdmin, history: History, every_s: float,
+            stopping: threading.Event) -> None:
+    """Add the frontier's counts to the history every ``every_s`` seconds until
+    ``stopping`` is set. Ctrl-C and SIGTERM only set it: an interrupt raised in
+    the middle of a Redis call could leave the connection pool's lock taken,
+    which the server's threads and the command's exit then wait for."""
+    while not stopping.is_set():
         try:
             history.add(admin.status(oldest=False).counts)
         except (redis.RedisError, OSError) as exc:  # the page says so; sampling goes on
             logger.warning("Console: could not read the frontier's counts: %s", exc)
-        time.sleep(max(every_s, 0.5))
+        stopping.wait(max(every_s, 0.5))
