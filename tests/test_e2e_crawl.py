@@ -69,6 +69,15 @@ def _trap_hosts(web: Web) -> set[str]:
     return {h.name for h in web.hosts_where(page=TRAP_MODES)}
 
 
+def _lines_about(log: str, hosts: set[str]) -> str:
+    """The log's lines that name one of ``hosts``, and its summary (from the
+    line that starts it), for a failure's message."""
+    lines = log.splitlines()
+    about = [line for line in lines if any(host in line for host in hosts)]
+    start = next((i for i, line in enumerate(lines) if "Crawl summary" in line), len(lines))
+    return "\n".join(about[:40] + lines[start:start + 40])
+
+
 def test_crawl_finishes_cleanly(full_crawl: CrawlResult) -> None:
     assert full_crawl.returncode == 0, full_crawl.log[-3000:]
     assert "'finish_reason': 'finished'" in full_crawl.log
@@ -78,7 +87,7 @@ def test_crawl_finishes_cleanly(full_crawl: CrawlResult) -> None:
 
 
 def test_every_reachable_page_fetched_exactly_once(
-    sim: SimWebProcess, full_ledger: Ledger
+    sim: SimWebProcess, full_ledger: Ledger, full_crawl: CrawlResult
 ) -> None:
     web = sim.web
     expected = _expected(web, web.seed_urls(SEEDS))
@@ -90,7 +99,9 @@ def test_every_reachable_page_fetched_exactly_once(
     twice = {ident: n for ident, n in fetched.items() if n > 1}
     assert not twice, f"pages fetched more than once: {list(twice.items())[:10]}"
     missed = sorted(wanted - set(fetched))
-    assert not missed, f"{len(missed)} reachable pages never fetched: {missed[:10]}"
+    assert not missed, (f"{len(missed)} reachable pages never fetched: {missed[:10]}; what "
+                        "the crawl's log says of their hosts:\n"
+                        + _lines_about(full_crawl.log, {host for host, _ in missed}))
     extra = sorted(i for i in fetched if i not in expected and i[0] not in traps)
     assert not extra, f"fetched pages that no correct crawl reaches: {extra[:10]}"
 

@@ -273,8 +273,9 @@ def test_nxdomain_servfail_and_silent_names_end_within_a_minute_with_the_default
     after = summary(result)
     held = next((line for line in after.splitlines() if line.startswith("    held: ")), "")
     assert held.startswith("    held: dns 2 host(s) ("), after
+    # (one lookup; two when a loaded machine keeps the crawl past DNS_RETRY_BASE)
     for name, kind in (("broken.test", "servfail"), ("quiet.test", "timeout")):
-        assert re.search(rf"http://{re.escape(name)}:80: dns-{kind}, 1 failed lookup\(s\), "
+        assert re.search(rf"http://{re.escape(name)}:80: dns-{kind}, [12] failed lookup\(s\), "
                          r"retry at \d\d:\d\d:\d\d", held), held
     assert "2 dead letter(s) in all" in after, after
 

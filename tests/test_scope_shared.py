@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 import redis
 import redis.asyncio
+from scrapy import Request
 from scrapy.exceptions import UsageError
+from scrapy.http import HtmlResponse
 from scrapy.utils.test import get_crawler
 
 from crawler.frontier.admin import FrontierAdmin
@@ -19,6 +21,7 @@ from crawler.frontier.keys import Keys
 from crawler.frontier.scopestate import SharedScope, read_rules, write_rules
 from crawler.middlewares.scope import ScopeMiddleware
 from crawler.scope.rules import Rules, Scope
+from crawler.seeds import SEED_META
 from tests.frontier_harness import Harness, admission, frontier_command
 
 
@@ -60,6 +63,32 @@ def test_seed_forms_wait_for_redis_to_come_back(tmp_path: Path) -> None:
     mine._seed("http://a.test/")
     asyncio.run(mine.sync(SharedScope(client, Keys("x", 4, 16))))
     assert mine.unshared == ["d:a.test", "h:a.test", "p:test,a)/"]  # kept for the next turn
+
+
+def test_the_forms_left_unshared_are_saved_as_the_worker_closes(
+        make_harness: Callable[..., Harness]) -> None:
+    h = make_harness("scope3")
+    mine = _middleware(Scope("domain"))
+    mine._seed("http://a.test/")  # a crawl stopped before its next turn of sharing
+    h.run(mine._share_rest(h.client, h.keys))
+    assert mine.unshared == []
+    later = _middleware(Scope("domain"))
+    h.run(later.sync(SharedScope(h.client, h.keys)))
+    assert later.scope.decide("http://a.test/p1").fetch
+
+
+def test_a_seed_of_an_earlier_run_widens_the_scope_when_its_page_comes() -> None:
+    """A seed given back by ``scrapy frontier requeue`` to a run without seeds:
+    its page's links are in scope, another host's are not."""
+    mine = _middleware(Scope("domain"))
+    seed = Request("http://f3.test/", meta={SEED_META: True})
+    page = HtmlResponse(seed.url, body=b"", request=seed)
+    links = [Request("http://f3.test/p0"), Request("http://other.test/")]
+    assert [r.url for r in mine.process_spider_output(page, links)] == ["http://f3.test/p0"]
+    assert mine.unshared == ["d:f3.test", "h:f3.test", "p:test,f3)/"]  # for the others too
+    again = HtmlResponse(seed.url, body=b"", request=seed)
+    assert [r.url for r in mine.process_spider_output(again, [])] == []
+    assert len(mine.unshared) == 3  # (a scope that covers it already: nothing new)
 
 
 class _Stats:

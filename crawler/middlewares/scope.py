@@ -60,6 +60,8 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
+    from crawler.frontier.keys import Keys
+
 logger = logging.getLogger(__name__)
 
 #: Request meta: how many links off scope this request's page is (0 or absent: in scope).
@@ -146,6 +148,7 @@ class ScopeMiddleware:
             self.settle_until = time.monotonic() + self.settle_s
             frontier.tasks.spawn(self._share(frontier, SharedScope(frontier.client,
                                                                    frontier.keys)))
+            frontier.on_close.append(self._share_rest)
         async for item in start:
             if isinstance(item, Request):  # any spider's start requests are its seeds
                 self._seed(item.url)
@@ -161,6 +164,14 @@ class ScopeMiddleware:
             if frontier.tasks.closing:
                 return
             await asyncio.sleep(SETTLING_SYNC_S if self.settling() else SYNC_S)
+
+    async def _share_rest(self, client: Any, keys: Keys) -> None:
+        """The seed forms the last turn did not share, as the worker closes: a
+        crawl stopped within a second of its start keeps its seeds' scope for
+        the next run too."""
+        if self.unshared:
+            forms, self.unshared = self.unshared, []
+            await SharedScope(client, keys).add(forms)
 
     async def sync(self, shared: SharedScope) -> None:
         """Add the seed forms not shared yet, widen the scope by the others', and
@@ -224,17 +235,28 @@ class ScopeMiddleware:
             raise DontCloseSpider
 
     def process_spider_output(self, response: Response, result: Iterable[Any]) -> Iterator[Any]:
-        page_hops = response.meta.get(HOPS_META, 0)
+        page_hops = self._page_hops(response)
         for item in result:
             if not isinstance(item, Request) or not self._drops(item, page_hops):
                 yield item
 
     async def process_spider_output_async(self, response: Response,
                                           result: AsyncIterator[Any]) -> AsyncIterator[Any]:
-        page_hops = response.meta.get(HOPS_META, 0)
+        page_hops = self._page_hops(response)
         async for item in result:
             if not isinstance(item, Request) or not self._drops(item, page_hops):
                 yield item
+
+    def _page_hops(self, response: Response) -> int:
+        """How many links off scope the page is. A seed's page widens the scope
+        (when it does not yet cover it): the seed of an earlier run, given
+        back by ``scrapy frontier requeue`` or left queued, is a seed still."""
+        if response.meta.get(SEED_META):
+            verdict = self.scope.decide(response.url)
+            if not verdict.fetch or verdict.hops:
+                self._seed(response.url)
+            return 0
+        return response.meta.get(HOPS_META, 0)
 
     def _drops(self, request: Request, page_hops: int) -> bool:
         """Whether ``request`` is off scope (counted); else its hops are noted on it."""
