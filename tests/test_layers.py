@@ -87,3 +87,38 @@ def test_the_parts_of_a_workers_frontier_import_neither_it_nor_the_scheduler() -
             for name in sorted(_crawler_imports(p) & owners)] == []
     assert "crawler.scheduling.scheduler" not in _crawler_imports(
         CRAWLER / "scheduling" / "worker.py")
+
+
+#: The reach-ins through the worker's frontier into one of its parts
+#: (``frontier.claims.window``) that are left outside ``crawler/scheduling``,
+#: by file: each is to become a narrow, named port of WorkerFrontier's
+#: (issue 55). A number may only go down; a file not listed has none.
+REACH_INS = {
+    "crawler.middlewares.pacing": 13, "crawler.middlewares.report": 5,
+    "crawler.middlewares.scope": 4, "crawler.middlewares.seedfeed": 3,
+    "crawler.middlewares.robots": 2, "crawler.middlewares.revisit": 1,
+    "crawler.middlewares.addressguard": 1, "crawler.extensions.prometheus": 1,
+    "crawler.pipelines.warc": 1,
+}
+
+
+def _reach_ins(path: Path) -> list[str]:
+    """``frontier.PART.NAME`` (``frontier`` a name or an attribute) in a file."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if not (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute)):
+            continue
+        owner = node.value.value
+        name = owner.id if isinstance(owner, ast.Name) else getattr(owner, "attr", "")
+        if name == "frontier":
+            found.append(f"frontier.{node.value.attr}.{node.attr}")
+    return found
+
+
+def test_nothing_outside_scheduling_reaches_more_into_the_frontiers_parts() -> None:
+    outside = [p for p in sorted(CRAWLER.rglob("*.py"))
+               if not _module(p).startswith(("crawler.scheduling", "crawler.frontier"))]
+    counts = {_module(p): n for p in outside if (n := len(_reach_ins(p)))}
+    grown = {m: n for m, n in counts.items() if n > REACH_INS.get(m, 0)}
+    assert grown == {}, f"new reach-ins into the frontier's parts: {grown}; add a port instead"
+    assert counts == REACH_INS, "fewer reach-ins than listed: lower REACH_INS to match"

@@ -44,7 +44,6 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 from redis.exceptions import RedisError
 from scrapy import Request, signals
@@ -74,14 +73,11 @@ SYNC_S = 1.0
 SETTLING_SYNC_S = 0.25
 
 
-#: Each crawl's scope middleware, for the parts that see what passes no spider
-#: middleware (redirects): :func:`scope_of`.
-_SCOPES: WeakKeyDictionary[Crawler, ScopeMiddleware] = WeakKeyDictionary()
-
-
 def scope_of(crawler: Crawler) -> ScopeMiddleware | None:
-    """The crawl's scope middleware (None: not enabled, or not made yet)."""
-    return _SCOPES.get(crawler)
+    """The crawl's scope middleware, for the parts that see what passes no
+    spider middleware (redirects) and for the report (None: not enabled).
+    Scrapy's own lookup: call it once the engine is built."""
+    return crawler.get_spider_middleware(ScopeMiddleware)
 
 
 def scope_from_settings(settings: Any) -> Scope:
@@ -137,7 +133,6 @@ class ScopeMiddleware:
         crawler.signals.connect(middleware.spider_idle, signal=signals.spider_idle)
         crawler.signals.connect(middleware.spider_closed, signal=signals.spider_closed)
         logger.info("Scope: %s", scope.rules().describe())
-        _SCOPES[crawler] = middleware
         return middleware
 
     async def process_start(self, start: AsyncIterator[Any]) -> AsyncIterator[Any]:
