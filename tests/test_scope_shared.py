@@ -70,7 +70,7 @@ def test_the_forms_left_unshared_are_saved_as_the_worker_closes(
     h = make_harness("scope3")
     mine = _middleware(Scope("domain"))
     mine._seed("http://a.test/")  # a crawl stopped before its next turn of sharing
-    h.run(mine._share_rest(h.client, h.keys))
+    h.run(mine._share_rest(SharedScope(h.client, h.keys)))
     assert mine.unshared == []
     later = _middleware(Scope("domain"))
     h.run(later.sync(SharedScope(h.client, h.keys)))

@@ -59,8 +59,6 @@ if TYPE_CHECKING:
     from scrapy.crawler import Crawler
     from scrapy.http import Response
 
-    from crawler.frontier.keys import Keys
-
 logger = logging.getLogger(__name__)
 
 #: Request meta: how many links off scope this request's page is (0 or absent: in scope).
@@ -141,9 +139,9 @@ class ScopeMiddleware:
             frontier.intake.redirect_scope = self.redirected
             self._syncing = True
             self.settle_until = time.monotonic() + self.settle_s
-            frontier.tasks.spawn(self._share(frontier, SharedScope(frontier.client,
-                                                                   frontier.keys)))
-            frontier.on_close.append(self._share_rest)
+            shared = SharedScope(frontier.client, frontier.keys)
+            frontier.tasks.spawn(self._share(frontier, shared))
+            frontier.on_close.append(lambda *_: self._share_rest(shared))
         async for item in start:
             if isinstance(item, Request):  # any spider's start requests are its seeds
                 self._seed(item.url)
@@ -160,13 +158,20 @@ class ScopeMiddleware:
                 return
             await asyncio.sleep(SETTLING_SYNC_S if self.settling() else SYNC_S)
 
-    async def _share_rest(self, client: Any, keys: Keys) -> None:
+    async def _share_rest(self, shared: SharedScope) -> None:
         """The seed forms the last turn did not share, as the worker closes: a
         crawl stopped within a second of its start keeps its seeds' scope for
-        the next run too."""
-        if self.unshared:
-            forms, self.unshared = self.unshared, []
-            await SharedScope(client, keys).add(forms)
+        the next run too. (A Redis fault is said and swallowed: the worker's
+        other closing hooks still run.)"""
+        if not self.unshared:
+            return
+        try:
+            await shared.add(self.unshared)
+        except (RedisError, OSError) as exc:
+            logger.warning("Scope: %d seed form(s) not shared as the worker closed: %s",
+                           len(self.unshared), exc)
+            return
+        self.unshared = []
 
     async def sync(self, shared: SharedScope) -> None:
         """Add the seed forms not shared yet, widen the scope by the others', and
