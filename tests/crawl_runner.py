@@ -51,6 +51,11 @@ class CrawlResult:
     items: list[dict[str, Any]]
     seconds: float
 
+    def summary(self) -> str:
+        """The end-of-crawl summary block (crawler/extensions/summary.py), "" if absent."""
+        at = self.log.rfind("Crawl summary (")
+        return "" if at < 0 else self.log[at:]
+
     def stat(self, name: str) -> Any:
         """A value from the final stats dump in the log (``None`` if absent)."""
         marker = f"'{name}': "

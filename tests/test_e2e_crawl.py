@@ -69,13 +69,11 @@ def _trap_hosts(web: Web) -> set[str]:
     return {h.name for h in web.hosts_where(page=TRAP_MODES)}
 
 
-def _lines_about(log: str, hosts: set[str]) -> str:
-    """The log's lines that name one of ``hosts``, and its summary (from the
-    line that starts it), for a failure's message."""
-    lines = log.splitlines()
-    about = [line for line in lines if any(host in line for host in hosts)]
-    start = next((i for i, line in enumerate(lines) if "Crawl summary" in line), len(lines))
-    return "\n".join(about[:40] + lines[start:start + 40])
+def _lines_about(result: CrawlResult, hosts: set[str]) -> str:
+    """The log's lines that name one of ``hosts``, and its summary, for a
+    failure's message."""
+    about = [line for line in result.log.splitlines() if any(host in line for host in hosts)]
+    return "\n".join(about[:40]) + "\n" + result.summary()[:4000]
 
 
 def test_crawl_finishes_cleanly(full_crawl: CrawlResult) -> None:
@@ -101,7 +99,7 @@ def test_every_reachable_page_fetched_exactly_once(
     missed = sorted(wanted - set(fetched))
     assert not missed, (f"{len(missed)} reachable pages never fetched: {missed[:10]}; what "
                         "the crawl's log says of their hosts:\n"
-                        + _lines_about(full_crawl.log, {host for host, _ in missed}))
+                        + _lines_about(full_crawl, {host for host, _ in missed}))
     extra = sorted(i for i in fetched if i not in expected and i[0] not in traps)
     assert not extra, f"fetched pages that no correct crawl reaches: {extra[:10]}"
 

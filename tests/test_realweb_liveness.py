@@ -92,19 +92,13 @@ def finish_reason(result: CrawlResult) -> str | None:
     return None if value is None else value.strip("'\"")
 
 
-def summary(result: CrawlResult) -> str:
-    """The end-of-crawl summary block (crawler/extensions/summary.py), "" if absent."""
-    at = result.log.rfind("Crawl summary (")
-    return "" if at < 0 else result.log[at:]
-
-
 def assert_ended_by_itself(result: CrawlResult) -> None:
     """The crawl ran out of work and closed (not its CLOSESPIDER_TIMEOUT), cleanly,
     and no watchdog had to wake anything on the way."""
     reason = finish_reason(result)
     assert reason == "finished", (
         f"the crawl did not end by itself: finish reason {reason!r} after "
-        f"{result.seconds:.0f} s\n{summary(result) or result.log[-3000:]}")
+        f"{result.seconds:.0f} s\n{result.summary() or result.log[-3000:]}")
     assert "Spider closed (finished)" in result.log, result.log[-3000:]
     assert result.returncode == 0, result.log[-3000:]
     assert "Traceback" not in result.log, result.log[-3000:]
@@ -223,7 +217,7 @@ def test_robots_jobs_whose_lookups_time_out_do_not_stall_their_domain(
             f"{name} was not looked up again after its DNS hold: its robots job "
             f"never ran (questions at {[round(a - asked[0], 1) for a in asked]})")
     # The summary names what is left: the twelve names, held by their lookups.
-    after = summary(result)
+    after = result.summary()
     assert re.search(r"\n  left in the frontier: \d+ URL\(s\) queued on 12 host\(s\)", after), after
     assert re.search(r"\n    held: dns 12 host\(s\) \(http://h\d+\.sf\.test:80: dns-timeout, "
                      r"\d+ failed lookup\(s\), retry at \d\d:\d\d:\d\d", after), after
@@ -270,7 +264,7 @@ def test_nxdomain_servfail_and_silent_names_end_within_a_minute_with_the_default
     assert sorted((d["url"], d["reason"]) for d in dead) == [
         ("http://gone.test/", "dns-nxdomain"), ("http://gone.test/x", "dns-nxdomain")], dead
     # The summary names the names left held, why and until when.
-    after = summary(result)
+    after = result.summary()
     held = next((line for line in after.splitlines() if line.startswith("    held: ")), "")
     assert held.startswith("    held: dns 2 host(s) ("), after
     # (one lookup; two when a loaded machine keeps the crawl past DNS_RETRY_BASE)
